@@ -1,0 +1,49 @@
+# xdn — every target creates or reuses the local virtualenv and installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+PROTOS := $(shell find protos -name '*.proto')
+
+.PHONY: demo test test-fast bench proto lint java clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "== installing xdn and its dependencies into $(VENV)"
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,audit]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+# PySpark needs a Java runtime (17 or newer). Install it when missing and we may.
+java:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  echo "== Java not found: installing openjdk-17-jre-headless (needed by PySpark)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	  else echo "error: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) and rerun" >&2; exit 1; fi; \
+	fi
+
+demo: $(STAMP) java
+	$(VENV)/bin/xdn demo
+
+test: $(STAMP) java
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not spark and not integration"
+
+bench: $(STAMP) java
+	$(PY) -m benchmarks
+
+proto: $(STAMP)
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. $(PROTOS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy xdn disseminator publisher subscriber audit deploy
+
+clean:
+	rm -rf build

@@ -1,0 +1,1 @@
+"""xdn disseminator."""

@@ -1,0 +1,242 @@
+"""X.509 credentials: a development CA, issuing certificates, and checking them.
+
+Every party has a P-384 key and a certificate from the network's CA:
+
+* role ``site`` — a disseminator daemon (TLS server and client; ``localhost`` SANs);
+* role ``publisher`` — signs manifests and policies, runs the key service;
+* role ``subscriber`` — the credential policies match on, and the HPKE key that group keys are
+  sealed to.
+
+The role travels in the subject's ``businessCategory``; the node's linked-data URI
+(``https://NAME.xdn.example/``) in a URI SubjectAlternativeName. Policy conditions match on the
+subject and issuer fields exposed by :class:`Credential`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from ipaddress import ip_address
+from types import MappingProxyType
+
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from xdn import crypto
+from xdn.errors import CertificateError, UsageError
+
+__all__ = [
+    "ROLES",
+    "Credential",
+    "create_ca",
+    "credential_from_pem",
+    "issue",
+    "node_uri",
+    "public_key_of",
+    "verify_certificate",
+]
+
+ROLES = frozenset({"site", "publisher", "subscriber"})
+
+_SHORT_NAMES: dict[x509.ObjectIdentifier, str] = {
+    NameOID.COMMON_NAME: "CN",
+    NameOID.ORGANIZATION_NAME: "O",
+    NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
+    NameOID.COUNTRY_NAME: "C",
+    NameOID.STATE_OR_PROVINCE_NAME: "ST",
+    NameOID.LOCALITY_NAME: "L",
+    NameOID.TITLE: "title",
+    NameOID.BUSINESS_CATEGORY: "businessCategory",
+    NameOID.EMAIL_ADDRESS: "emailAddress",
+}
+_OIDS = {short: oid for oid, short in _SHORT_NAMES.items()}
+
+
+def node_uri(name: str) -> str:
+    """The linked-data URI of a party named ``name``."""
+    return f"https://{name}.xdn.example/"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Credential:
+    """What policies and routing know about a certificate."""
+
+    name: str
+    subject: Mapping[str, str]
+    issuer: Mapping[str, str]
+    role: str
+    serial: int
+    not_before: datetime
+    not_after: datetime
+    fingerprint: str
+    uri: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if self.not_before.tzinfo is None or self.not_after.tzinfo is None:
+            raise ValueError("credential validity must be timezone-aware")
+        object.__setattr__(self, "subject", MappingProxyType(dict(self.subject)))
+        object.__setattr__(self, "issuer", MappingProxyType(dict(self.issuer)))
+
+    def valid_at(self, at: datetime) -> bool:
+        """Whether ``at`` lies inside the certificate's validity period."""
+        return self.not_before <= at <= self.not_after
+
+
+def _name(fields: Mapping[str, str]) -> x509.Name:
+    try:
+        return x509.Name([x509.NameAttribute(_OIDS[k], v) for k, v in fields.items()])
+    except KeyError as exc:
+        raise UsageError(f"unknown subject field {exc.args[0]!r}; use one of {sorted(_OIDS)}") from None
+
+
+def _fields(name: x509.Name) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for attribute in name:
+        short = _SHORT_NAMES.get(attribute.oid, attribute.oid.dotted_string)
+        out[short] = str(attribute.value)
+    return out
+
+
+def _load(cert_pem: bytes) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(cert_pem)
+    except ValueError as exc:
+        raise CertificateError(f"not a PEM X.509 certificate: {exc}") from None
+
+
+def create_ca(name: str, *, now: datetime, days: int = 3650) -> tuple[bytes, bytes]:
+    """Create a self-signed development CA; return ``(cert_pem, key_pem)``."""
+    key = crypto.generate_private_key()
+    subject = _name({"CN": name, "O": "xdn development CA"})
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, crypto.certificate_hash())
+    )
+    return cert.public_bytes(crypto.PEM), crypto.private_key_to_pem(key)
+
+
+def issue(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    *,
+    name: str,
+    role: str,
+    attributes: Mapping[str, str] | None = None,
+    hosts: Sequence[str] = (),
+    now: datetime,
+    days: int = 365,
+) -> tuple[bytes, bytes]:
+    """Issue a certificate for ``name`` in ``role``; return ``(cert_pem, key_pem)``.
+
+    Args:
+        attributes: extra subject fields (e.g. ``{"OU": "Cred1"}``) that policies match on.
+        hosts: DNS names / IP addresses for TLS (sites: ``localhost``, ``127.0.0.1``).
+    """
+    if role not in ROLES:
+        raise UsageError(f"unknown role {role!r}; use one of {sorted(ROLES)}")
+    ca_cert = _load(ca_cert_pem)
+    ca_key = crypto.load_private_key_pem(ca_key_pem)
+    key = crypto.generate_private_key()
+    subject_fields = {"CN": name, "businessCategory": role, **(attributes or {})}
+    sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(node_uri(name))]
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+    if role == "site":
+        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject_fields))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .sign(ca_key, crypto.certificate_hash())
+    )
+    return cert.public_bytes(crypto.PEM), crypto.private_key_to_pem(key)
+
+
+def credential_from_pem(cert_pem: bytes) -> Credential:
+    """Read a certificate's fields without checking who issued it."""
+    cert = _load(cert_pem)
+    subject = _fields(cert.subject)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
+    except x509.ExtensionNotFound:
+        uris = []
+    return Credential(
+        name=subject.get("CN", ""),
+        subject=subject,
+        issuer=_fields(cert.issuer),
+        role=subject.get("businessCategory", ""),
+        serial=cert.serial_number,
+        not_before=cert.not_valid_before_utc,
+        not_after=cert.not_valid_after_utc,
+        fingerprint=hashlib.sha256(cert.public_bytes(crypto.DER)).hexdigest(),
+        uri=uris[0] if uris else "",
+    )
+
+
+def verify_certificate(
+    cert_pem: bytes, ca_pem: bytes, *, at: datetime, role: str | None = None
+) -> Credential:
+    """Check that ``cert_pem`` was issued by the CA, is valid at ``at`` and has ``role``.
+
+    Raises:
+        CertificateError: naming what is wrong (issuer, signature, validity, role).
+    """
+    cert, ca = _load(cert_pem), _load(ca_pem)
+    if cert.issuer != ca.subject:
+        raise CertificateError(
+            f"certificate of {cert.subject.rfc4514_string()} was not issued by the trusted CA"
+        )
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, crypto.InvalidSignature):
+        raise CertificateError(
+            f"certificate of {cert.subject.rfc4514_string()} has an invalid CA signature"
+        ) from None
+    credential = credential_from_pem(cert_pem)
+    if not credential.valid_at(at):
+        raise CertificateError(
+            f"certificate of {credential.name!r} is not valid at {at.isoformat()} "
+            f"(valid {credential.not_before.isoformat()} to {credential.not_after.isoformat()})"
+        )
+    if role is not None and credential.role != role:
+        raise CertificateError(
+            f"certificate of {credential.name!r} has role {credential.role!r}, expected {role!r}"
+        )
+    return credential
+
+
+def public_key_of(cert_pem: bytes) -> crypto.PublicKey:
+    """The P-384 public key of a certificate."""
+    key = _load(cert_pem).public_key()
+    return crypto.load_public_key_pem(
+        key.public_bytes(crypto.PEM, crypto.SPKI)  # type: ignore[union-attr]
+    )

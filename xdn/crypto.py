@@ -1,0 +1,197 @@
+"""Crypto recipes: the only module of xdn that imports ``cryptography.hazmat``.
+
+Everything else asks this module for a small, safe operation:
+
+* AES-256-GCM with a random 96-bit IV, laid out as ``IV ‖ ciphertext ‖ tag`` (the XML
+  Encryption 1.1 ``aes256-gcm`` CipherValue layout);
+* HKDF-SHA-384 key derivation (per-document keys from group keys);
+* ECDSA P-384 / SHA-384 signatures (manifests, policies, provenance envelopes);
+* HPKE (RFC 9180: DHKEM(P-384), HKDF-SHA384, AES-256-GCM) to a certificate's public key;
+* P-384 key generation and PEM (de)serialisation.
+
+Decrypt and verify failures raise :class:`~xdn.errors.DecryptError` /
+:class:`~xdn.errors.SignatureError` with no detail an attacker could probe; the reason goes to
+the debug log. Randomness is injectable (``iv=``) so known-answer tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, hpke, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from xdn.errors import DecryptError, SignatureError, UsageError
+
+__all__ = [
+    "DER",
+    "IV_BYTES",
+    "PEM",
+    "SPKI",
+    "InvalidSignature",
+    "certificate_hash",
+    "KEY_BYTES",
+    "PrivateKey",
+    "PublicKey",
+    "aead_decrypt",
+    "aead_encrypt",
+    "derive_key",
+    "generate_private_key",
+    "hpke_open",
+    "hpke_seal",
+    "load_private_key_pem",
+    "load_public_key_pem",
+    "private_key_to_pem",
+    "public_key_to_pem",
+    "random_bytes",
+    "sha256",
+    "sign",
+    "verify",
+]
+
+log = logging.getLogger(__name__)
+
+KEY_BYTES = 32
+IV_BYTES = 12
+_TAG_BYTES = 16
+
+PrivateKey = ec.EllipticCurvePrivateKey
+PublicKey = ec.EllipticCurvePublicKey
+
+PEM = serialization.Encoding.PEM
+DER = serialization.Encoding.DER
+SPKI = serialization.PublicFormat.SubjectPublicKeyInfo
+
+_HPKE = hpke.Suite(hpke.KEM.P384, hpke.KDF.HKDF_SHA384, hpke.AEAD.AES_256_GCM)
+
+
+def certificate_hash() -> hashes.SHA384:
+    """The hash X.509 certificates are signed with (SHA-384, matching P-384)."""
+    return hashes.SHA384()
+
+
+def random_bytes(n: int) -> bytes:
+    """Return ``n`` bytes from the operating system's CSPRNG."""
+    return os.urandom(n)
+
+
+def sha256(data: bytes) -> bytes:
+    """SHA-256 digest of ``data``."""
+    return hashlib.sha256(data).digest()
+
+
+def _check_key(key: bytes) -> None:
+    if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+        raise UsageError(f"AES-256 key must be {KEY_BYTES} bytes")
+
+
+def aead_encrypt(key: bytes, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
+    """Encrypt with AES-256-GCM; return ``IV ‖ ciphertext ‖ tag`` (no associated data).
+
+    Args:
+        key: 32-byte key.
+        plaintext: bytes to encrypt.
+        iv: 12-byte IV for known-answer tests; random when omitted. Never reuse one with a key.
+    """
+    _check_key(key)
+    if iv is None:
+        iv = random_bytes(IV_BYTES)
+    elif len(iv) != IV_BYTES:
+        raise UsageError(f"GCM IV must be {IV_BYTES} bytes")
+    return iv + AESGCM(key).encrypt(iv, plaintext, None)
+
+
+def aead_decrypt(key: bytes, blob: bytes) -> bytes:
+    """Invert :func:`aead_encrypt`; raise :class:`DecryptError` on any failure."""
+    _check_key(key)
+    if len(blob) < IV_BYTES + _TAG_BYTES:
+        log.debug("GCM blob too short: %d bytes", len(blob))
+        raise DecryptError()
+    try:
+        return AESGCM(key).decrypt(blob[:IV_BYTES], blob[IV_BYTES:], None)
+    except InvalidTag:
+        log.debug("GCM tag mismatch")
+        raise DecryptError() from None
+
+
+def derive_key(secret: bytes, *, info: bytes, salt: bytes | None = None) -> bytes:
+    """HKDF-SHA-384 of ``secret`` to a 32-byte key bound to ``info``."""
+    if len(secret) < 16:
+        raise UsageError("HKDF input secret is too short")
+    return HKDF(algorithm=hashes.SHA384(), length=KEY_BYTES, salt=salt, info=info).derive(secret)
+
+
+def generate_private_key() -> PrivateKey:
+    """A fresh ECDSA / ECDH key on P-384."""
+    return ec.generate_private_key(ec.SECP384R1())
+
+
+def private_key_to_pem(key: PrivateKey) -> bytes:
+    """PKCS#8 PEM, unencrypted (development keys; protect the file by permissions)."""
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def public_key_to_pem(key: PublicKey) -> bytes:
+    """SubjectPublicKeyInfo PEM."""
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def load_private_key_pem(data: bytes) -> PrivateKey:
+    """Load a P-384 private key from PEM; raise :class:`UsageError` otherwise."""
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"not a PEM private key: {exc}") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp384r1":
+        raise UsageError("private key must be ECDSA P-384")
+    return key
+
+
+def load_public_key_pem(data: bytes) -> PublicKey:
+    """Load a P-384 public key from PEM; raise :class:`UsageError` otherwise."""
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"not a PEM public key: {exc}") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp384r1":
+        raise UsageError("public key must be ECDSA P-384")
+    return key
+
+
+def sign(key: PrivateKey, data: bytes) -> bytes:
+    """ECDSA P-384 / SHA-384 signature (DER-encoded)."""
+    return key.sign(data, ec.ECDSA(hashes.SHA384()))
+
+
+def verify(key: PublicKey, signature: bytes, data: bytes) -> None:
+    """Verify an ECDSA P-384 / SHA-384 signature; raise :class:`SignatureError` if it fails."""
+    try:
+        key.verify(signature, data, ec.ECDSA(hashes.SHA384()))
+    except (InvalidSignature, ValueError):
+        log.debug("ECDSA signature does not verify")
+        raise SignatureError("signature does not verify") from None
+
+
+def hpke_seal(recipient: PublicKey, plaintext: bytes, *, info: bytes) -> bytes:
+    """HPKE base-mode single-shot encryption to ``recipient`` (returns enc ‖ ciphertext)."""
+    return _HPKE.encrypt(plaintext, recipient, info=info)
+
+
+def hpke_open(recipient: PrivateKey, sealed: bytes, *, info: bytes) -> bytes:
+    """Open :func:`hpke_seal` output; raise :class:`DecryptError` on any failure."""
+    try:
+        return _HPKE.decrypt(sealed, recipient, info=info)
+    except Exception:  # the binding raises several types; all mean "cannot open"
+        log.debug("HPKE open failed")
+        raise DecryptError() from None

@@ -1,0 +1,88 @@
+"""One exception hierarchy for xdn, split by who is at fault.
+
+* :class:`UsageError` — the caller (operator, administrator, our own code) asked for something
+  invalid: a missing file, a bad config value, an unknown concept in a policy they wrote.
+* :class:`PeerError` — something that arrived from outside (a document, a protobuf message, a
+  certificate, a log line) is malformed, hostile or fails verification.
+
+Third-party exceptions (lxml, grpc, cryptography, owlready2) are translated into these at the
+module that calls the library; the gRPC servicers map them to status codes.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CertificateError",
+    "ConfigError",
+    "DecryptError",
+    "HostileXmlError",
+    "MappingError",
+    "OntologyError",
+    "PeerError",
+    "PolicyError",
+    "ProtocolError",
+    "ProvenanceError",
+    "SignatureError",
+    "UsageError",
+    "XdnError",
+]
+
+
+class XdnError(Exception):
+    """Base of every error xdn raises on purpose."""
+
+
+class UsageError(XdnError):
+    """The caller asked for something invalid (bad argument, file, configuration)."""
+
+
+class ConfigError(UsageError):
+    """A configuration file or value is missing or invalid."""
+
+
+class OntologyError(UsageError):
+    """An ontology file cannot be loaded or is inconsistent."""
+
+
+class MappingError(UsageError):
+    """A concept → XPath mapping is invalid."""
+
+
+class PolicyError(UsageError):
+    """A policy document is malformed, unsigned or inconsistent."""
+
+
+class PeerError(XdnError):
+    """Input from outside (a document, a message, a certificate) is bad."""
+
+
+class HostileXmlError(PeerError):
+    """XML input was refused: DTDs, entities, excessive depth or size, or malformed markup."""
+
+
+class ProtocolError(PeerError):
+    """A wire message is malformed or arrived in a state where it is not allowed."""
+
+
+class CertificateError(PeerError):
+    """A certificate is malformed, not issued by the trusted CA, expired or of the wrong role."""
+
+
+class SignatureError(PeerError):
+    """A signature does not verify."""
+
+
+class ProvenanceError(PeerError):
+    """A provenance envelope dataset is malformed or not well-formed."""
+
+
+class DecryptError(PeerError):
+    """A fragment could not be decrypted or verified.
+
+    Deliberately opaque: every failure of decryption, hash, proof or signature checks on a
+    fragment surfaces as this one error with one message, so that a sender learns nothing from
+    which check failed. Details go to the debug log only.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("fragment could not be decrypted or verified")

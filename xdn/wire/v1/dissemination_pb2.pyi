@@ -1,0 +1,199 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Fragment(_message.Message):
+    __slots__ = ("fragment_id", "document_id", "publisher", "concept", "position", "parent", "epoch", "key_name", "cipher_value", "leaf_index", "proof")
+    FRAGMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPT_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEY_NAME_FIELD_NUMBER: _ClassVar[int]
+    CIPHER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    LEAF_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    fragment_id: str
+    document_id: str
+    publisher: str
+    concept: str
+    position: int
+    parent: int
+    epoch: int
+    key_name: str
+    cipher_value: bytes
+    leaf_index: int
+    proof: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, fragment_id: _Optional[str] = ..., document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., concept: _Optional[str] = ..., position: _Optional[int] = ..., parent: _Optional[int] = ..., epoch: _Optional[int] = ..., key_name: _Optional[str] = ..., cipher_value: _Optional[bytes] = ..., leaf_index: _Optional[int] = ..., proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class Manifest(_message.Message):
+    __slots__ = ("document_id", "publisher", "version", "issued_at_ms", "leaf_count", "root", "signature", "publisher_certificate")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEAF_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    publisher: str
+    version: int
+    issued_at_ms: int
+    leaf_count: int
+    root: bytes
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
+
+class Dissemination(_message.Message):
+    __slots__ = ("manifest", "fragments", "provenance")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTS_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    manifest: Manifest
+    fragments: _containers.RepeatedCompositeFieldContainer[Fragment]
+    provenance: bytes
+    def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., fragments: _Optional[_Iterable[_Union[Fragment, _Mapping]]] = ..., provenance: _Optional[bytes] = ...) -> None: ...
+
+class KeyMessage(_message.Message):
+    __slots__ = ("publisher", "concept", "epoch", "subscriber", "sealed")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    concept: str
+    epoch: int
+    subscriber: str
+    sealed: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+
+class Delivery(_message.Message):
+    __slots__ = ("sequence", "dissemination", "key")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    dissemination: Dissemination
+    key: KeyMessage
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ...) -> None: ...
+
+class PublishRequest(_message.Message):
+    __slots__ = ("dissemination", "keys")
+    DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    dissemination: Dissemination
+    keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ...) -> None: ...
+
+class PublishAck(_message.Message):
+    __slots__ = ("document_id", "fragments_accepted", "links_reached")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    LINKS_REACHED_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    fragments_accepted: int
+    links_reached: int
+    def __init__(self, document_id: _Optional[str] = ..., fragments_accepted: _Optional[int] = ..., links_reached: _Optional[int] = ...) -> None: ...
+
+class Grant(_message.Message):
+    __slots__ = ("publisher", "concepts")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    concepts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, publisher: _Optional[str] = ..., concepts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("subscriber", "certificate", "grants")
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    subscriber: str
+    certificate: bytes
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    def __init__(self, subscriber: _Optional[str] = ..., certificate: _Optional[bytes] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+
+class MembershipRequest(_message.Message):
+    __slots__ = ("publisher",)
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    def __init__(self, publisher: _Optional[str] = ...) -> None: ...
+
+class Membership(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("concepts",)
+    CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    concepts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, concepts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("sequence", "receipt")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    receipt: bytes
+    def __init__(self, sequence: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
+
+class ClientMessage(_message.Message):
+    __slots__ = ("subscribe", "ack")
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    subscribe: SubscribeRequest
+    ack: Ack
+    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+
+class Subscribed(_message.Message):
+    __slots__ = ("subscriber", "served_by", "grants")
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SERVED_BY_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    subscriber: str
+    served_by: str
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+
+class ServerMessage(_message.Message):
+    __slots__ = ("subscribed", "delivery")
+    SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    subscribed: Subscribed
+    delivery: Delivery
+    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ...) -> None: ...
+
+class LinkHello(_message.Message):
+    __slots__ = ("site", "block")
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_FIELD_NUMBER: _ClassVar[int]
+    site: str
+    block: str
+    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ...) -> None: ...
+
+class InterestUpdate(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
+class LinkMessage(_message.Message):
+    __slots__ = ("hello", "interest", "ack")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    INTEREST_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    hello: LinkHello
+    interest: InterestUpdate
+    ack: Ack
+    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., interest: _Optional[_Union[InterestUpdate, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
