@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fxdn/wire/v1/dissemination.proto\x12\x0bxdn.wire.v1\"\xd4\x01\n\x08\x46ragment\x12\x13\n\x0b\x66ragment_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x11\n\tpublisher\x18\x03 \x01(\t\x12\x0f\n\x07\x63oncept\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\r\x12\x0e\n\x06parent\x18\x06 \x01(\x05\x12\r\n\x05\x65poch\x18\x07 \x01(\x04\x12\x10\n\x08key_name\x18\x08 \x01(\t\x12\x14\n\x0c\x63ipher_value\x18\t \x01(\x0c\x12\x12\n\nleaf_index\x18\n \x01(\x04\x12\r\n\x05proof\x18\x0b \x03(\x0c\"\xad\x01\n\x08Manifest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x14\n\x0cissued_at_ms\x18\x04 \x01(\x04\x12\x12\n\nleaf_count\x18\x05 \x01(\x04\x12\x0c\n\x04root\x18\x06 \x01(\x0c\x12\x11\n\tsignature\x18\x07 \x01(\x0c\x12\x1d\n\x15publisher_certificate\x18\x08 \x01(\x0c\"v\n\rDissemination\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.xdn.wire.v1.Manifest\x12(\n\tfragments\x18\x02 \x03(\x0b\x32\x15.xdn.wire.v1.Fragment\x12\x12\n\nprovenance\x18\x03 \x01(\x0c\"c\n\nKeyMessage\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0f\n\x07\x63oncept\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x12\n\nsubscriber\x18\x04 \x01(\t\x12\x0e\n\x06sealed\x18\x05 \x01(\x0c\"\x81\x01\n\x08\x44\x65livery\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x33\n\rdissemination\x18\x02 \x01(\x0b\x32\x1a.xdn.wire.v1.DisseminationH\x00\x12&\n\x03key\x18\x03 \x01(\x0b\x32\x17.xdn.wire.v1.KeyMessageH\x00\x42\x06\n\x04\x62ody\"j\n\x0ePublishRequest\x12\x31\n\rdissemination\x18\x01 \x01(\x0b\x32\x1a.xdn.wire.v1.Dissemination\x12%\n\x04keys\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.KeyMessage\"T\n\nPublishAck\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x1a\n\x12\x66ragments_accepted\x18\x02 \x01(\r\x12\x15\n\rlinks_reached\x18\x03 \x01(\r\",\n\x05Grant\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x10\n\x08\x63oncepts\x18\x02 \x03(\t\"U\n\x06Member\x12\x12\n\nsubscriber\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x02 \x01(\x0c\x12\"\n\x06grants\x18\x03 \x03(\x0b\x32\x12.xdn.wire.v1.Grant\"&\n\x11MembershipRequest\x12\x11\n\tpublisher\x18\x01 \x01(\t\"2\n\nMembership\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.xdn.wire.v1.Member\"$\n\x10SubscribeRequest\x12\x10\n\x08\x63oncepts\x18\x01 \x03(\t\"(\n\x03\x41\x63k\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x0f\n\x07receipt\x18\x02 \x01(\x0c\"l\n\rClientMessage\x12\x32\n\tsubscribe\x18\x01 \x01(\x0b\x32\x1d.xdn.wire.v1.SubscribeRequestH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.xdn.wire.v1.AckH\x00\x42\x06\n\x04kind\"W\n\nSubscribed\x12\x12\n\nsubscriber\x18\x01 \x01(\t\x12\x11\n\tserved_by\x18\x02 \x01(\t\x12\"\n\x06grants\x18\x03 \x03(\x0b\x32\x12.xdn.wire.v1.Grant\"q\n\rServerMessage\x12-\n\nsubscribed\x18\x01 \x01(\x0b\x32\x17.xdn.wire.v1.SubscribedH\x00\x12)\n\x08\x64\x65livery\x18\x02 \x01(\x0b\x32\x15.xdn.wire.v1.DeliveryH\x00\x42\x06\n\x04kind\"(\n\tLinkHello\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\"6\n\x0eInterestUpdate\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.xdn.wire.v1.Member\"\x90\x01\n\x0bLinkMessage\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.xdn.wire.v1.LinkHelloH\x00\x12/\n\x08interest\x18\x02 \x01(\x0b\x32\x1b.xdn.wire.v1.InterestUpdateH\x00\x12\x1f\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x10.xdn.wire.v1.AckH\x00\x42\x06\n\x04kind2\x9f\x02\n\x0c\x44isseminator\x12?\n\x07Publish\x12\x1b.xdn.wire.v1.PublishRequest\x1a\x17.xdn.wire.v1.PublishAck\x12H\n\rGetMembership\x12\x1e.xdn.wire.v1.MembershipRequest\x1a\x17.xdn.wire.v1.Membership\x12G\n\tSubscribe\x12\x1a.xdn.wire.v1.ClientMessage\x1a\x1a.xdn.wire.v1.ServerMessage(\x01\x30\x01\x12;\n\x04Link\x12\x18.xdn.wire.v1.LinkMessage\x1a\x15.xdn.wire.v1.Delivery(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fxdn/wire/v1/dissemination.proto\x12\x0bxdn.wire.v1\"\xd4\x01\n\x08\x46ragment\x12\x13\n\x0b\x66ragment_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x11\n\tpublisher\x18\x03 \x01(\t\x12\x0f\n\x07\x63oncept\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\r\x12\x0e\n\x06parent\x18\x06 \x01(\x05\x12\r\n\x05\x65poch\x18\x07 \x01(\x04\x12\x10\n\x08key_name\x18\x08 \x01(\t\x12\x14\n\x0c\x63ipher_value\x18\t \x01(\x0c\x12\x12\n\nleaf_index\x18\n \x01(\x04\x12\r\n\x05proof\x18\x0b \x03(\x0c\"\xad\x01\n\x08Manifest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x14\n\x0cissued_at_ms\x18\x04 \x01(\x04\x12\x12\n\nleaf_count\x18\x05 \x01(\x04\x12\x0c\n\x04root\x18\x06 \x01(\x0c\x12\x11\n\tsignature\x18\x07 \x01(\x0c\x12\x1d\n\x15publisher_certificate\x18\x08 \x01(\x0c\"v\n\rDissemination\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.xdn.wire.v1.Manifest\x12(\n\tfragments\x18\x02 \x03(\x0b\x32\x15.xdn.wire.v1.Fragment\x12\x12\n\nprovenance\x18\x03 \x01(\x0c\"c\n\nKeyMessage\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0f\n\x07\x63oncept\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x12\n\nsubscriber\x18\x04 \x01(\t\x12\x0e\n\x06sealed\x18\x05 \x01(\x0c\"\x81\x01\n\x08\x44\x65livery\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x33\n\rdissemination\x18\x02 \x01(\x0b\x32\x1a.xdn.wire.v1.DisseminationH\x00\x12&\n\x03key\x18\x03 \x01(\x0b\x32\x17.xdn.wire.v1.KeyMessageH\x00\x42\x06\n\x04\x62ody\"j\n\x0ePublishRequest\x12\x31\n\rdissemination\x18\x01 \x01(\x0b\x32\x1a.xdn.wire.v1.Dissemination\x12%\n\x04keys\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.KeyMessage\"T\n\nPublishAck\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x1a\n\x12\x66ragments_accepted\x18\x02 \x01(\r\x12\x15\n\rlinks_reached\x18\x03 \x01(\r\",\n\x05Grant\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x10\n\x08\x63oncepts\x18\x02 \x03(\t\"U\n\x06Member\x12\x12\n\nsubscriber\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x02 \x01(\x0c\x12\"\n\x06grants\x18\x03 \x03(\x0b\x32\x12.xdn.wire.v1.Grant\"&\n\x11MembershipRequest\x12\x11\n\tpublisher\x18\x01 \x01(\t\"@\n\nMembership\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.xdn.wire.v1.Member\x12\x0c\n\x04site\x18\x02 \x01(\t\"$\n\x10SubscribeRequest\x12\x10\n\x08\x63oncepts\x18\x01 \x03(\t\"(\n\x03\x41\x63k\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x0f\n\x07receipt\x18\x02 \x01(\x0c\"l\n\rClientMessage\x12\x32\n\tsubscribe\x18\x01 \x01(\x0b\x32\x1d.xdn.wire.v1.SubscribeRequestH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.xdn.wire.v1.AckH\x00\x42\x06\n\x04kind\"W\n\nSubscribed\x12\x12\n\nsubscriber\x18\x01 \x01(\t\x12\x11\n\tserved_by\x18\x02 \x01(\t\x12\"\n\x06grants\x18\x03 \x03(\x0b\x32\x12.xdn.wire.v1.Grant\"q\n\rServerMessage\x12-\n\nsubscribed\x18\x01 \x01(\x0b\x32\x17.xdn.wire.v1.SubscribedH\x00\x12)\n\x08\x64\x65livery\x18\x02 \x01(\x0b\x32\x15.xdn.wire.v1.DeliveryH\x00\x42\x06\n\x04kind\"(\n\tLinkHello\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\"6\n\x0eInterestUpdate\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.xdn.wire.v1.Member\"\x90\x01\n\x0bLinkMessage\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.xdn.wire.v1.LinkHelloH\x00\x12/\n\x08interest\x18\x02 \x01(\x0b\x32\x1b.xdn.wire.v1.InterestUpdateH\x00\x12\x1f\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x10.xdn.wire.v1.AckH\x00\x42\x06\n\x04kind2\x9f\x02\n\x0c\x44isseminator\x12?\n\x07Publish\x12\x1b.xdn.wire.v1.PublishRequest\x1a\x17.xdn.wire.v1.PublishAck\x12H\n\rGetMembership\x12\x1e.xdn.wire.v1.MembershipRequest\x1a\x17.xdn.wire.v1.Membership\x12G\n\tSubscribe\x12\x1a.xdn.wire.v1.ClientMessage\x1a\x1a.xdn.wire.v1.ServerMessage(\x01\x30\x01\x12;\n\x04Link\x12\x18.xdn.wire.v1.LinkMessage\x1a\x15.xdn.wire.v1.Delivery(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,23 +52,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMBERSHIPREQUEST']._serialized_start=1119
   _globals['_MEMBERSHIPREQUEST']._serialized_end=1157
   _globals['_MEMBERSHIP']._serialized_start=1159
-  _globals['_MEMBERSHIP']._serialized_end=1209
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=1211
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=1247
-  _globals['_ACK']._serialized_start=1249
-  _globals['_ACK']._serialized_end=1289
-  _globals['_CLIENTMESSAGE']._serialized_start=1291
-  _globals['_CLIENTMESSAGE']._serialized_end=1399
-  _globals['_SUBSCRIBED']._serialized_start=1401
-  _globals['_SUBSCRIBED']._serialized_end=1488
-  _globals['_SERVERMESSAGE']._serialized_start=1490
-  _globals['_SERVERMESSAGE']._serialized_end=1603
-  _globals['_LINKHELLO']._serialized_start=1605
-  _globals['_LINKHELLO']._serialized_end=1645
-  _globals['_INTERESTUPDATE']._serialized_start=1647
-  _globals['_INTERESTUPDATE']._serialized_end=1701
-  _globals['_LINKMESSAGE']._serialized_start=1704
-  _globals['_LINKMESSAGE']._serialized_end=1848
-  _globals['_DISSEMINATOR']._serialized_start=1851
-  _globals['_DISSEMINATOR']._serialized_end=2138
+  _globals['_MEMBERSHIP']._serialized_end=1223
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=1225
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=1261
+  _globals['_ACK']._serialized_start=1263
+  _globals['_ACK']._serialized_end=1303
+  _globals['_CLIENTMESSAGE']._serialized_start=1305
+  _globals['_CLIENTMESSAGE']._serialized_end=1413
+  _globals['_SUBSCRIBED']._serialized_start=1415
+  _globals['_SUBSCRIBED']._serialized_end=1502
+  _globals['_SERVERMESSAGE']._serialized_start=1504
+  _globals['_SERVERMESSAGE']._serialized_end=1617
+  _globals['_LINKHELLO']._serialized_start=1619
+  _globals['_LINKHELLO']._serialized_end=1659
+  _globals['_INTERESTUPDATE']._serialized_start=1661
+  _globals['_INTERESTUPDATE']._serialized_end=1715
+  _globals['_LINKMESSAGE']._serialized_start=1718
+  _globals['_LINKMESSAGE']._serialized_end=1862
+  _globals['_DISSEMINATOR']._serialized_start=1865
+  _globals['_DISSEMINATOR']._serialized_end=2152
 # @@protoc_insertion_point(module_scope)

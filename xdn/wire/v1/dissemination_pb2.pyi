@@ -129,10 +129,12 @@ class MembershipRequest(_message.Message):
     def __init__(self, publisher: _Optional[str] = ...) -> None: ...
 
 class Membership(_message.Message):
-    __slots__ = ("members",)
+    __slots__ = ("members", "site")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Member]
-    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+    site: str
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("concepts",)

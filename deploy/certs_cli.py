@@ -1,0 +1,80 @@
+"""``xdn certs``: create a development CA and issue certificates."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deploy.pki import Party, ensure_ca, issue_party
+from xdn import certs
+from xdn.errors import UsageError
+
+__all__ = ["register"]
+
+
+def _attributes(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--attr expects FIELD=VALUE (e.g. OU=Cred1), got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _init(args: argparse.Namespace) -> int:
+    path = ensure_ca(args.dir, now=datetime.now(UTC), name=args.name)
+    print(f"CA certificate: {path}")
+    return 0
+
+
+def _issue(args: argparse.Namespace) -> int:
+    party = Party(
+        name=args.name, role=args.role, attributes=_attributes(args.attr), hosts=args.host
+    )
+    files = issue_party(args.dir, party, now=datetime.now(UTC), days=args.days)
+    print(f"certificate: {files.cert}\nprivate key: {files.key}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    credential = certs.credential_from_pem(args.cert.read_bytes())
+    print(f"name:      {credential.name}\nrole:      {credential.role}\nuri:       {credential.uri}")
+    print("subject:   " + ", ".join(f"{k}={v}" for k, v in credential.subject.items()))
+    print("issuer:    " + ", ".join(f"{k}={v}" for k, v in credential.issuer.items()))
+    print(f"valid:     {credential.not_before.isoformat()} .. {credential.not_after.isoformat()}")
+    print(f"sha256:    {credential.fingerprint}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``xdn certs init|issue|show``."""
+    parser = subparsers.add_parser(
+        "certs", help="development CA and certificates", description=__doc__
+    )
+    sub = parser.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
+    init = sub.add_parser("init", help="create a development CA (ca.pem, ca.key) in --dir")
+    init.add_argument("--dir", type=Path, required=True, help="certificate directory")
+    init.add_argument("--name", default="xdn-dev-ca", help="CA common name")
+    init.set_defaults(func=_init)
+    issue = sub.add_parser(
+        "issue",
+        help="issue a site, publisher or subscriber certificate from the CA in --dir",
+        description="Writes NAME.pem and NAME.key (mode 0600) into --dir.",
+    )
+    issue.add_argument("--dir", type=Path, required=True, help="certificate directory with the CA")
+    issue.add_argument("--name", required=True, help="common name, e.g. d1, production-dept, alice")
+    issue.add_argument("--role", required=True, choices=sorted(certs.ROLES))
+    issue.add_argument(
+        "--attr", action="append", default=[], metavar="FIELD=VALUE",
+        help="extra subject field policies can match, e.g. OU=Cred1 (repeatable)",
+    )
+    issue.add_argument(
+        "--host", action="append", default=[], help="TLS host name or IP for sites (repeatable)"
+    )
+    issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    issue.set_defaults(func=_issue)
+    show = sub.add_parser("show", help="print what a certificate says (role, subject, validity)")
+    show.add_argument("cert", type=Path, help="certificate PEM file")
+    show.set_defaults(func=_show)

@@ -1,0 +1,294 @@
+"""A local multi-site xdn network on loopback, as real processes.
+
+Used by ``xdn demo`` and by the integration tests. :class:`LocalNetwork` lays out a working
+directory (PKI, signed policies, one TOML config per site), starts each disseminator as its own
+``xdn disseminator serve`` process on port 0 (uplinks first, reading each bound port from the
+site's ``state/port`` file), starts subscribers and runs publishers as processes too, and stops
+everything on exit — SIGTERM first, SIGKILL for anything that does not stop in time.
+
+The default topology is the paper's: a root site serving the whole production-process block
+and two sites serving its sub-blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from deploy.pki import Party, ensure_ca, issue_party
+from xdn import crypto
+from xdn.errors import UsageError
+from xdn.paths import REPO_ROOT
+from xdn.policy import sign_policy, signature_path
+
+__all__ = [
+    "DEFAULT_PUBLISHERS",
+    "DEFAULT_SITES",
+    "DEFAULT_SUBSCRIBERS",
+    "LocalNetwork",
+    "PublisherSpec",
+    "SiteSpec",
+    "SubscriberSpec",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteSpec:
+    name: str
+    block: str
+    uplink: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherSpec:
+    name: str
+    mapping: Path
+    policy: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriberSpec:
+    name: str
+    site: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+DEFAULT_SITES = (
+    SiteSpec(name="d1", block="ProductionProcess"),
+    SiteSpec(name="d2", block="WorkOrder", uplink="d1"),
+    SiteSpec(name="d3", block="ResourceDetails", uplink="d1"),
+)
+DEFAULT_PUBLISHERS = tuple(
+    PublisherSpec(
+        name=name,
+        mapping=REPO_ROOT / "ontology" / "mappings" / f"{name}.toml",
+        policy=REPO_ROOT / "policies" / f"{name}.toml",
+    )
+    for name in ("production-dept", "qa-company")
+)
+DEFAULT_SUBSCRIBERS = (
+    SubscriberSpec(name="alice", site="d2", attributes={"OU": "Cred1"}),
+    SubscriberSpec(name="bob", site="d3", attributes={"OU": "Cred2"}),
+)
+ONTOLOGY = REPO_ROOT / "ontology" / "production.owl"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def _toml(tables: Sequence[tuple[str, Mapping[str, object]]]) -> str:
+    lines = []
+    for header, table in tables:
+        lines.append(header)
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+        lines.append("")
+    return "\n".join(lines)
+
+
+class LocalNetwork:
+    """Sites, publishers and subscribers of one local network under ``workdir``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        sites: Sequence[SiteSpec] = DEFAULT_SITES,
+        publishers: Sequence[PublisherSpec] = DEFAULT_PUBLISHERS,
+        subscribers: Sequence[SubscriberSpec] = DEFAULT_SUBSCRIBERS,
+        verbose: bool = False,
+    ) -> None:
+        self.workdir = workdir
+        self.sites = {s.name: s for s in sites}
+        self.publishers = {p.name: p for p in publishers}
+        self.subscribers = {s.name: s for s in subscribers}
+        self.certs = workdir / "certs"
+        self.logs = workdir / "logs"
+        self.ports: dict[str, int] = {}
+        self._verbose = verbose
+        self._site_procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._subscriber_procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # ---- layout --------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Create the PKI, signed policy copies and site configs (idempotent for the CA)."""
+        now = datetime.now(UTC)
+        ensure_ca(self.certs, now=now)
+        parties = [
+            Party(name=s, role="site", hosts=("localhost", "127.0.0.1")) for s in self.sites
+        ]
+        parties += [Party(name=p, role="publisher") for p in self.publishers]
+        parties += [
+            Party(name=s.name, role="subscriber", attributes=s.attributes)
+            for s in self.subscribers.values()
+        ]
+        for party in parties:
+            issue_party(self.certs, party, now=now)
+        policy_dir = self.workdir / "policies"
+        policy_dir.mkdir(parents=True, exist_ok=True)
+        for spec in self.publishers.values():
+            copy = policy_dir / spec.policy.name
+            shutil.copyfile(spec.policy, copy)
+            key = crypto.load_private_key_pem((self.certs / f"{spec.name}.key").read_bytes())
+            signature_path(copy).write_bytes(sign_policy(copy.read_bytes(), key))
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    def site_config(self, site: SiteSpec) -> Path:
+        """Write the TOML config of ``site`` (its uplink must already be running)."""
+        uplink = None if site.uplink is None else f"127.0.0.1:{self.ports[site.uplink]}"
+        tables: list[tuple[str, Mapping[str, object]]] = [
+            ("[site]", {
+                "name": site.name, "listen": "127.0.0.1:0", "block": site.block,
+                "uplink": uplink, "state_dir": f"state/{site.name}",
+                "provenance_log": f"logs/{site.name}.nq",
+            }),
+            ("[tls]", {
+                "ca": "certs/ca.pem", "cert": f"certs/{site.name}.pem",
+                "key": f"certs/{site.name}.key",
+            }),
+            ("[ontology]", {"files": [str(ONTOLOGY)]}),
+        ]
+        for spec in self.publishers.values():
+            tables.append(("[[publisher]]", {
+                "name": spec.name, "certificate": f"certs/{spec.name}.pem",
+                "policy": f"policies/{spec.policy.name}",
+            }))
+        path = self.workdir / f"{site.name}.toml"
+        path.write_text(_toml(tables))
+        return path
+
+    # ---- processes -----------------------------------------------------------------------
+    def _xdn(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "xdn.cli", *(["-v"] if self._verbose else []), *args]
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        with open(self.workdir / f"{name}.out", "ab") as out:  # the child keeps its own copy
+            return subprocess.Popen(args, cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT)
+
+    def _wait_port(self, site: str, timeout: float) -> int:
+        port_file = self.workdir / "state" / site / "port"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self._site_procs[site]
+            if proc.poll() is not None:
+                raise UsageError(f"site {site} exited with {proc.returncode}: {self.output(site)}")
+            if port_file.exists() and (text := port_file.read_text().strip()):
+                return int(text)
+            time.sleep(0.05)
+        raise UsageError(f"site {site} did not start within {timeout:.0f}s: {self.output(site)}")
+
+    def output(self, name: str) -> str:
+        """The captured output of a process of this network (for error messages)."""
+        path = self.workdir / f"{name}.out"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def start_sites(self, timeout: float = 60.0) -> None:
+        """Start every site, uplinks before their downlinks."""
+        pending = list(self.sites.values())
+        while pending:
+            ready = [s for s in pending if s.uplink is None or s.uplink in self.ports]
+            if not ready:
+                raise UsageError(f"sites {[s.name for s in pending]} have unknown uplinks")
+            for site in ready:
+                port_file = self.workdir / "state" / site.name / "port"
+                port_file.unlink(missing_ok=True)
+                config = self.site_config(site)
+                self._site_procs[site.name] = self._spawn(
+                    site.name, self._xdn("disseminator", "serve", "--config", str(config))
+                )
+            for site in ready:
+                self.ports[site.name] = self._wait_port(site.name, timeout)
+                pending.remove(site)
+
+    def address(self, site: str) -> str:
+        return f"127.0.0.1:{self.ports[site]}"
+
+    def inbox(self, subscriber: str) -> Path:
+        return self.workdir / "inbox" / subscriber
+
+    def start_subscriber(self, name: str, *, extra: Sequence[str] = ()) -> None:
+        spec = self.subscribers[name]
+        self._subscriber_procs[name] = self._spawn(
+            name,
+            self._xdn(
+                "subscribe", "--connect", self.address(spec.site), "--name", name,
+                "--certs", "certs", "--out", str(self.inbox(name)), "--state-dir", "state",
+                "--log", f"logs/{name}.nq", *extra,
+            ),
+        )
+
+    def wait_subscribed(self, name: str, timeout: float = 30.0) -> dict[str, object]:
+        """Wait until subscriber ``name`` reports its registration; return what it wrote."""
+        path = self.inbox(name) / "subscription.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self._subscriber_procs[name]
+            if proc.poll() is not None:
+                raise UsageError(f"subscriber {name} exited: {self.output(name)}")
+            if path.exists():
+                data: dict[str, object] = json.loads(path.read_text())
+                return data
+            time.sleep(0.05)
+        raise UsageError(f"subscriber {name} did not register within {timeout:.0f}s")
+
+    def publish(
+        self, publisher: str, documents: Sequence[Path], *, site: str = "d1",
+        wait_for: Sequence[str] = (), timeout: float = 120.0,
+    ) -> str:
+        """Run ``xdn publish`` to completion; return its output."""
+        spec = self.publishers[publisher]
+        args = self._xdn(
+            "publish", *map(str, documents), "--connect", self.address(site),
+            "--name", publisher, "--certs", "certs", "--mapping", str(spec.mapping),
+            "--policy", f"policies/{spec.policy.name}", "--ontology", str(ONTOLOGY),
+            "--state-dir", "state", "--log", f"logs/{publisher}.nq",
+        )
+        for name in wait_for:
+            args += ["--wait-for", name]
+        done = subprocess.run(
+            args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if done.returncode != 0:
+            raise UsageError(f"publish by {publisher} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def stop_subscriber(self, name: str, timeout: float = 10.0) -> int:
+        proc = self._subscriber_procs.pop(name)
+        return _stop(proc, timeout)
+
+    def stop(self) -> None:
+        """Stop subscribers, then sites (downlinks first)."""
+        for name in list(self._subscriber_procs):
+            self.stop_subscriber(name)
+        for name in reversed(list(self._site_procs)):
+            _stop(self._site_procs.pop(name), 10.0)
+
+    def __enter__(self) -> LocalNetwork:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+

@@ -1,0 +1,135 @@
+"""Site configuration: one frozen object per daemon, read from TOML.
+
+Example ``d2.toml``::
+
+    [site]
+    name = "d2"                      # must equal the CN of the site certificate
+    listen = "127.0.0.1:0"           # port 0: pick a free port, written to state_dir/port
+    block = "WorkOrder"              # the maximum conceptual block this site serves
+    uplink = "127.0.0.1:50051"       # absent for a root site
+    state_dir = "build/sites/d2"
+    provenance_log = "build/logs/d2.nq"
+
+    [tls]
+    ca = "certs/ca.pem"
+    cert = "certs/d2.pem"
+    key = "certs/d2.key"
+
+    [ontology]
+    files = ["ontology/production.owl"]
+
+    [[publisher]]                    # one per publisher whose policy this site enforces
+    name = "production-dept"
+    certificate = "certs/production-dept.pem"
+    policy = "policies/production-dept.toml"   # with its detached signature .sig beside it
+
+Relative paths are resolved against the directory of the TOML file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xdn.errors import ConfigError
+
+__all__ = ["PublisherEntry", "SiteConfig", "load_site_config"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherEntry:
+    """A publisher whose signed policy the site enforces."""
+
+    name: str
+    certificate: Path
+    policy: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteConfig:
+    """Everything a disseminator daemon needs to start."""
+
+    name: str
+    listen: str
+    block: str
+    uplink: str | None
+    state_dir: Path
+    provenance_log: Path
+    ca: Path
+    cert: Path
+    key: Path
+    ontology_files: tuple[Path, ...]
+    publishers: tuple[PublisherEntry, ...]
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"site name {self.name!r} is invalid")
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"site.listen must be HOST:PORT, got {self.listen!r}")
+        if not self.ontology_files:
+            raise ConfigError("ontology.files must list at least one OWL file")
+
+
+def _table(data: Mapping[str, Any], key: str, source: Path) -> Mapping[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: missing [{key}] table")
+    return value
+
+
+def _str(table: Mapping[str, Any], key: str, source: Path, section: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{source}: [{section}] needs a non-empty string {key!r}")
+    return value
+
+
+def load_site_config(path: Path) -> SiteConfig:
+    """Read and validate a site's TOML configuration."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    base = path.resolve().parent
+
+    def resolve(value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else base / p
+
+    site, tls = _table(data, "site", path), _table(data, "tls", path)
+    ontology = _table(data, "ontology", path)
+    files = ontology.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise ConfigError(f"{path}: [ontology] files must be a list of paths")
+    publishers = []
+    for entry in data.get("publisher", []):
+        publishers.append(
+            PublisherEntry(
+                name=_str(entry, "name", path, "publisher"),
+                certificate=resolve(_str(entry, "certificate", path, "publisher")),
+                policy=resolve(_str(entry, "policy", path, "publisher")),
+            )
+        )
+    uplink = site.get("uplink")
+    if uplink is not None and not isinstance(uplink, str):
+        raise ConfigError(f"{path}: [site] uplink must be HOST:PORT")
+    name = _str(site, "name", path, "site")
+    return SiteConfig(
+        name=name,
+        listen=_str(site, "listen", path, "site"),
+        block=_str(site, "block", path, "site"),
+        uplink=uplink or None,
+        state_dir=resolve(site.get("state_dir", f"state/{name}")),
+        provenance_log=resolve(site.get("provenance_log", f"state/{name}/provenance.nq")),
+        ca=resolve(_str(tls, "ca", path, "tls")),
+        cert=resolve(_str(tls, "cert", path, "tls")),
+        key=resolve(_str(tls, "key", path, "tls")),
+        ontology_files=tuple(resolve(f) for f in files),
+        publishers=tuple(publishers),
+    )

@@ -1,0 +1,127 @@
+"""Start one disseminator from its site configuration and run it until told to stop.
+
+The I/O edge of the disseminator: reads the configuration's files (CA, certificate, ontology,
+signed policies), opens the provenance log, binds the gRPC server with mutual TLS plus the
+standard health and reflection services, writes the bound port to ``STATE_DIR/port`` (so
+launchers can use port 0), keeps the uplink link open, and drains on SIGTERM / SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from disseminator.config import SiteConfig
+from disseminator.server import DisseminatorService, SiteIdentity
+from xdn import certs, crypto, provenance
+from xdn.errors import ConfigError
+from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
+from xdn.ontology import Ontology, load_ontology
+from xdn.policy import PolicySet, load_signed_policy
+from xdn.wire.v1 import dissemination_pb2, dissemination_pb2_grpc
+
+__all__ = ["load_policies", "serve"]
+
+log = logging.getLogger(__name__)
+
+_SERVICE_NAME = dissemination_pb2.DESCRIPTOR.services_by_name["Disseminator"].full_name
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def load_policies(config: SiteConfig, ontology: Ontology, ca_pem: bytes) -> PolicySet:
+    """Load every publisher's policy, refusing any not signed by that publisher."""
+    policies = []
+    now = datetime.now(UTC)
+    for entry in config.publishers:
+        cert_pem = _read(entry.certificate, f"certificate of publisher {entry.name}")
+        credential = certs.verify_certificate(cert_pem, ca_pem, at=now, role="publisher")
+        if credential.name != entry.name:
+            raise ConfigError(
+                f"{entry.certificate}: certificate is for {credential.name!r}, not {entry.name!r}"
+            )
+        policies.append(
+            load_signed_policy(
+                entry.policy, ontology, certs.public_key_of(cert_pem), publisher=entry.name
+            )
+        )
+    return PolicySet.of(ontology, policies)
+
+
+def _write_port(state_dir: Path, port: int) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / "port.tmp"
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, state_dir / "port")
+
+
+async def serve(config: SiteConfig) -> None:
+    """Run the daemon until SIGTERM or SIGINT."""
+    tls = TlsFiles(
+        cert_pem=_read(config.cert, "site certificate"),
+        key_pem=_read(config.key, "site key"),
+        ca_pem=_read(config.ca, "CA certificate"),
+    )
+    identity = certs.verify_certificate(tls.cert_pem, tls.ca_pem, at=datetime.now(UTC), role="site")
+    if identity.name != config.name:
+        raise ConfigError(f"{config.cert}: certificate is for {identity.name!r}, not {config.name!r}")
+    ontology = load_ontology(config.ontology_files)
+    if config.block not in ontology.concepts:
+        raise ConfigError(f"site.block {config.block!r} is not a concept of the ontology")
+    policies = load_policies(config, ontology, tls.ca_pem)
+    signer = provenance.Signer(
+        node_uri=certs.node_uri(config.name), private_key=crypto.load_private_key_pem(tls.key_pem)
+    )
+    config.provenance_log.parent.mkdir(parents=True, exist_ok=True)
+    log_sink = provenance.ProvenanceLog(
+        config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
+    )
+    service = DisseminatorService(
+        site=SiteIdentity(
+            name=config.name, block=config.block, uplink=config.uplink, tls=tls, signer=signer
+        ),
+        ontology=ontology,
+        policies=policies,
+        log_sink=log_sink,
+    )
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    dissemination_pb2_grpc.add_DisseminatorServicer_to_server(service, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_secure_port(config.listen, server_credentials(tls))
+    if port == 0:
+        raise ConfigError(f"cannot listen on {config.listen}")
+    await server.start()
+    await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    _write_port(config.state_dir, port)
+    log.info("site %s serving block %s on port %d", config.name, config.block, port)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    uplink = asyncio.ensure_future(service.run_uplink())
+    try:
+        await stop.wait()
+    finally:
+        log.info("site %s stopping", config.name)
+        uplink.cancel()
+        await health_servicer.enter_graceful_shutdown()
+        await server.stop(grace=1.0)
+        log_sink.close()

@@ -1,0 +1,156 @@
+"""Routing table and decisions of one disseminator (pure: no sockets, no clock).
+
+Theory of operation (paper §III). A disseminator serves the maximum conceptual block of one
+concept: ``served_list(D)`` is that concept and everything it contains. It knows:
+
+* its local subscribers, each with the concepts every publisher's policy grants it;
+* its downlinks (disseminators serving contained blocks), each with the members registered
+  behind it, which is what the downlink has *requested*.
+
+Subscription: a subscriber is registered when ``auth_list(u) ⊆ served_list(D)``; otherwise it
+is sent to the uplink (:class:`Redirect`). Routing: a fragment of (publisher P, concept C) goes
+to each local subscriber whose grants from P contain C, and down each link where some member's
+grants from P contain C — never twice to the same destination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "Accept",
+    "Destination",
+    "Redirect",
+    "Refuse",
+    "Registration",
+    "RoutingTable",
+    "decide_subscription",
+]
+
+Grants = Mapping[str, frozenset[str]]  # publisher → granted concepts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Registration:
+    """A subscriber and what it may receive, per publisher."""
+
+    subscriber: str
+    certificate: bytes
+    grants: Grants
+
+    def __post_init__(self) -> None:
+        clean = {p: frozenset(c) for p, c in self.grants.items() if c}
+        object.__setattr__(self, "grants", MappingProxyType(clean))
+
+    def concepts(self) -> frozenset[str]:
+        """Every concept granted by any publisher."""
+        return frozenset().union(*self.grants.values()) if self.grants else frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a delivery goes: a local subscriber or a downlink site."""
+
+    kind: str  # "subscriber" | "link"
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accept:
+    grants: Grants
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Redirect:
+    uplink: str
+    unserved: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refuse:
+    reason: str
+
+
+def decide_subscription(
+    grants: Grants,
+    *,
+    requested: frozenset[str],
+    served: frozenset[str],
+    uplink: str | None,
+) -> Accept | Redirect | Refuse:
+    """Decide a subscription request (paper §III.B).
+
+    Args:
+        grants: publisher → concepts the policies grant the credential (``auth_list``).
+        requested: concepts the subscriber asked for, already expanded to their blocks;
+            empty means everything granted.
+        served: ``served_list`` of this disseminator.
+        uplink: address of the uplink, if any, to solicit when this site cannot serve.
+    """
+    if requested:
+        grants = {p: c & requested for p, c in grants.items()}
+    grants = {p: c for p, c in grants.items() if c}
+    if not grants:
+        return Refuse(reason="no policy grants this credential any of the requested concepts")
+    wanted = frozenset().union(*grants.values())
+    unserved = wanted - served
+    if not unserved:
+        return Accept(grants=grants)
+    if uplink is not None:
+        return Redirect(uplink=uplink, unserved=unserved)
+    return Refuse(reason=f"concepts {sorted(unserved)} are not served by this network")
+
+
+@dataclass(slots=True)
+class RoutingTable:
+    """Local subscribers and downlink interests; mutable state owned by one server."""
+
+    local: dict[str, Registration] = field(default_factory=dict)
+    links: dict[str, dict[str, Registration]] = field(default_factory=dict)
+
+    def members(self) -> list[Registration]:
+        """Every subscriber registered here or behind a downlink (deduplicated by name)."""
+        merged: dict[str, Registration] = {}
+        for regs in self.links.values():
+            merged.update(regs)
+        merged.update(self.local)
+        return [merged[name] for name in sorted(merged)]
+
+    def set_link_members(self, site: str, members: Iterable[Registration]) -> None:
+        self.links[site] = {r.subscriber: r for r in members}
+
+    def drop_link(self, site: str) -> None:
+        self.links.pop(site, None)
+
+    def plan(
+        self, publisher: str, fragments: Sequence[tuple[str, str]]
+    ) -> dict[Destination, tuple[str, ...]]:
+        """Which fragment ids go where, for ``(fragment_id, concept)`` pairs of one publisher."""
+        out: dict[Destination, tuple[str, ...]] = {}
+        for name, reg in self.local.items():
+            ids = _select(fragments, reg.grants.get(publisher, frozenset()))
+            if ids:
+                out[Destination("subscriber", name)] = ids
+        for site, regs in self.links.items():
+            wanted = frozenset().union(
+                *(r.grants.get(publisher, frozenset()) for r in regs.values())
+            )
+            ids = _select(fragments, wanted)
+            if ids:
+                out[Destination("link", site)] = ids
+        return out
+
+    def route_key(self, subscriber: str) -> Destination | None:
+        """Where a key message for ``subscriber`` goes, if it is known here."""
+        if subscriber in self.local:
+            return Destination("subscriber", subscriber)
+        for site, regs in sorted(self.links.items()):
+            if subscriber in regs:
+                return Destination("link", site)
+        return None
+
+
+def _select(fragments: Sequence[tuple[str, str]], concepts: frozenset[str]) -> tuple[str, ...]:
+    return tuple(fid for fid, concept in fragments if concept in concepts)

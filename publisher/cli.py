@@ -1,0 +1,93 @@
+"""``xdn publish``: encrypt and publish XML documents into the network."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from xdn.paths import REPO_ROOT
+
+__all__ = ["register"]
+
+
+def _publish(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from publisher.client import Publisher, PublisherSetup
+    from xdn.grpc_tls import TlsFiles
+    from xdn.mapping import load_mapping
+    from xdn.ontology import load_ontology
+    from xdn.policy import load_policy
+
+    certs_dir: Path = args.certs
+    tls = TlsFiles(
+        cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
+        key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
+        ca_pem=(certs_dir / "ca.pem").read_bytes(),
+    )
+    ontology = load_ontology(args.ontology)
+    setup = PublisherSetup(
+        name=args.name,
+        tls=tls,
+        ontology=ontology,
+        mapping=load_mapping(args.mapping, ontology),
+        policy=load_policy(args.policy, ontology),
+        state_dir=args.state_dir / args.name,
+        provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
+        connect=args.connect,
+    )
+
+    async def run() -> None:
+        publisher = Publisher(setup)
+        try:
+            if args.wait_for:
+                await publisher.wait_for_members(args.wait_for, timeout=args.wait_timeout)
+            for doc in args.documents:
+                result = await publisher.publish(doc)
+                rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
+                print(
+                    f"published {result.document_id} v{result.version}: "
+                    f"{result.fragments} fragments, {len(result.concepts)} concepts, "
+                    f"rekeyed: {rekeyed}, {result.key_messages} key messages",
+                    flush=True,
+                )
+        finally:
+            await publisher.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``xdn publish``."""
+    parser = subparsers.add_parser(
+        "publish",
+        help="encrypt and publish XML documents",
+        description="Map each document to ontology concepts, rekey groups whose membership "
+        "changed, encrypt every fragment with its concept's key, sign the manifest and push "
+        "it to the root disseminator.",
+    )
+    parser.add_argument("documents", type=Path, nargs="+", metavar="DOC", help="XML documents")
+    parser.add_argument("--connect", required=True, help="root disseminator HOST:PORT")
+    parser.add_argument("--name", required=True, help="publisher name (certificate CN)")
+    parser.add_argument(
+        "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
+    )
+    parser.add_argument("--mapping", type=Path, required=True, help="concept → XPath mapping")
+    parser.add_argument("--policy", type=Path, required=True, help="this publisher's policy")
+    parser.add_argument(
+        "--ontology", type=Path, nargs="+", default=[REPO_ROOT / "ontology" / "production.owl"],
+        help="OWL files (default: the sample production ontology)",
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path("state"), help="key service state (default ./state)"
+    )
+    parser.add_argument("--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)")
+    parser.add_argument(
+        "--wait-for", action="append", default=[], metavar="SUBSCRIBER",
+        help="first wait until this subscriber is registered (repeatable)",
+    )
+    parser.add_argument(
+        "--wait-timeout", type=float, default=30.0, help="seconds --wait-for waits (default 30)"
+    )
+    parser.set_defaults(func=_publish)

@@ -1,0 +1,224 @@
+"""Publishing: map, rekey, encrypt, sign and push documents to the root disseminator.
+
+Theory of operation, per document:
+
+1. Ask the root disseminator who is registered (``GetMembership``). The publisher trusts none
+   of it blindly: each member's certificate is checked against the CA and the publisher
+   evaluates *its own* policy for it, so a disseminator cannot get keys sealed to anyone the
+   policy does not authorise.
+2. Map the document (concept → XPath) into fragments; for each concept present, compare the
+   group's members with who must hold its key now and start a new epoch where they differ.
+3. Encode: encrypt each fragment under its concept's per-document key, build and sign the
+   Merkle manifest; originate the signed provenance message.
+4. Send the sealed keys and the fragments in one ``Publish``; once acknowledged, store the new
+   epochs and the document version (one transaction) and append provenance to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+
+from publisher.keystore import KeyStore
+from xdn import certs, crypto, provenance, xmlsafe
+from xdn.codec import ConceptKey, encode
+from xdn.errors import CertificateError, UsageError
+from xdn.groupkeys import KeyGrant, plan_rekey, seal_group_key
+from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.mapping import Mapping, map_document
+from xdn.ontology import Ontology
+from xdn.policy import Policy, auth_list
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wireconv import dissemination_to_pb, key_grant_to_pb
+
+__all__ = ["PublishResult", "Publisher", "PublisherSetup"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherSetup:
+    """Everything one publisher needs."""
+
+    name: str
+    tls: TlsFiles
+    ontology: Ontology
+    mapping: Mapping
+    policy: Policy
+    state_dir: Path
+    provenance_log: Path
+    connect: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishResult:
+    """What happened to one document."""
+
+    document_id: str
+    version: int
+    fragments: int
+    concepts: frozenset[str]
+    rekeyed: frozenset[str]
+    key_messages: int
+    links_reached: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Member:
+    name: str
+    public_key: crypto.PublicKey
+    concepts: frozenset[str]
+
+
+class Publisher:
+    """A connected publisher and its key service state."""
+
+    def __init__(
+        self, setup: PublisherSetup, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self._setup = setup
+        self._clock = clock
+        self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
+        self._signer = provenance.Signer(
+            node_uri=certs.node_uri(setup.name), private_key=self._signer_key
+        )
+        self._keys = KeyStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
+        setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = provenance.ProvenanceLog(
+            setup.provenance_log, node_uri=self._signer.node_uri, cert_pem=setup.tls.cert_pem
+        )
+        self._channel = grpc.aio.secure_channel(
+            setup.connect, channel_credentials(setup.tls), options=CHANNEL_OPTIONS
+        )
+        self._stub = pb_grpc.DisseminatorStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+        self._keys.close()
+        self._log.close()
+
+    async def _members(self) -> tuple[str, list[_Member]]:
+        reply = await self._stub.GetMembership(
+            pb.MembershipRequest(publisher=self._setup.name), timeout=30
+        )
+        members = []
+        now = self._clock()
+        for member in reply.members:
+            try:
+                credential = certs.verify_certificate(
+                    member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber"
+                )
+            except CertificateError as exc:
+                log.warning("ignoring member %s: %s", member.subscriber, exc)
+                continue
+            granted = auth_list(credential, self._setup.policy, self._setup.ontology, at=now)
+            if granted.concepts:
+                members.append(
+                    _Member(
+                        name=credential.name,
+                        public_key=certs.public_key_of(member.certificate),
+                        concepts=frozenset(granted.concepts),
+                    )
+                )
+        return reply.site, members
+
+    async def wait_for_members(self, names: Sequence[str], *, timeout: float) -> None:
+        """Wait until every subscriber in ``names`` is registered for some of our concepts."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            _, members = await self._members()
+            missing = set(names) - {m.name for m in members}
+            if not missing:
+                return
+            if loop.time() > deadline:
+                raise UsageError(
+                    f"subscribers {sorted(missing)} did not register within {timeout:.0f}s"
+                )
+            await asyncio.sleep(0.1)
+
+    async def publish(self, path: Path, *, document_id: str | None = None) -> PublishResult:
+        """Publish one document file."""
+        setup = self._setup
+        document_id = document_id or path.stem
+        tree = xmlsafe.parse_file(path)
+        mapped = map_document(tree, setup.mapping)
+        if not mapped:
+            raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
+        present = frozenset(node.concept for node in mapped)
+        site, members = await self._members()
+        wanted = {c: frozenset(m.name for m in members if c in m.concepts) for c in present}
+        current = self._keys.groups()
+        changed = plan_rekey(publisher=setup.name, current=current, members=wanted)
+        groups = {**{c: current[c] for c in present if c not in changed}, **changed}
+        by_name = {m.name: m for m in members}
+        grants: list[KeyGrant] = [
+            seal_group_key(group, subscriber, by_name[subscriber].public_key)
+            for group in changed.values()
+            for subscriber in sorted(group.members)
+        ]
+        version = self._keys.next_version(document_id)
+        now_ms = int(self._clock().timestamp() * 1000)
+        encoded = encode(
+            mapped,
+            document_id=document_id,
+            publisher=setup.name,
+            version=version,
+            issued_at_ms=now_ms,
+            keys={
+                c: ConceptKey(publisher=setup.name, concept=c, epoch=g.epoch, group_key=g.key)
+                for c, g in groups.items()
+            },
+            signer=self._signer_key,
+        )
+        message = provenance.originate(
+            self._signer,
+            message_uri=f"{self._signer.node_uri}msg/{document_id}/v{version}",
+            recipient_uri=certs.node_uri(site),
+            content=provenance.ContentFacts(
+                document_id=document_id,
+                publisher=setup.name,
+                manifest_root=encoded.manifest.root,
+                fragments=tuple(
+                    provenance.FragmentFact(
+                        fragment_id=f.fragment_id,
+                        concept=f.concept,
+                        ciphertext_sha256=crypto.sha256(f.cipher_value),
+                    )
+                    for f in encoded.fragments
+                ),
+            ),
+            timestamp_ms=now_ms,
+        )
+        request = pb.PublishRequest(
+            dissemination=dissemination_to_pb(
+                encoded.signed_manifest,
+                [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
+                provenance=message.to_nquads(),
+                publisher_certificate=setup.tls.cert_pem,
+            ),
+            keys=[key_grant_to_pb(g) for g in grants],
+        )
+        ack = await self._stub.Publish(request, timeout=120)
+        self._keys.commit(document_id, version, changed)
+        self._log.append(message)
+        return PublishResult(
+            document_id=document_id,
+            version=version,
+            fragments=len(encoded.fragments),
+            concepts=present,
+            rekeyed=frozenset(changed),
+            key_messages=len(grants),
+            links_reached=ack.links_reached,
+        )
+
+    async def publish_all(self, paths: Sequence[Path]) -> list[PublishResult]:
+        """Publish several documents in order."""
+        return [await self.publish(p) for p in paths]

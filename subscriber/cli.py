@@ -1,0 +1,74 @@
+"""``xdn subscribe``: register a credential and receive the views it is entitled to."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def _subscribe(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from subscriber.client import SubscriberSetup, run_subscriber
+    from xdn.grpc_tls import TlsFiles
+
+    certs_dir: Path = args.certs
+    setup = SubscriberSetup(
+        name=args.name,
+        tls=TlsFiles(
+            cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
+            key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
+            ca_pem=(certs_dir / "ca.pem").read_bytes(),
+        ),
+        connect=args.connect,
+        out_dir=args.out,
+        state_dir=args.state_dir / args.name,
+        provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
+        concepts=tuple(args.concept),
+        max_documents=args.max_documents,
+    )
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        report = await run_subscriber(setup, stop)
+        print(
+            f"{setup.name}: {report.accepted} documents accepted, {report.refused} refused, "
+            f"{report.keys} keys received (views in {setup.out_dir / 'views'})",
+            flush=True,
+        )
+        return 0 if report.refused == 0 else 2
+
+    return asyncio.run(run())
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``xdn subscribe``."""
+    parser = subparsers.add_parser(
+        "subscribe",
+        help="receive, decrypt and verify what a credential may see",
+        description="Register this credential at a disseminator (following redirects to "
+        "uplinks), then decrypt, verify and store each view until Ctrl-C / SIGTERM or "
+        "--max-documents. Exit code 2 if any document was refused.",
+    )
+    parser.add_argument("--connect", required=True, help="disseminator HOST:PORT")
+    parser.add_argument("--name", required=True, help="subscriber name (certificate CN)")
+    parser.add_argument(
+        "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="where views and records go")
+    parser.add_argument(
+        "--concept", action="append", default=[],
+        help="only this concept's block (repeatable; default: everything granted)",
+    )
+    parser.add_argument("--max-documents", type=int, help="stop after this many documents")
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
+    )
+    parser.add_argument("--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)")
+    parser.set_defaults(func=_subscribe)

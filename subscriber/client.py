@@ -1,0 +1,252 @@
+"""Subscribing: register with a disseminator, receive, decrypt, verify, reassemble, store.
+
+Theory of operation. The subscriber opens a ``Subscribe`` stream over mutual TLS; its
+certificate is its credential. A site that does not serve every concept the credential is
+granted answers ``FAILED_PRECONDITION`` naming its uplink (paper §III.B: solicit the uplink);
+the client follows such redirects. Deliveries then arrive in order:
+
+* a key message is opened with the subscriber's private key (HPKE) and kept in the keyring;
+* a dissemination is checked end to end: the publisher certificate against the CA, then the
+  codec verifies the manifest signature, every inclusion proof and every GCM tag before the
+  view is rebuilt. Anything that fails is refused — recorded with the reason, never written
+  as a view — and the stream goes on.
+
+Each accepted document gets a signed receipt envelope (the RECEIVED stage), appended to the
+subscriber's provenance log and sent back with the acknowledgement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+
+from subscriber.store import Inbox, Keyring
+from xdn import certs, crypto, provenance
+from xdn.codec import View, decode, fragment_concepts
+from xdn.errors import PeerError, ProtocolError, UsageError
+from xdn.groupkeys import open_group_key
+from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wireconv import delivery_from_pb, key_grant_from_pb
+
+__all__ = ["SubscriberSetup", "SubscriptionReport", "open_dissemination", "run_subscriber"]
+
+log = logging.getLogger(__name__)
+
+_REDIRECT_METADATA = "xdn-redirect"
+_MAX_REDIRECTS = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriberSetup:
+    """Everything one subscriber needs."""
+
+    name: str
+    tls: TlsFiles
+    connect: str
+    out_dir: Path
+    state_dir: Path
+    provenance_log: Path
+    concepts: tuple[str, ...] = ()
+    max_documents: int | None = None
+
+
+@dataclass(slots=True)
+class SubscriptionReport:
+    """What a subscription run saw."""
+
+    served_by: str = ""
+    grants: dict[str, list[str]] = field(default_factory=dict)
+    accepted: int = 0
+    refused: int = 0
+    keys: int = 0
+
+
+def open_dissemination(
+    message: pb.Dissemination,
+    *,
+    ca_pem: bytes,
+    keys: Callable[[str, str, int], bytes | None],
+    at: datetime,
+) -> View:
+    """Verify and decrypt one received dissemination; raise a PeerError if anything is wrong."""
+    manifest = message.manifest
+    publisher = certs.verify_certificate(
+        manifest.publisher_certificate, ca_pem, at=at, role="publisher"
+    )
+    if publisher.name != manifest.publisher:
+        raise ProtocolError(
+            f"manifest names publisher {manifest.publisher!r} but is signed by {publisher.name!r}"
+        )
+    delivery = delivery_from_pb(message)
+    return decode(
+        delivery, publisher_key=certs.public_key_of(manifest.publisher_certificate), keys=keys
+    )
+
+
+class _Session:
+    def __init__(self, setup: SubscriberSetup, clock: Callable[[], datetime]) -> None:
+        self.setup = setup
+        self.clock = clock
+        self.private_key = crypto.load_private_key_pem(setup.tls.key_pem)
+        self.signer = provenance.Signer(
+            node_uri=certs.node_uri(setup.name), private_key=self.private_key
+        )
+        self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
+        self.inbox = Inbox(setup.out_dir)
+        setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = provenance.ProvenanceLog(
+            setup.provenance_log, node_uri=self.signer.node_uri, cert_pem=setup.tls.cert_pem
+        )
+        self.report = SubscriptionReport()
+
+    def close(self) -> None:
+        self.keyring.close()
+        self.log.close()
+
+    def on_key(self, message: pb.KeyMessage) -> None:
+        grant = key_grant_from_pb(message)
+        key = open_group_key(grant, self.setup.name, self.private_key)
+        self.keyring.put(grant.publisher, grant.concept, grant.epoch, key)
+        self.report.keys += 1
+
+    def on_dissemination(self, message: pb.Dissemination) -> bytes:
+        """Handle one document; return the receipt to send back (empty if refused)."""
+        manifest = message.manifest
+        try:
+            view = open_dissemination(
+                message, ca_pem=self.setup.tls.ca_pem, keys=self.keyring.get, at=self.clock()
+            )
+            received = provenance.Message.from_nquads(message.provenance)
+        except PeerError as exc:
+            self.report.refused += 1
+            print(
+                f"{self.setup.name}: refused {manifest.publisher}/{manifest.document_id}: {exc}",
+                flush=True,
+            )
+            self.inbox.refuse(
+                publisher=manifest.publisher, document_id=manifest.document_id, reason=str(exc)
+            )
+            return b""
+        receipt = provenance.receipt(
+            received,
+            self.signer,
+            message_uri=(
+                f"{self.signer.node_uri}msg/{manifest.document_id}/v{manifest.version}/received"
+            ),
+            timestamp_ms=int(self.clock().timestamp() * 1000),
+        )
+        self.log.append(receipt)
+        self.inbox.accept(
+            publisher=view.publisher,
+            document_id=view.document_id,
+            version=view.version,
+            view_xml=view.to_bytes(),
+            fragments=fragment_concepts(view),
+        )
+        self.report.accepted += 1
+        return receipt.latest_graphs_nquads()
+
+
+async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str | None:
+    """Run one Subscribe stream; return a redirect address, or None when finished."""
+    setup = session.setup
+    outgoing: asyncio.Queue[pb.ClientMessage | None] = asyncio.Queue()
+    outgoing.put_nowait(
+        pb.ClientMessage(subscribe=pb.SubscribeRequest(concepts=list(setup.concepts)))
+    )
+
+    async def requests():  # type: ignore[no-untyped-def]
+        while (item := await outgoing.get()) is not None:
+            yield item
+
+    credentials = channel_credentials(setup.tls)
+    async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
+        call = pb_grpc.DisseminatorStub(channel).Subscribe(requests())
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            while True:
+                read = asyncio.ensure_future(call.read())
+                done, _ = await asyncio.wait({read, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                if read not in done:
+                    read.cancel()
+                    call.cancel()
+                    return None
+                message = read.result()
+                if message is grpc.aio.EOF:
+                    return None
+                _handle(session, message, outgoing, stop)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                for key, value in exc.trailing_metadata() or ():
+                    if key == _REDIRECT_METADATA:
+                        print(f"{setup.name}: {exc.details()}", flush=True)
+                        return str(value)
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise UsageError(f"cannot reach disseminator at {address}: {exc.details()}") from None
+            raise UsageError(
+                f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
+            ) from None
+        finally:
+            stopper.cancel()
+            outgoing.put_nowait(None)
+
+
+def _handle(
+    session: _Session,
+    message: pb.ServerMessage,
+    outgoing: asyncio.Queue[pb.ClientMessage | None],
+    stop: asyncio.Event,
+) -> None:
+    setup = session.setup
+    kind = message.WhichOneof("kind")
+    if kind == "subscribed":
+        grants = {g.publisher: list(g.concepts) for g in message.subscribed.grants}
+        session.report.served_by = message.subscribed.served_by
+        session.report.grants = grants
+        session.inbox.write_subscription(
+            {"subscriber": setup.name, "served_by": message.subscribed.served_by, "grants": grants}
+        )
+        print(f"{setup.name}: subscribed at {message.subscribed.served_by}", flush=True)
+        return
+    delivery = message.delivery
+    receipt = b""
+    body = delivery.WhichOneof("body")
+    if body == "key":
+        try:
+            session.on_key(delivery.key)
+        except PeerError as exc:
+            print(f"{setup.name}: refused key message: {exc}", flush=True)
+    elif body == "dissemination":
+        receipt = session.on_dissemination(delivery.dissemination)
+        done = session.report.accepted + session.report.refused
+        if setup.max_documents is not None and done >= setup.max_documents:
+            stop.set()
+    outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
+
+
+async def run_subscriber(
+    setup: SubscriberSetup,
+    stop: asyncio.Event,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> SubscriptionReport:
+    """Subscribe and process deliveries until ``stop`` is set or max_documents arrived."""
+    session = _Session(setup, clock)
+    address = setup.connect
+    try:
+        for _ in range(_MAX_REDIRECTS):
+            redirect = await _stream(session, address, stop)
+            if redirect is None:
+                return session.report
+            address = redirect
+        raise UsageError(f"more than {_MAX_REDIRECTS} redirects; check the sites' uplinks")
+    finally:
+        session.close()

@@ -1,0 +1,104 @@
+"""End to end through real daemons: publishers → three sites → subscribers."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from deploy.demo import expected_deliveries, read_received
+from deploy.network import ONTOLOGY, LocalNetwork
+from xdn import xmlsafe
+from xdn.ontology import load_ontology
+from xdn.paths import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+SAMPLES = {
+    "production-dept": [REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"],
+    "qa-company": [REPO_ROOT / "ontology" / "samples" / "qa-company-report.xml"],
+}
+
+
+def _wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        time.sleep(0.1)
+
+
+def _publish_samples(network: LocalNetwork) -> None:
+    for publisher, docs in SAMPLES.items():
+        network.publish(publisher, docs, wait_for=tuple(network.subscribers))
+
+
+def test_each_subscriber_receives_exactly_what_its_policy_allows(network: LocalNetwork) -> None:
+    for name in network.subscribers:
+        network.start_subscriber(name)
+    bob = network.wait_subscribed("bob")
+    alice = network.wait_subscribed("alice")
+    # alice's grants fit d2's block; bob's do not fit d3's, so d3 sent him to its uplink d1.
+    assert alice["served_by"] == "d2"
+    assert bob["served_by"] == "d1"
+    _publish_samples(network)
+    ontology = load_ontology([ONTOLOGY])
+    for name in network.subscribers:
+        expected = expected_deliveries(network, ontology, name, SAMPLES)
+        assert expected, f"the sample policies grant {name} something"
+        _wait_for(lambda n=name, e=expected: len(read_received(network.inbox(n))[0]) >= len(e))
+        time.sleep(0.3)
+        received, refused = read_received(network.inbox(name))
+        assert refused == 0
+        assert received == expected
+
+
+def test_views_hold_the_original_content_and_sites_hold_no_plaintext(
+    network: LocalNetwork,
+) -> None:
+    network.start_subscriber("alice")
+    network.wait_subscribed("alice")
+    _publish_samples(network)
+    _wait_for(lambda: (network.inbox("alice") / "received.jsonl").exists())
+    views = list((network.inbox("alice") / "views").rglob("*.xml"))
+    assert views
+    view_text = b"".join(v.read_bytes() for v in views)
+    # Every text node of the view is text of the original document...
+    sample = SAMPLES["production-dept"][0]
+    original = xmlsafe.parse_file(sample).getroot()
+    texts = {t.strip() for t in original.itertext() if len(t.strip()) > 6}
+    seen = {t for t in texts if t.encode() in view_text}
+    assert seen, "the view carries the document's text"
+    # ...and none of it appears in anything a disseminator wrote (its log and output).
+    for site in network.sites:
+        site_bytes = (network.logs / f"{site}.nq").read_bytes()
+        site_bytes += (network.workdir / f"{site}.out").read_bytes()
+        leaked = [t for t in seen if t.encode() in site_bytes]
+        assert leaked == [], f"site {site} saw plaintext: {leaked[:3]}"
+
+
+def test_unregistered_credential_gets_nothing_and_is_told_why(network: LocalNetwork) -> None:
+    from deploy.pki import Party, issue_party
+    from datetime import UTC, datetime
+
+    issue_party(
+        network.certs, Party(name="eve", role="subscriber", attributes={"OU": "Nobody"}),
+        now=datetime.now(UTC),
+    )
+    from deploy.network import SubscriberSpec
+
+    network.subscribers["eve"] = SubscriberSpec(name="eve", site="d1")
+    network.start_subscriber("eve")
+    _wait_for(lambda: "refused" in network.output("eve"), 20)
+    assert "no policy grants" in network.output("eve")
+    assert not (network.inbox("eve") / "subscription.json").exists()
+
+
+def test_subscription_record_lists_grants(network: LocalNetwork) -> None:
+    network.start_subscriber("alice")
+    info = network.wait_subscribed("alice")
+    grants = info["grants"]
+    assert isinstance(grants, dict)
+    assert "WorkOrder" in grants["production-dept"]
+    assert "qa-company" not in grants
+    assert json.loads((network.inbox("alice") / "subscription.json").read_text()) == info

@@ -1,0 +1,404 @@
+"""xdn.provenance: signed envelope chains, well-formedness, tampering, the provenance log."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xdn import crypto
+from xdn.errors import ProvenanceError, SignatureError, UsageError
+from xdn.provenance import (
+    ContentFacts,
+    FragmentFact,
+    Message,
+    ProvenanceLog,
+    Signer,
+    node_description,
+    originate,
+    read_node_description,
+    receipt,
+    relay,
+    verify_message,
+)
+from xdn.rdf import IRI, Literal, Quad, parse_nquads, serialise
+
+NODES = ("pub", "d1", "d2", "s1", "s2")
+XDN = "https://xdn.example.org/ns#"
+MSG = "http://purl.org/webofneeds/message#"
+
+
+def uri(name: str) -> str:
+    return f"https://{name}.xdn.example/"
+
+
+@functools.cache
+def signers() -> dict[str, Signer]:
+    return {n: Signer(node_uri=uri(n), private_key=crypto.generate_private_key()) for n in NODES}
+
+
+def keys() -> dict[str, crypto.PublicKey]:
+    return {s.node_uri: s.private_key.public_key() for s in signers().values()}
+
+
+CONTENT = ContentFacts(
+    document_id="order 7",
+    publisher="ACME",
+    manifest_root=bytes(range(32)),
+    fragments=(
+        FragmentFact(fragment_id="f2", concept="https://onto.example/c#Price",
+                     ciphertext_sha256=b"\x02" * 32),
+        FragmentFact(fragment_id="f1", concept="Item", ciphertext_sha256=b"\x01" * 32),
+    ),
+)
+
+
+def mid(node: str, hop: str) -> str:
+    return f"{uri(node)}msg/order%207/{hop}"
+
+
+@functools.cache
+def chain() -> tuple[Message, Message, Message, Message]:
+    """publisher → d1 → d2 → s1 (receipt), one message per stage."""
+    s = signers()
+    m1 = originate(s["pub"], message_uri=mid("pub", "1"), recipient_uri=uri("d1"),
+                   content=CONTENT, timestamp_ms=1_000)
+    m2 = relay(m1, s["d1"], message_uri=mid("d1", "a"), recipient_uri=uri("d2"),
+               fragment_ids={"f1", "f2"}, timestamp_ms=1_010)
+    m3 = relay(m2, s["d2"], message_uri=mid("d2", "b"), recipient_uri=uri("s1"),
+               fragment_ids=["f1"], timestamp_ms=1_025)
+    m4 = receipt(m3, s["s1"], message_uri=mid("s1", "r"), timestamp_ms=1_040)
+    return m1, m2, m3, m4
+
+
+def full() -> Message:
+    return chain()[3]
+
+
+def edit(message: Message, change: Callable[[set[Quad]], None]) -> bytes:
+    quads = set(message.quads)
+    change(quads)
+    return serialise(sorted(quads, key=repr))
+
+
+def replace_object(
+    graph_suffix: str, predicate: str, new: IRI | Literal, subject_suffix: str = ""
+) -> Callable[[set[Quad]], None]:
+    def change(quads: set[Quad]) -> None:
+        hits = [
+            q for q in quads
+            if q.g and q.g.value.endswith(graph_suffix) and q.p.value == predicate
+            and q.s.value.endswith(subject_suffix)
+        ]
+        assert len(hits) == 1, hits
+        quads.remove(hits[0])
+        quads.add(Quad(hits[0].s, hits[0].p, new, hits[0].g))
+    return change
+
+
+def verify_bytes(data: bytes, public_keys: dict[str, crypto.PublicKey] | None = None) -> None:
+    verify_message(Message.from_nquads(data), keys() if public_keys is None else public_keys)
+
+
+# ------------------------------------------------------------------------------ round trip
+
+
+def test_four_hop_chain_verifies_at_every_stage() -> None:
+    for message in chain():
+        verify_message(message, keys())
+    m4 = full()
+    assert m4.uri == mid("s1", "r")
+    assert m4.fragment_ids() == {"f1"}
+    assert chain()[1].fragment_ids() == {"f1", "f2"}
+    assert m4.content() == ContentFacts(
+        document_id=CONTENT.document_id, publisher=CONTENT.publisher,
+        manifest_root=CONTENT.manifest_root,
+        fragments=tuple(sorted(CONTENT.fragments, key=lambda f: f.fragment_id)),
+    )
+    assert (m4.sender, m4.recipient, m4.document_id) == (uri("s1"), None, "order 7")
+
+
+def test_nquads_round_trip_is_canonical() -> None:
+    data = full().to_nquads()
+    again = Message.from_nquads(data)
+    assert again == full() and again.to_nquads() == data
+    assert b"_:" not in data and data.endswith(b" .\n")
+
+
+def test_latest_graphs_are_what_each_hop_added() -> None:
+    m1, m2, _, m4 = chain()
+    names = {q.g.value for q in parse_nquads(m1.latest_graphs_nquads()) if q.g}
+    assert names == {mid("pub", "1") + s for s in ("#c1", "#c1s", "#e1", "#e1s")}
+    names = {q.g.value for q in parse_nquads(m2.latest_graphs_nquads()) if q.g}
+    assert names == {mid("d1", "a") + "#e2", mid("d1", "a") + "#e2s"}
+    layers = b"".join(m.latest_graphs_nquads() for m in chain())
+    assert set(parse_nquads(layers)) == set(m4.quads)
+
+
+def test_content_never_holds_plaintext_only_digests() -> None:
+    text = chain()[0].to_nquads().decode()
+    assert "0202020202020202" in text and "manifestRoot" in text
+
+
+def test_fan_out_gives_distinct_verifiable_messages() -> None:
+    s, m1 = signers(), chain()[0]
+    to_d2 = relay(m1, s["d1"], message_uri=mid("d1", "x"), recipient_uri=uri("d2"),
+                  fragment_ids={"f1"}, timestamp_ms=2)
+    to_s2 = relay(m1, s["d1"], message_uri=mid("d1", "y"), recipient_uri=uri("s2"),
+                  fragment_ids={"f2"}, timestamp_ms=2)
+    assert to_d2.uri != to_s2.uri and to_d2.latest_graphs_nquads() != to_s2.latest_graphs_nquads()
+    for message in (to_d2, to_s2):
+        verify_message(message, keys())
+    verify_message(receipt(to_s2, s["s2"], message_uri=mid("s2", "r"), timestamp_ms=3), keys())
+
+
+# ------------------------------------------------------------------------------- misuse
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z"),
+                       recipient_uri=uri("d2"), fragment_ids={"f9"}, timestamp_ms=1),
+         UsageError, "subset"),
+        (lambda: relay(chain()[2], signers()["s1"], message_uri=mid("s1", "z"),
+                       recipient_uri=uri("d2"), fragment_ids={"f2"}, timestamp_ms=1),
+         UsageError, "subset"),
+        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d2", "z"),
+                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
+         UsageError, "must start with"),
+        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z#x"),
+                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
+         UsageError, "no fragment"),
+        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z"),
+                       recipient_uri=uri("d2"), fragment_ids="f1", timestamp_ms=1),
+         TypeError, "collection"),
+        (lambda: receipt(full(), signers()["s1"], message_uri=mid("s1", "again"),
+                         timestamp_ms=1), UsageError, "final"),
+        (lambda: receipt(chain()[2], signers()["s1"], message_uri=mid("pub", "1"),
+                         timestamp_ms=1), UsageError, "must start with"),
+        (lambda: relay(chain()[1], signers()["d1"], message_uri=mid("d1", "a"),
+                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
+         UsageError, "already used"),
+        (lambda: receipt(chain()[2], signers()["s1"], message_uri=mid("s1", "t"),
+                         timestamp_ms=True), TypeError, "timestamp"),
+        (lambda: Signer(node_uri="https://d1.xdn.example", private_key=signers()["d1"].private_key),
+         ValueError, "end with"),
+        (lambda: FragmentFact(fragment_id="f", concept="C", ciphertext_sha256=b"short"),
+         ValueError, "32 bytes"),
+    ],
+)
+def test_misuse_is_refused_early(call: Callable[[], object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_signer_repr_hides_the_key() -> None:
+    assert "private" not in repr(signers()["d1"]).lower()
+
+
+# ------------------------------------------------------------------------------ tampering
+
+E2 = mid("d1", "a") + "#e2"
+C1 = mid("pub", "1") + "#c1"
+
+
+def test_altered_content_quad_is_refused_naming_the_graph() -> None:
+    digest = Literal("AB" * 32, "http://www.w3.org/2001/XMLSchema#hexBinary")
+    data = edit(full(), replace_object("#c1", XDN + "ciphertextSha256", digest, "#fragment1"))
+    with pytest.raises(SignatureError, match=rf"<{C1}s> does not verify graph <{C1}>"):
+        verify_bytes(data)
+
+
+def test_altered_envelope_quad_is_refused_naming_the_graph() -> None:
+    data = edit(full(), replace_object("#e2", MSG + "hasSentTimestamp",
+                                       Literal("999", "http://www.w3.org/2001/XMLSchema#long")))
+    with pytest.raises(SignatureError, match=rf"does not verify graph <{E2}>"):
+        verify_bytes(data)
+
+
+def test_altered_signature_value_breaks_the_reference() -> None:
+    sig = "http://icp.it-risk.iwvi.uni-koblenz.de/ontologies/signature.owl#hasSignatureValue"
+    data = edit(full(), replace_object("#c1s", sig, Literal("MEUCIQ==")))
+    with pytest.raises(ProvenanceError, match=rf"condition 5: graph <{mid('pub', '1')}#e1>"):
+        verify_bytes(data)
+    outer = edit(full(), replace_object("#e4s", sig, Literal("MEUCIQ==")))
+    with pytest.raises(SignatureError, match=r"#e4s> does not verify"):
+        verify_bytes(outer)
+
+
+def test_extra_quad_in_unsigned_signature_graph_is_refused() -> None:
+    def add(quads: set[Quad]) -> None:
+        g = IRI(mid("s1", "r") + "#e4s")
+        quads.add(Quad(g, IRI(XDN + "note"), Literal("hi"), g))
+    with pytest.raises(ProvenanceError, match="unexpected property"):
+        verify_bytes(edit(full(), add))
+
+
+@pytest.mark.parametrize(
+    ("graph", "match"),
+    [
+        (C1 + "s", r"condition 3: graph <.*#c1> is not signed"),
+        (E2, r"condition 4: contained envelope <.*#e2> is missing"),
+        (mid("s1", "r") + "#e4s", r"condition 3: graph <.*#e4> is not signed"),
+        (C1, r"condition 8: signature graph <.*#c1s> signs"),
+    ],
+)
+def test_dropped_graph_is_refused(graph: str, match: str) -> None:
+    data = edit(full(), lambda quads: quads.difference_update(
+        {q for q in quads if q.g and q.g.value == graph}))
+    with pytest.raises(ProvenanceError, match=match):
+        Message.from_nquads(data)
+
+
+def test_quad_in_default_graph_is_refused() -> None:
+    data = full().to_nquads() + b"<http://e/s> <http://e/p> <http://e/o> .\n"
+    with pytest.raises(ProvenanceError, match="condition 1"):
+        Message.from_nquads(data)
+
+
+def test_blank_node_is_refused() -> None:
+    data = full().to_nquads() + f"_:b <http://e/p> <http://e/o> <{E2}> .\n".encode()
+    with pytest.raises(ProvenanceError, match="blank node"):
+        Message.from_nquads(data)
+
+
+def test_reordered_chain_is_refused() -> None:
+    s, m1 = signers(), chain()[0]  # m1 is addressed to d1, but d2 relays it first
+    wrong = relay(m1, s["d2"], message_uri=mid("d2", "q"), recipient_uri=uri("d1"),
+                  fragment_ids={"f1"}, timestamp_ms=5)
+    wrong = relay(wrong, s["d1"], message_uri=mid("d1", "q"), recipient_uri=uri("s1"),
+                  fragment_ids={"f1"}, timestamp_ms=6)
+    with pytest.raises(ProvenanceError, match=r"condition 9: graph <.*d2.*#e2> was added by"):
+        verify_message(wrong, keys())
+
+
+def test_chain_cut_and_spliced_onto_another_message_is_refused() -> None:
+    m2, m3 = chain()[1], chain()[2]
+    layer = m3.latest_graphs_nquads()
+    fan = relay(chain()[0], signers()["d1"], message_uri=mid("d1", "other"),
+                recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1)
+    with pytest.raises(ProvenanceError, match="condition"):
+        Message.from_nquads(fan.to_nquads() + layer)
+    assert Message.from_nquads(m2.to_nquads() + layer) == m3
+
+
+def test_wrong_signer_key_is_refused() -> None:
+    public_keys = keys() | {uri("d1"): crypto.generate_private_key().public_key()}
+    with pytest.raises(SignatureError, match=rf"does not verify graph <{E2}> under the key of"):
+        verify_message(full(), public_keys)
+
+
+def test_unknown_signer_is_refused() -> None:
+    public_keys = {k: v for k, v in keys().items() if k != uri("d2")}
+    with pytest.raises(SignatureError, match=r"#e3s>: signer <https://d2.xdn.example/> is not"):
+        verify_message(full(), public_keys)
+
+
+def test_forged_signer_uri_is_refused() -> None:
+    rogue = Signer(node_uri=uri("d1"), private_key=crypto.generate_private_key())
+    forged = relay(chain()[0], rogue, message_uri=mid("d1", "f"), recipient_uri=uri("d2"),
+                   fragment_ids={"f1"}, timestamp_ms=1)
+    with pytest.raises(SignatureError, match=r"#e2s> does not verify graph <.*#e2> under the key"):
+        verify_message(forged, keys())
+
+
+def test_signer_other_than_sender_is_refused() -> None:
+    def resign(quads: set[Quad]) -> None:
+        replace_object("#e4s", "http://icp.it-risk.iwvi.uni-koblenz.de/ontologies/signature.owl#"
+                       "hasVerificationCertificate", IRI(uri("s2")))(quads)
+    with pytest.raises(SignatureError, match=r"condition 9: graph <.*#e4> is signed by <.*s2"):
+        verify_bytes(edit(full(), resign))
+
+
+# One quad changed anywhere — altered, dropped, moved or added — never verifies.
+
+def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
+    ordered = sorted(full().quads, key=repr)
+    index = st.integers(0, len(ordered) - 1)
+    graphs = sorted({q.g for q in ordered if q.g}, key=repr)
+    terms = st.one_of(st.sampled_from([q.s for q in ordered] + [q.o for q in ordered]),
+                      st.text(max_size=5).map(Literal), st.sampled_from(graphs))
+
+    def swap(i: int, pos: str, term: IRI | Literal) -> Callable[[set[Quad]], None]:
+        def change(quads: set[Quad]) -> None:
+            old = ordered[i]
+            parts = {"s": old.s, "p": old.p, "o": old.o, "g": old.g} | {pos: term}
+            try:
+                new = Quad(parts["s"], parts["p"], parts["o"], parts["g"])  # type: ignore[arg-type]
+            except TypeError:
+                new = Quad(old.s, old.p, Literal("tampered"), old.g)
+            if new in quads:  # not a change at all: drop instead
+                new = None
+            quads.discard(old)
+            if new is not None:
+                quads.add(new)
+        return change
+
+    def add(s: IRI | Literal, o: IRI | Literal, g: IRI) -> Callable[[set[Quad]], None]:
+        subject = s if isinstance(s, IRI) else IRI("urn:x:tamper")
+        return lambda quads: quads.add(Quad(subject, IRI("urn:x:extra"), o, g))
+
+    literal_quads = [q for q in ordered if isinstance(q.o, Literal)]
+
+    def relabel(i: int, digits: str) -> Callable[[set[Quad]], None]:
+        old = literal_quads[i]
+        assert isinstance(old.o, Literal)
+        value = digits if old.o.value.isdigit() else old.o.value[:-1] + "Z" + digits
+        new = Quad(old.s, old.p, Literal(value, old.o.datatype, old.o.language), old.g)
+        return lambda quads: (quads.discard(old), quads.add(new)) and None
+
+    return st.one_of(
+        st.builds(swap, index, st.sampled_from("spog"), terms),
+        st.builds(add, terms, terms, st.sampled_from(graphs)),
+        st.builds(relabel, st.integers(0, len(literal_quads) - 1), st.from_regex(r"\A[1-9]\Z")),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations())
+def test_any_single_quad_change_breaks_verification(mutation: Callable[[set[Quad]], None]) -> None:
+    data = edit(full(), mutation)
+    if set(parse_nquads(data)) == set(full().quads):  # the mutation happened to be a no-op
+        return
+    with pytest.raises((ProvenanceError, SignatureError)):
+        verify_bytes(data)
+
+
+# ------------------------------------------------------------------------------------ log
+
+
+CERT = b"""-----BEGIN CERTIFICATE-----
+MIIBfzCCAQWgAwIBAgIUBmFrZS1jZXJ0aWZpY2F0ZS1ieXRlczAKBggqhkjOPQQD
+-----END CERTIFICATE-----
+"""
+
+
+def test_node_description_round_trips() -> None:
+    graph = node_description(uri("d1"), CERT)
+    quads = parse_nquads(graph)
+    assert {q.g for q in quads} == {IRI(uri("d1") + "#cert")}
+    node, pem = read_node_description(uri("d1") + "#cert", quads)
+    assert node == uri("d1") and pem.split() == CERT.split()
+    with pytest.raises(UsageError):
+        node_description(uri("d1"), b"not a certificate")
+
+
+def test_log_starts_with_node_description_and_appends_each_hop(tmp_path: Path) -> None:
+    path = tmp_path / "d1.nq"
+    with ProvenanceLog(path, node_uri=uri("d1"), cert_pem=CERT) as log:
+        log.append(chain()[1])
+        with pytest.raises(UsageError, match="cannot log"):
+            log.append(chain()[2])
+    with ProvenanceLog(path, node_uri=uri("d1"), cert_pem=CERT) as log:
+        log.append(chain()[1])  # reopened: appends, no second description
+    data = path.read_bytes()
+    assert data.startswith(node_description(uri("d1"), CERT))
+    assert data.count(b"NodeDescription") == 1
+    assert data.count(chain()[1].latest_graphs_nquads()) == 2
+    with pytest.raises(UsageError, match="closed"):
+        log.append(chain()[1])

@@ -1,0 +1,101 @@
+"""The disseminator's pure routing core: subscription decisions and fragment plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from disseminator.routing import (
+    Accept,
+    Destination,
+    Redirect,
+    Refuse,
+    Registration,
+    RoutingTable,
+    decide_subscription,
+)
+
+SERVED = frozenset({"WorkOrder", "Production", "QualityInspection"})
+
+
+@pytest.mark.parametrize(
+    ("grants", "requested", "uplink", "expected"),
+    [
+        ({"p": frozenset({"Production"})}, frozenset(), None, Accept),
+        ({"p": frozenset({"Production", "Machine"})}, frozenset(), "up:1", Redirect),
+        ({"p": frozenset({"Production", "Machine"})}, frozenset(), None, Refuse),
+        ({"p": frozenset({"Production", "Machine"})}, frozenset({"Production"}), None, Accept),
+        ({"p": frozenset()}, frozenset(), "up:1", Refuse),
+        ({}, frozenset(), None, Refuse),
+        ({"p": frozenset({"Production"})}, frozenset({"Machine"}), None, Refuse),
+    ],
+)
+def test_subscription_decisions(
+    grants: dict[str, frozenset[str]], requested: frozenset[str], uplink: str | None,
+    expected: type,
+) -> None:
+    decision = decide_subscription(grants, requested=requested, served=SERVED, uplink=uplink)
+    assert type(decision) is expected
+
+
+def test_redirect_names_uplink_and_unserved_concepts() -> None:
+    decision = decide_subscription(
+        {"p": frozenset({"Production", "Machine"})},
+        requested=frozenset(),
+        served=SERVED,
+        uplink="127.0.0.1:9",
+    )
+    assert decision == Redirect(uplink="127.0.0.1:9", unserved=frozenset({"Machine"}))
+
+
+def test_requested_concepts_narrow_the_grants() -> None:
+    decision = decide_subscription(
+        {"p": frozenset({"Production", "QualityInspection"}), "q": frozenset({"Production"})},
+        requested=frozenset({"Production"}),
+        served=SERVED,
+        uplink=None,
+    )
+    assert isinstance(decision, Accept)
+    assert dict(decision.grants) == {"p": {"Production"}, "q": {"Production"}}
+
+
+def _reg(name: str, **grants: set[str]) -> Registration:
+    return Registration(
+        subscriber=name, certificate=b"", grants={p: frozenset(c) for p, c in grants.items()}
+    )
+
+
+def test_plan_sends_each_fragment_only_where_granted() -> None:
+    table = RoutingTable()
+    table.local["alice"] = _reg("alice", p={"A"})
+    table.local["carol"] = _reg("carol", q={"A"})
+    table.set_link_members("d2", [_reg("bob", p={"B"}), _reg("dave", p={"A", "B"})])
+    plan = table.plan("p", [("doc#0", "A"), ("doc#1", "B"), ("doc#2", "C")])
+    assert plan == {
+        Destination("subscriber", "alice"): ("doc#0",),
+        Destination("link", "d2"): ("doc#0", "doc#1"),
+    }
+
+
+def test_plan_never_lists_a_fragment_twice_for_one_destination() -> None:
+    table = RoutingTable()
+    table.set_link_members("d2", [_reg("bob", p={"A"}), _reg("dave", p={"A"})])
+    plan = table.plan("p", [("doc#0", "A")])
+    assert plan == {Destination("link", "d2"): ("doc#0",)}
+
+
+def test_key_messages_follow_members() -> None:
+    table = RoutingTable()
+    table.local["alice"] = _reg("alice", p={"A"})
+    table.set_link_members("d3", [_reg("bob", p={"B"})])
+    assert table.route_key("alice") == Destination("subscriber", "alice")
+    assert table.route_key("bob") == Destination("link", "d3")
+    assert table.route_key("eve") is None
+    table.drop_link("d3")
+    assert table.route_key("bob") is None
+
+
+def test_members_merge_local_and_links_sorted() -> None:
+    table = RoutingTable()
+    table.local["zed"] = _reg("zed", p={"A"})
+    table.set_link_members("d2", [_reg("amy", p={"B"})])
+    assert [r.subscriber for r in table.members()] == ["amy", "zed"]

@@ -1,0 +1,79 @@
+"""The ``xdn`` command: the composition root.
+
+This is the one module of the core that reaches into the edge packages (disseminator,
+publisher, subscriber, audit, deploy): each of them contributes subcommands through a
+``register(subparsers)`` function, imported here by name. Subcommand modules import their heavy
+dependencies (grpc, Spark) inside the command function, so ``xdn --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from xdn import __version__
+from xdn.errors import PeerError, XdnError
+
+__all__ = ["main"]
+
+# Order is the order of ``xdn --help``: the story first, then each actor's commands.
+_COMMAND_MODULES = (
+    "deploy.demo_cli",
+    "deploy.certs_cli",
+    "disseminator.cli",
+    "publisher.cli",
+    "subscriber.cli",
+    "xdn.admin_cli",
+    "audit.cli",
+)
+
+_DESCRIPTION = """\
+xdn: an encrypted XML publish/subscribe dissemination network.
+
+Publishers encrypt each concept-labelled part of an XML document with that concept's group key;
+disseminator daemons route the parts to exactly the subscribers a policy authorises, without
+being able to read them; subscribers decrypt and verify; every hop signs provenance that
+`xdn audit` verifies with Spark.
+
+Start with `xdn demo` (a three-site network on loopback, end to end)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="xdn", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"xdn {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``xdn``; return the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except PeerError as exc:
+        print(f"xdn: refused: {exc}", file=sys.stderr)
+        return 2
+    except XdnError as exc:
+        print(f"xdn: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

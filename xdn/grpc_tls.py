@@ -1,0 +1,66 @@
+"""Mutual-TLS credentials for gRPC and the identity of the peer on a call.
+
+Every xdn connection is mutual TLS under the network's CA. Servers require a client
+certificate; the servicers then read the peer's certificate from the call's auth context and
+check it (issuer, validity, role) with :func:`xdn.certs.verify_certificate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from xdn.errors import CertificateError
+
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "TlsFiles",
+    "channel_credentials",
+    "peer_certificate",
+    "server_credentials",
+]
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+CHANNEL_OPTIONS: Sequence[tuple[str, int]] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsFiles:
+    """PEM material of one party: its certificate and key, and the CA it trusts."""
+
+    cert_pem: bytes
+    key_pem: bytes
+    ca_pem: bytes
+
+    def __repr__(self) -> str:
+        return "TlsFiles(<redacted>)"
+
+
+def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    """Server side: present our certificate, require one from the CA of every client."""
+    return grpc.ssl_server_credentials(
+        [(tls.key_pem, tls.cert_pem)], root_certificates=tls.ca_pem, require_client_auth=True
+    )
+
+
+def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
+    """Client side: trust only the CA; present our certificate."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=tls.ca_pem, private_key=tls.key_pem, certificate_chain=tls.cert_pem
+    )
+
+
+def peer_certificate(auth_context: Mapping[str, Sequence[bytes]]) -> bytes:
+    """The PEM certificate the peer presented on this call."""
+    pems = auth_context.get("x509_pem_cert") or ()
+    if not pems:
+        raise CertificateError("the peer presented no client certificate")
+    return bytes(pems[0])

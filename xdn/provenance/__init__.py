@@ -1,0 +1,46 @@
+"""Signed linked-data provenance envelopes (Kleedorfer et al., "Verifiability and Traceability
+in a Linked Data Based Messaging System"), without blank nodes.
+
+Theory of operation
+-------------------
+A dissemination message is an RDF dataset of named graphs only:
+
+* ``<M#c1>`` — content: document id, publisher, manifest root and, per fragment, its id,
+  concept and ciphertext SHA-256 (never plaintext);
+* ``<M#eN>`` — one envelope per hop: sender, recipient, timestamp, the fragments it carries
+  (``xdn:carriesFragment``); from the second hop on it ``msg:containsEnvelope`` the previous
+  envelope and references that envelope's signature *and signature value*
+  (``<M#eN-ref1>`` — a hash URI where the paper has a blank node), so the signatures chain;
+* ``<GRAPHs>`` — the signature of graph ``<GRAPH>``: signer node URI, signing method,
+  base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical N-Quads.
+
+Message URIs are minted as ``<node_uri>msg/<document_id>/<hop id>`` by the node adding the
+hop. Building a :class:`Message` checks well-formedness (paper conditions 1–8, 10, 11);
+:func:`verify_message` checks condition 9 and every signature (Algorithm 2). Errors name the
+graph at fault. Fan-out is one relayed message per downlink, each with its own URI; the audit
+(``audit/``) rebuilds the tree from the nodes' :class:`ProvenanceLog` files.
+"""
+
+from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
+from xdn.provenance._graphs import EnvelopeInfo, Reference, SignatureInfo
+from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
+from xdn.provenance._message import Message, originate, receipt, relay, signing_input
+from xdn.provenance._verify import verify_message
+
+__all__ = [
+    "ContentFacts",
+    "EnvelopeInfo",
+    "FragmentFact",
+    "Message",
+    "ProvenanceLog",
+    "Reference",
+    "SignatureInfo",
+    "Signer",
+    "node_description",
+    "originate",
+    "read_node_description",
+    "receipt",
+    "relay",
+    "signing_input",
+    "verify_message",
+]

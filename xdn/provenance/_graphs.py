@@ -1,0 +1,316 @@
+"""Strict readers of the single graphs a provenance dataset is made of.
+
+Each reader takes one named graph (its name and quads) and either returns a small typed view of
+it or raises :class:`~xdn.errors.ProvenanceError` naming the graph. Shapes are closed: an unknown
+predicate, an unexpected subject or a wrong cardinality is an error, so that nothing unsigned or
+uninterpretable can ride along. The dataset-level checks (:mod:`._shape`) and the Spark audit
+both build on these readers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from xdn.errors import ProvenanceError
+from xdn.provenance import _vocab as v
+from xdn.provenance._facts import ContentFacts, FragmentFact
+from xdn.rdf import IRI, XSD_STRING, Literal, Quad, Term
+
+_ENVELOPE_NAME = re.compile(r"(?P<msg>[^#]+)#e(?P<n>[1-9][0-9]*)")
+_CONTENT_NAME = re.compile(r"(?P<msg>[^#]+)#c(?P<n>[1-9][0-9]*)")
+_LONG = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_HEX = re.compile(r"(?:[0-9A-F]{2})+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignatureInfo:
+    """A signature graph: who signed which graph, with what value (base64 DER)."""
+
+    name: str
+    signed_graph: str
+    signer: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    """A signature reference inside an envelope (``msg:referencesSignature``)."""
+
+    signature_graph: str
+    signed_graph: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvelopeInfo:
+    """An envelope graph: one hop of a message's chain."""
+
+    name: str
+    message: str
+    number: int
+    kind: str  # "publication" | "relay" | "receipt"
+    sender: str
+    recipient: str | None
+    timestamp_ms: int
+    contains: str | None
+    remote_message: str | None
+    content: tuple[str, ...]
+    document_id: str
+    fragments: frozenset[str]
+    references: tuple[Reference, ...]
+
+
+def _fail(graph: str, detail: str) -> ProvenanceError:
+    return ProvenanceError(f"graph <{graph}>: {detail}")
+
+
+class _Node:
+    """The properties of one subject in one graph, consumed predicate by predicate."""
+
+    def __init__(self, graph: str, subject: str, props: dict[IRI, list[Term]]) -> None:
+        self._graph, self._subject, self._props = graph, subject, props
+        self._used: set[IRI] = set()
+
+    def _objects(self, predicate: IRI) -> list[Term]:
+        self._used.add(predicate)
+        return self._props.get(predicate, [])
+
+    def _err(self, predicate: IRI, detail: str) -> ProvenanceError:
+        return _fail(self._graph, f"<{self._subject}> {detail} <{predicate.value}>")
+
+    def iris(self, predicate: IRI) -> list[str]:
+        out = []
+        for term in self._objects(predicate):
+            if not isinstance(term, IRI):
+                raise self._err(predicate, "needs IRI objects for")
+            out.append(term.value)
+        return sorted(out)
+
+    def literals(self, predicate: IRI, datatype: str = XSD_STRING) -> list[str]:
+        out = []
+        for term in self._objects(predicate):
+            if not isinstance(term, Literal) or term.datatype != datatype:
+                raise self._err(predicate, f"needs <{datatype}> literals for")
+            out.append(term.value)
+        return sorted(out)
+
+    def terms(self, predicate: IRI) -> list[Term]:
+        return self._objects(predicate)
+
+    def one_iri(self, predicate: IRI) -> str:
+        values = self.iris(predicate)
+        if len(values) != 1:
+            raise self._err(predicate, f"has {len(values)} values, expected exactly one, for")
+        return values[0]
+
+    def optional_iri(self, predicate: IRI) -> str | None:
+        values = self.iris(predicate)
+        if len(values) > 1:
+            raise self._err(predicate, "has several values for")
+        return values[0] if values else None
+
+    def one_literal(self, predicate: IRI, datatype: str = XSD_STRING) -> str:
+        values = self.literals(predicate, datatype)
+        if len(values) != 1:
+            raise self._err(predicate, f"has {len(values)} values, expected exactly one, for")
+        return values[0]
+
+    def done(self) -> None:
+        extra = sorted(p.value for p in set(self._props) - self._used)
+        if extra:
+            raise _fail(self._graph, f"<{self._subject}> has unexpected property <{extra[0]}>")
+
+
+def _nodes(name: str, quads: Iterable[Quad]) -> dict[str, _Node]:
+    props: dict[str, dict[IRI, list[Term]]] = defaultdict(lambda: defaultdict(list))
+    for quad in quads:
+        if quad.g is None or quad.g.value != name:
+            raise _fail(name, "reader was given a quad of another graph")
+        props[quad.s.value][quad.p].append(quad.o)
+    return {subject: _Node(name, subject, dict(p)) for subject, p in props.items()}
+
+
+def graph_type(name: str, quads: Iterable[Quad]) -> str:
+    """Classify a graph by the type its name is given inside it.
+
+    Returns:
+        ``"signature"``, ``"envelope"``, ``"node"`` (a node description) or ``"content"``.
+    """
+    types = {q.o for q in quads if q.s.value == name and q.p == v.RDF_TYPE}
+    if v.SIGNATURE in types:
+        return "signature"
+    if v.ENVELOPE_GRAPH in types:
+        return "envelope"
+    if v.NODE_DESCRIPTION in types:
+        return "node"
+    return "content"
+
+
+def _only(name: str, nodes: dict[str, _Node], allowed: set[str]) -> None:
+    stray = sorted(set(nodes) - allowed)
+    if stray:
+        raise _fail(name, f"unexpected subject <{stray[0]}>")
+
+
+def read_signature(name: str, quads: Iterable[Quad]) -> SignatureInfo:
+    """Read a signature graph ``<G s>`` over graph ``<G>``."""
+    nodes = _nodes(name, quads)
+    _only(name, nodes, {name})
+    if name not in nodes:
+        raise _fail(name, "is empty")
+    node = nodes[name]
+    if node.iris(v.RDF_TYPE) != [v.SIGNATURE.value]:
+        raise _fail(name, "must have exactly the type sig:Signature")
+    info = SignatureInfo(
+        name=name,
+        signed_graph=node.one_iri(v.HAS_SIGNED_GRAPH),
+        signer=node.one_iri(v.HAS_VERIFICATION_CERTIFICATE),
+        value=node.one_literal(v.HAS_SIGNATURE_VALUE),
+    )
+    if node.one_iri(v.HAS_GRAPH_SIGNING_METHOD) != v.SIGNING_METHOD.value:
+        raise _fail(name, "uses an unknown graph signing method")
+    node.done()
+    if name != info.signed_graph + "s":
+        raise _fail(name, f"is not named after the graph it signs <{info.signed_graph}>")
+    return info
+
+
+def _timestamp(node: _Node, predicate: IRI) -> int:
+    lexical = node.one_literal(predicate, v.XSD_LONG)
+    if not _LONG.fullmatch(lexical) or not -(2**63) <= int(lexical) < 2**63:
+        raise node._err(predicate, "has a malformed xsd:long for")
+    return int(lexical)
+
+
+def _references(name: str, nodes: dict[str, _Node], refs: list[str]) -> tuple[Reference, ...]:
+    out = []
+    for ref in refs:
+        if not ref.startswith(f"{name}-ref") or ref not in nodes:
+            raise _fail(name, f"signature reference <{ref}> is not described in the envelope")
+        node = nodes[ref]
+        out.append(
+            Reference(
+                signature_graph=node.one_iri(v.HAS_SIGNATURE_GRAPH),
+                signed_graph=node.one_iri(v.HAS_SIGNED_GRAPH),
+                value=node.one_literal(v.HAS_SIGNATURE_VALUE),
+            )
+        )
+        node.done()
+    return tuple(out)
+
+
+def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> EnvelopeInfo:
+    match = _ENVELOPE_NAME.fullmatch(name)
+    assert match is not None  # checked by the caller
+    kinds = body.iris(v.HAS_MESSAGE_TYPE)
+    if len(kinds) != 1 or kinds[0] not in v.KINDS:
+        raise _fail(name, "needs exactly one known msg:hasMessageType")
+    kind = v.KINDS[kinds[0]]
+    receipt, publication = kind == "receipt", kind == "publication"
+    recipient = body.optional_iri(v.HAS_RECIPIENT)
+    remote = body.optional_iri(v.HAS_REMOTE_MESSAGE)
+    content = tuple(body.iris(v.HAS_CONTENT))
+    contains = head.optional_iri(v.CONTAINS_ENVELOPE)
+    if (recipient is None) != receipt:
+        raise _fail(name, f"a {kind} envelope {'must not' if receipt else 'must'} name a recipient")
+    if publication != (remote is None) or publication != bool(content):
+        raise _fail(name, f"a {kind} envelope has the wrong msg:hasRemoteMessage/hasContent")
+    if publication != (contains is None):
+        raise _fail(name, "only a publication envelope may contain no other envelope")
+    fragments = body.literals(v.CARRIES_FRAGMENT)
+    if not fragments:
+        raise _fail(name, "carries no fragment")
+    return EnvelopeInfo(
+        name=name,
+        message=match["msg"],
+        number=int(match["n"]),
+        kind=kind,
+        sender=body.one_iri(v.HAS_SENDER),
+        recipient=recipient,
+        timestamp_ms=_timestamp(body, v.HAS_RECEIVED_TIMESTAMP if receipt else v.HAS_SENT_TIMESTAMP),
+        contains=contains,
+        remote_message=remote,
+        content=content,
+        document_id=body.one_literal(v.DOCUMENT_ID),
+        fragments=frozenset(fragments),
+        references=_references(name, nodes, body.iris(v.REFERENCES_SIGNATURE)),
+    )
+
+
+def read_envelope(name: str, quads: Iterable[Quad]) -> EnvelopeInfo:
+    """Read an envelope graph ``<M#eN>`` of message ``<M>``."""
+    match = _ENVELOPE_NAME.fullmatch(name)
+    if match is None:
+        raise _fail(name, "an envelope graph must be named <message#eN>")
+    message, nodes = match["msg"], _nodes(name, quads)
+    if name not in nodes or message not in nodes:
+        raise _fail(name, "must describe both the envelope and its message")
+    head, body = nodes[name], nodes[message]
+    if head.iris(v.RDF_TYPE) != [v.ENVELOPE_GRAPH.value]:
+        raise _fail(name, "must have exactly the type msg:EnvelopeGraph")
+    if head.one_iri(v.SUB_GRAPH_OF) != message:
+        raise _fail(name, f"must be rdfg:subGraphOf its message <{message}>")
+    info = _envelope(name, head, body, nodes)
+    head.done()
+    body.done()
+    _only(name, nodes, {name, message, *body.iris(v.REFERENCES_SIGNATURE)})
+    return info
+
+
+def _hex(node: _Node, predicate: IRI) -> bytes:
+    lexical = node.one_literal(predicate, v.XSD_HEX)
+    if not _HEX.fullmatch(lexical):
+        raise node._err(predicate, "needs canonical (upper-case) xsd:hexBinary for")
+    return bytes.fromhex(lexical)
+
+
+def _concept(node: _Node) -> str:
+    terms = node.terms(v.CONCEPT)
+    if len(terms) != 1 or (isinstance(terms[0], Literal) and terms[0].datatype != XSD_STRING):
+        raise node._err(v.CONCEPT, "needs exactly one IRI or string for")
+    return terms[0].value
+
+
+def _fragment(name: str, message: str, nodes: dict[str, _Node], uri: str) -> FragmentFact:
+    if not uri.startswith(f"{message}#fragment") or uri not in nodes:
+        raise _fail(name, f"fragment <{uri}> is not described in the content graph")
+    node = nodes[uri]
+    if node.iris(v.RDF_TYPE) != [v.FRAGMENT.value]:
+        raise _fail(name, f"<{uri}> must have exactly the type xdn:Fragment")
+    fact = FragmentFact(
+        fragment_id=node.one_literal(v.FRAGMENT_ID),
+        concept=_concept(node),
+        ciphertext_sha256=_hex(node, v.CIPHERTEXT_SHA256),
+    )
+    node.done()
+    return fact
+
+
+def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
+    """Read a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
+    match = _CONTENT_NAME.fullmatch(name)
+    if match is None:
+        raise _fail(name, "a content graph must be named <message#cN>")
+    doc_uri, nodes = f"{match['msg']}#document", _nodes(name, quads)
+    if doc_uri not in nodes:
+        raise _fail(name, f"must describe the document <{doc_uri}>")
+    doc = nodes[doc_uri]
+    if doc.iris(v.RDF_TYPE) != [v.DOCUMENT.value]:
+        raise _fail(name, "the document must have exactly the type xdn:Document")
+    members = doc.iris(v.HAS_FRAGMENT)
+    _only(name, nodes, {doc_uri, *members})
+    try:
+        fragments = [_fragment(name, match["msg"], nodes, uri) for uri in members]
+        facts = ContentFacts(
+            document_id=doc.one_literal(v.DOCUMENT_ID),
+            publisher=doc.one_literal(v.PUBLISHER),
+            manifest_root=_hex(doc, v.MANIFEST_ROOT),
+            fragments=tuple(sorted(fragments, key=lambda f: f.fragment_id)),
+        )
+    except ValueError as exc:
+        raise _fail(name, str(exc)) from None
+    doc.done()
+    return facts

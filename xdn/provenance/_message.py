@@ -1,0 +1,288 @@
+"""The message value and the three ways a hop extends it (the paper's Algorithm 1).
+
+A :class:`Message` is the whole dataset so far: content graph, signature graphs and one
+envelope per hop. It is validated (well-formedness, :mod:`._shape`) whenever one is built, so a
+``Message`` in hand is always well-formed; whether its signatures hold is
+:func:`~xdn.provenance.verify_message`'s business.
+
+Each builder adds graphs and signs them, never touching what is there:
+
+* :func:`originate` — content graph ``<M#c1>`` + ``<M#c1s>``, envelope ``<M#e1>`` + ``<M#e1s>``;
+* :func:`relay` — envelope ``<M'#eN>`` containing the previous outermost envelope and
+  referencing its signature and value, + ``<M'#eNs>``;
+* :func:`receipt` — the subscriber's final envelope (the paper's RECEIVED stage).
+
+What a graph's signature covers is the RDFC-1.0 canonical N-Quads of that graph, graph name
+included, so a graph cannot be renamed or moved without breaking it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from xdn import crypto
+from xdn.errors import UsageError
+from xdn.provenance import _vocab as v
+from xdn.provenance._facts import ContentFacts, Signer
+from xdn.provenance._shape import Shape, analyse, message_uri_prefix
+from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
+
+__all__ = ["Message", "originate", "receipt", "relay", "signing_input"]
+
+
+def signing_input(quads: Iterable[Quad]) -> bytes:
+    """The bytes a graph's signature covers: its RDFC-1.0 canonical N-Quads."""
+    return canonicalise(quads)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """An immutable, well-formed provenance message dataset.
+
+    Attributes:
+        quads: every quad of the dataset.
+        uri: the current (outermost) message URI.
+    """
+
+    quads: frozenset[Quad]
+    uri: str = field(init=False)
+    _shape: Shape = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.quads, frozenset):
+            raise TypeError("Message quads must be a frozenset of Quad")
+        shape = analyse(self.quads)
+        object.__setattr__(self, "_shape", shape)
+        object.__setattr__(self, "uri", shape.outermost.message)
+
+    @classmethod
+    def from_nquads(cls, data: bytes) -> Message:
+        """Parse N-Quads and check well-formedness (raises ``ProvenanceError``)."""
+        return cls(quads=frozenset(parse_nquads(data)))
+
+    def to_nquads(self) -> bytes:
+        """Canonical N-Quads of the whole dataset."""
+        return canonicalise(self.quads)
+
+    def latest_graphs_nquads(self) -> bytes:
+        """Canonical N-Quads of the graphs the latest hop added (what it appends to its log)."""
+        outer = self._shape.outermost
+        names = {outer.name, *outer.content}
+        names |= {self._shape.signatures[n].name for n in list(names)}
+        return canonicalise(q for q in self.quads if q.g is not None and q.g.value in names)
+
+    def fragment_ids(self) -> frozenset[str]:
+        """The fragments the outermost envelope says this message carries."""
+        return self._shape.outermost.fragments
+
+    def content(self) -> ContentFacts:
+        """The publisher's content facts (document, manifest root, fragment digests)."""
+        return self._shape.content
+
+    @property
+    def document_id(self) -> str:
+        """The document all envelopes of this message are about."""
+        return self._shape.content.document_id
+
+    @property
+    def sender(self) -> str:
+        """The node that added the outermost envelope."""
+        return self._shape.outermost.sender
+
+    @property
+    def recipient(self) -> str | None:
+        """Where the outermost envelope sends the message (``None`` for a receipt)."""
+        return self._shape.outermost.recipient
+
+    def __repr__(self) -> str:
+        return f"Message(uri={self.uri!r}, quads={len(self.quads)})"
+
+
+def shape_of(message: Message) -> Shape:
+    """The analysed structure of ``message`` (package-internal)."""
+    return message._shape
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _signature(signer: Signer, name: IRI, quads: list[Quad]) -> tuple[list[Quad], str]:
+    value = base64.b64encode(crypto.sign(signer.private_key, signing_input(quads))).decode()
+    s = IRI(name.value + "s")
+    return [
+        Quad(s, v.RDF_TYPE, v.SIGNATURE, s),
+        Quad(s, v.HAS_SIGNATURE_VALUE, Literal(value), s),
+        Quad(s, v.HAS_VERIFICATION_CERTIFICATE, IRI(signer.node_uri), s),
+        Quad(s, v.HAS_SIGNED_GRAPH, name, s),
+        Quad(s, v.HAS_GRAPH_SIGNING_METHOD, v.SIGNING_METHOD, s),
+    ], value
+
+
+def _hex(data: bytes) -> Literal:
+    return Literal(data.hex().upper(), v.XSD_HEX)
+
+
+def _content_quads(message: str, content: ContentFacts) -> list[Quad]:
+    g, doc = IRI(f"{message}#c1"), IRI(f"{message}#document")
+    quads = [
+        Quad(doc, v.RDF_TYPE, v.DOCUMENT, g),
+        Quad(doc, v.DOCUMENT_ID, Literal(content.document_id), g),
+        Quad(doc, v.PUBLISHER, Literal(content.publisher), g),
+        Quad(doc, v.MANIFEST_ROOT, _hex(content.manifest_root), g),
+    ]
+    ordered = sorted(content.fragments, key=lambda f: f.fragment_id)
+    for index, fact in enumerate(ordered, start=1):
+        node = IRI(f"{message}#fragment{index}")
+        try:
+            concept: IRI | Literal = IRI(fact.concept)
+        except ValueError:
+            concept = Literal(fact.concept)
+        quads += [
+            Quad(doc, v.HAS_FRAGMENT, node, g),
+            Quad(node, v.RDF_TYPE, v.FRAGMENT, g),
+            Quad(node, v.FRAGMENT_ID, Literal(fact.fragment_id), g),
+            Quad(node, v.CONCEPT, concept, g),
+            Quad(node, v.CIPHERTEXT_SHA256, _hex(fact.ciphertext_sha256), g),
+        ]
+    return quads
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Hop:
+    """Everything one new envelope says, before it is written as quads."""
+
+    message: str
+    number: int
+    kind: IRI
+    sender: str
+    recipient: str | None
+    timestamp_ms: int
+    document_id: str
+    fragments: Collection[str]
+    contains: str | None = None
+    remote_message: str | None = None
+    content: str | None = None
+
+
+def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
+    g, m = IRI(f"{hop.message}#e{hop.number}"), IRI(hop.message)
+    stamp = v.HAS_RECEIVED_TIMESTAMP if hop.kind == v.RECEIPT else v.HAS_SENT_TIMESTAMP
+    quads = [
+        Quad(g, v.RDF_TYPE, v.ENVELOPE_GRAPH, g),
+        Quad(g, v.SUB_GRAPH_OF, m, g),
+        Quad(m, v.HAS_MESSAGE_TYPE, hop.kind, g),
+        Quad(m, v.HAS_SENDER, IRI(hop.sender), g),
+        Quad(m, stamp, Literal(str(hop.timestamp_ms), v.XSD_LONG), g),
+        Quad(m, v.DOCUMENT_ID, Literal(hop.document_id), g),
+        *(Quad(m, v.CARRIES_FRAGMENT, Literal(f), g) for f in sorted(hop.fragments)),
+    ]
+    optional = [
+        (g, v.CONTAINS_ENVELOPE, hop.contains), (m, v.HAS_RECIPIENT, hop.recipient),
+        (m, v.HAS_REMOTE_MESSAGE, hop.remote_message), (m, v.HAS_CONTENT, hop.content),
+    ]
+    quads += [Quad(s, p, IRI(o), g) for s, p, o in optional if o is not None]
+    for index, (sig_graph, signed_graph, value) in enumerate(refs, start=1):
+        ref = IRI(f"{g.value}-ref{index}")
+        quads += [
+            Quad(m, v.REFERENCES_SIGNATURE, ref, g),
+            Quad(ref, v.HAS_SIGNATURE_GRAPH, IRI(sig_graph), g),
+            Quad(ref, v.HAS_SIGNED_GRAPH, IRI(signed_graph), g),
+            Quad(ref, v.HAS_SIGNATURE_VALUE, Literal(value), g),
+        ]
+    return quads
+
+
+def _check_args(signer: Signer, message_uri: str, document_id: str, timestamp_ms: int) -> None:
+    if not isinstance(signer, Signer):
+        raise TypeError("signer must be a Signer")
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+        raise TypeError("timestamp_ms must be an int (milliseconds since the epoch)")
+    if not 0 <= timestamp_ms < 2**63:
+        raise ValueError("timestamp_ms is out of range")
+    prefix = message_uri_prefix(signer.node_uri, document_id)
+    if not isinstance(message_uri, str) or not message_uri.startswith(prefix):
+        raise UsageError(f"message URI {message_uri!r} must start with {prefix!r}")
+    if message_uri == prefix or "#" in message_uri:
+        raise UsageError(f"message URI {message_uri!r} needs a hop id and no fragment")
+    IRI(message_uri)
+
+
+def _seal(signer: Signer, hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
+    envelope = _envelope_quads(hop, refs)
+    signature, _ = _signature(signer, IRI(f"{hop.message}#e{hop.number}"), envelope)
+    return envelope + signature
+
+
+def originate(
+    signer: Signer, *, message_uri: str, recipient_uri: str, content: ContentFacts,
+    timestamp_ms: int,
+) -> Message:
+    """Publish: sign the content graph, wrap it in the first envelope and sign that."""
+    if not isinstance(content, ContentFacts):
+        raise TypeError("content must be ContentFacts")
+    _check_args(signer, message_uri, content.document_id, timestamp_ms)
+    content_quads = _content_quads(message_uri, content)
+    c1 = IRI(f"{message_uri}#c1")
+    signature, value = _signature(signer, c1, content_quads)
+    hop = _Hop(
+        message=message_uri, number=1, kind=v.PUBLICATION, sender=signer.node_uri,
+        recipient=IRI(recipient_uri).value, timestamp_ms=timestamp_ms,
+        document_id=content.document_id,
+        fragments={f.fragment_id for f in content.fragments}, content=c1.value,
+    )
+    sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])
+    return Message(quads=frozenset(content_quads + signature + sealed))
+
+
+def _extend(message: Message, signer: Signer, hop: _Hop) -> Message:
+    shape = shape_of(message)
+    outer = shape.outermost
+    if outer.kind == "receipt":
+        raise UsageError("a receipt is final; it cannot be relayed or receipted again")
+    if any(e.message == hop.message for e in shape.envelopes):
+        raise UsageError(f"message URI {hop.message!r} is already used in this chain")
+    sig = shape.signatures[outer.name]
+    sealed = _seal(signer, hop, [(sig.name, outer.name, sig.value)])
+    return Message(quads=message.quads | frozenset(sealed))
+
+
+def relay(
+    message: Message, signer: Signer, *, message_uri: str, recipient_uri: str,
+    fragment_ids: Collection[str], timestamp_ms: int,
+) -> Message:
+    """A disseminator hop: a new signed envelope around the previous one.
+
+    Args:
+        fragment_ids: the fragments forwarded on this link; a non-empty subset of
+            ``message.fragment_ids()``.
+    """
+    if not isinstance(message, Message):
+        raise TypeError("message must be a Message")
+    if isinstance(fragment_ids, str) or not all(isinstance(f, str) for f in fragment_ids):
+        raise TypeError("fragment_ids must be a collection of str")
+    forwarded = frozenset(fragment_ids)
+    if not forwarded or not forwarded <= message.fragment_ids():
+        raise UsageError("fragment_ids must be a non-empty subset of the message's fragments")
+    _check_args(signer, message_uri, message.document_id, timestamp_ms)
+    outer = shape_of(message).outermost
+    return _extend(message, signer, _Hop(
+        message=message_uri, number=outer.number + 1, kind=v.RELAY, sender=signer.node_uri,
+        recipient=IRI(recipient_uri).value, timestamp_ms=timestamp_ms,
+        document_id=message.document_id, fragments=forwarded, contains=outer.name,
+        remote_message=outer.message,
+    ))
+
+
+def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms: int) -> Message:
+    """The subscriber's RECEIVED stage: a final envelope signed by the subscriber."""
+    if not isinstance(message, Message):
+        raise TypeError("message must be a Message")
+    _check_args(signer, message_uri, message.document_id, timestamp_ms)
+    outer = shape_of(message).outermost
+    return _extend(message, signer, _Hop(
+        message=message_uri, number=outer.number + 1, kind=v.RECEIPT, sender=signer.node_uri,
+        recipient=None, timestamp_ms=timestamp_ms, document_id=message.document_id,
+        fragments=outer.fragments, contains=outer.name, remote_message=outer.message,
+    ))

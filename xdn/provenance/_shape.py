@@ -1,0 +1,196 @@
+"""Well-formedness of a whole message dataset (the paper's conditions 1–8, 10, 11).
+
+:func:`analyse` reads every graph with the strict readers of :mod:`._graphs`, then checks the
+dataset-level conditions and returns a :class:`Shape`: the envelope chain from the innermost
+(publication) envelope outwards, the signature of every signed graph, the content facts. The
+signer checks (condition 9) need keys and live in :mod:`._verify`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from urllib.parse import quote
+
+from xdn.errors import ProvenanceError
+from xdn.provenance._facts import ContentFacts
+from xdn.provenance._graphs import (
+    EnvelopeInfo,
+    Reference,
+    SignatureInfo,
+    graph_type,
+    read_content,
+    read_envelope,
+    read_signature,
+)
+from xdn.rdf import Quad
+
+__all__ = ["Shape", "analyse", "message_uri_prefix"]
+
+
+def message_uri_prefix(node_uri: str, document_id: str) -> str:
+    """Message URIs a node mints for a document start with this (condition 11)."""
+    return f"{node_uri}msg/{quote(document_id, safe='')}/"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shape:
+    """The structure of a well-formed message dataset."""
+
+    envelopes: tuple[EnvelopeInfo, ...]  # innermost (publication) first
+    signatures: Mapping[str, SignatureInfo]  # by the name of the graph they sign
+    graphs: Mapping[str, tuple[Quad, ...]]
+    content_graphs: tuple[str, ...]
+    content: ContentFacts
+
+    @property
+    def outermost(self) -> EnvelopeInfo:
+        return self.envelopes[-1]
+
+
+def _group(quads: Iterable[Quad]) -> dict[str, list[Quad]]:
+    graphs: dict[str, list[Quad]] = defaultdict(list)
+    for quad in quads:
+        if quad.g is None:
+            raise ProvenanceError("condition 1: the default graph must be empty")
+        graphs[quad.g.value].append(quad)
+    return graphs
+
+
+def _chain(envelopes: dict[str, EnvelopeInfo]) -> tuple[EnvelopeInfo, ...]:
+    if not envelopes:
+        raise ProvenanceError("condition 2: the dataset contains no envelope graph")
+    contained = [e.contains for e in envelopes.values() if e.contains is not None]
+    for name in contained:
+        if name not in envelopes:
+            raise ProvenanceError(f"condition 4: contained envelope <{name}> is missing")
+        if contained.count(name) > 1:
+            raise ProvenanceError(f"condition 4: envelope <{name}> is contained twice")
+    outer = sorted(set(envelopes) - set(contained))
+    if len(outer) != 1:
+        raise ProvenanceError(f"condition 6: {len(outer)} outermost envelopes {outer}, not one")
+    chain = [envelopes[outer[0]]]
+    while (inner := chain[-1].contains) is not None:
+        if len(chain) > len(envelopes):
+            raise ProvenanceError("condition 4: the envelopes contain each other in a cycle")
+        chain.append(envelopes[inner])
+    if len(chain) != len(envelopes):
+        raise ProvenanceError("condition 4: some envelopes are not on the chain")
+    return tuple(reversed(chain))
+
+
+def _check_reference(env: EnvelopeInfo, ref: Reference, sigs: Mapping[str, SignatureInfo]) -> None:
+    sig = sigs.get(ref.signed_graph)
+    if sig is None or sig.name != ref.signature_graph:
+        raise ProvenanceError(
+            f"graph <{env.name}>: references signature <{ref.signature_graph}> of "
+            f"<{ref.signed_graph}>, which is not in the dataset"
+        )
+    if sig.value != ref.value:
+        raise ProvenanceError(
+            f"condition 5: graph <{env.name}> references <{sig.name}> with a value "
+            "different from that signature's"
+        )
+
+
+def _check_envelope(
+    env: EnvelopeInfo, inner: EnvelopeInfo | None, sigs: Mapping[str, SignatureInfo]
+) -> None:
+    expected = set(env.content) if inner is None else {inner.name}
+    if {r.signed_graph for r in env.references} != expected or len(env.references) != len(
+        expected
+    ):
+        raise ProvenanceError(
+            f"graph <{env.name}>: must reference exactly the signatures of {sorted(expected)}"
+        )
+    for ref in env.references:
+        _check_reference(env, ref, sigs)
+    prefix = message_uri_prefix(env.sender, env.document_id)
+    if not env.message.startswith(prefix) or env.message == prefix:
+        raise ProvenanceError(
+            f"condition 11: message URI <{env.message}> of graph <{env.name}> is not "
+            f"below <{prefix}>"
+        )
+    if inner is None:
+        return
+    if env.number != inner.number + 1 or env.remote_message != inner.message:
+        raise ProvenanceError(
+            f"condition 10: graph <{env.name}> does not follow <{inner.name}> "
+            "(envelope number or msg:hasRemoteMessage)"
+        )
+    if env.document_id != inner.document_id or not env.fragments <= inner.fragments:
+        raise ProvenanceError(
+            f"graph <{env.name}>: document or fragments differ from those of <{inner.name}>"
+        )
+    if inner.kind == "receipt":
+        raise ProvenanceError(f"graph <{env.name}>: a receipt envelope cannot be relayed")
+
+
+def _read_content(
+    first: EnvelopeInfo, graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
+) -> ContentFacts:
+    facts = None
+    for name in first.content:
+        if kinds.get(name) != "content" or not name.startswith(first.message + "#c"):
+            raise ProvenanceError(f"graph <{first.name}>: <{name}> is not a content graph of it")
+        facts = read_content(name, graphs[name])
+        if facts.document_id != first.document_id:
+            raise ProvenanceError(f"graph <{name}>: document id differs from <{first.name}>")
+        carried = {f.fragment_id for f in facts.fragments}
+        if not first.fragments <= carried:
+            raise ProvenanceError(f"graph <{first.name}>: carries a fragment not in <{name}>")
+    if facts is None or len(first.content) != 1:
+        raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
+    return facts
+
+
+def _signatures(graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]) -> dict[str, SignatureInfo]:
+    sigs: dict[str, SignatureInfo] = {}
+    for name, kind in kinds.items():
+        if kind != "signature":
+            continue
+        sig = read_signature(name, graphs[name])
+        if kinds.get(sig.signed_graph) in (None, "signature"):
+            raise ProvenanceError(
+                f"condition 8: signature graph <{name}> signs <{sig.signed_graph}>, "
+                "which is not an envelope or content graph of the dataset"
+            )
+        sigs[sig.signed_graph] = sig
+    return sigs
+
+
+def analyse(quads: Iterable[Quad]) -> Shape:
+    """Check the well-formedness of a message dataset and return its structure.
+
+    Raises:
+        ProvenanceError: naming the condition and the graph that violates it.
+    """
+    graphs = _group(quads)
+    kinds = {name: graph_type(name, g) for name, g in graphs.items()}
+    if "node" in kinds.values():
+        raise ProvenanceError("a node description is not part of a message")
+    envelopes = {n: read_envelope(n, graphs[n]) for n, k in kinds.items() if k == "envelope"}
+    chain = _chain(envelopes)
+    sigs = _signatures(graphs, kinds)
+    unsigned = sorted(n for n, k in kinds.items() if k != "signature" and n not in sigs)
+    if unsigned:
+        raise ProvenanceError(f"condition 3: graph <{unsigned[0]}> is not signed")
+    content = _read_content(chain[0], graphs, kinds)
+    for inner, env in zip((None, *chain), chain, strict=False):
+        _check_envelope(env, inner, sigs)
+    known = set(envelopes) | set(chain[0].content) | {s.name for s in sigs.values()}
+    stray = sorted(set(graphs) - known)
+    if stray:
+        raise ProvenanceError(f"graph <{stray[0]}> is not part of the message's chain")
+    referenced = {r.signature_graph for e in chain for r in e.references}
+    if {s.name for s in sigs.values()} - referenced != {sigs[chain[-1].name].name}:
+        raise ProvenanceError("condition 7: exactly one signature graph may be unreferenced")
+    return Shape(
+        envelopes=chain,
+        signatures=MappingProxyType(sigs),
+        graphs=MappingProxyType({n: tuple(g) for n, g in graphs.items()}),
+        content_graphs=chain[0].content,
+        content=content,
+    )

@@ -1,0 +1,61 @@
+"""Vocabulary of provenance envelopes: the paper's ``msg:``/``sig:``/``rdfg:`` plus ``xdn:``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from xdn.rdf import IRI
+
+MSG: Final = "http://purl.org/webofneeds/message#"
+SIG: Final = "http://icp.it-risk.iwvi.uni-koblenz.de/ontologies/signature.owl#"
+RDFG: Final = "http://www.w3.org/2004/03/trix/rdfg-1/"
+XDN: Final = "https://xdn.example.org/ns#"
+RDF: Final = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+XSD: Final = "http://www.w3.org/2001/XMLSchema#"
+
+RDF_TYPE: Final = IRI(RDF + "type")
+XSD_LONG: Final = XSD + "long"
+XSD_HEX: Final = XSD + "hexBinary"
+XSD_BASE64: Final = XSD + "base64Binary"
+
+# envelopes (the paper's Listing 1)
+ENVELOPE_GRAPH: Final = IRI(MSG + "EnvelopeGraph")
+SUB_GRAPH_OF: Final = IRI(RDFG + "subGraphOf")
+CONTAINS_ENVELOPE: Final = IRI(MSG + "containsEnvelope")
+HAS_CONTENT: Final = IRI(MSG + "hasContent")
+HAS_MESSAGE_TYPE: Final = IRI(MSG + "hasMessageType")
+HAS_SENDER: Final = IRI(MSG + "hasSender")
+HAS_RECIPIENT: Final = IRI(MSG + "hasRecipient")
+HAS_SENT_TIMESTAMP: Final = IRI(MSG + "hasSentTimestamp")
+HAS_RECEIVED_TIMESTAMP: Final = IRI(MSG + "hasReceivedTimestamp")
+HAS_REMOTE_MESSAGE: Final = IRI(MSG + "hasRemoteMessage")
+REFERENCES_SIGNATURE: Final = IRI(MSG + "referencesSignature")
+HAS_SIGNATURE_GRAPH: Final = IRI(MSG + "hasSignatureGraph")
+HAS_SIGNED_GRAPH: Final = IRI(MSG + "hasSignedGraph")
+
+# signatures
+SIGNATURE: Final = IRI(SIG + "Signature")
+HAS_SIGNATURE_VALUE: Final = IRI(SIG + "hasSignatureValue")
+HAS_VERIFICATION_CERTIFICATE: Final = IRI(SIG + "hasVerificationCertificate")
+HAS_GRAPH_SIGNING_METHOD: Final = IRI(SIG + "hasGraphSigningMethod")
+#: RDFC-1.0 canonical N-Quads of the signed graph, ECDSA P-384 over SHA-384, DER, base64.
+SIGNING_METHOD: Final = IRI(XDN + "Rdfc10EcdsaP384Sha384")
+
+# domain facts
+PUBLICATION: Final = IRI(XDN + "Publication")
+RELAY: Final = IRI(XDN + "Relay")
+RECEIPT: Final = IRI(XDN + "Receipt")
+DOCUMENT: Final = IRI(XDN + "Document")
+FRAGMENT: Final = IRI(XDN + "Fragment")
+DOCUMENT_ID: Final = IRI(XDN + "documentId")
+PUBLISHER: Final = IRI(XDN + "publisher")
+MANIFEST_ROOT: Final = IRI(XDN + "manifestRoot")
+HAS_FRAGMENT: Final = IRI(XDN + "hasFragment")
+FRAGMENT_ID: Final = IRI(XDN + "fragmentId")
+CONCEPT: Final = IRI(XDN + "concept")
+CIPHERTEXT_SHA256: Final = IRI(XDN + "ciphertextSha256")
+CARRIES_FRAGMENT: Final = IRI(XDN + "carriesFragment")
+NODE_DESCRIPTION: Final = IRI(XDN + "NodeDescription")
+CERTIFICATE: Final = IRI(XDN + "certificate")
+
+KINDS: Final = {PUBLICATION.value: "publication", RELAY.value: "relay", RECEIPT.value: "receipt"}

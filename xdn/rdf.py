@@ -1,0 +1,256 @@
+"""A minimal RDF dataset model without blank nodes, N-Quads and RDFC-1.0 canonical form.
+
+Theory of operation
+-------------------
+Provenance envelopes are RDF datasets that never use blank nodes (every node gets a hash URI of
+its message instead), so the canonical form the signatures cover is simple: RDFC-1.0 applied to
+a blank-node-free dataset issues no labels, and reduces to *the canonical N-Quads line of every
+quad, sorted by code point, duplicates removed*. This module implements exactly that, plus a
+strict N-Quads parser:
+
+* terms are :class:`IRI` (absolute, validated) and :class:`Literal` (lexical form, datatype IRI,
+  optional language tag — lower-cased, as RDF equates tags case-insensitively);
+* :func:`parse_nquads` refuses blank nodes, relative IRIs, bad escapes, surrogates and any
+  malformed line with a :class:`~xdn.errors.ProvenanceError` that names the line number;
+* :func:`format_quad` writes canonical N-Quads: IRIs verbatim, literals escaping only ``"``,
+  ``\\``, the five ECHAR controls and other C0 controls / DEL as ``\\uXXXX`` (upper-case hex),
+  ``xsd:string`` datatypes omitted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from xdn.errors import ProvenanceError
+
+__all__ = [
+    "IRI",
+    "RDF_LANGSTRING",
+    "XSD_STRING",
+    "Literal",
+    "Quad",
+    "Term",
+    "canonical_lines",
+    "canonicalise",
+    "format_quad",
+    "format_term",
+    "parse_line",
+    "parse_nquads",
+    "serialise",
+]
+
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+_LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+_UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
+_IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]|{_UCHAR})*)>"
+_STRING = rf"\"((?:[^\"\\\n\r]|\\[tbnrf\"'\\]|{_UCHAR})*)\""
+_WS = r"[ \t]*"
+_IRI_TOKEN = re.compile(_WS + _IRIREF)
+_LITERAL_TOKEN = re.compile(rf"{_WS}{_STRING}(?:\^\^{_IRIREF}|@({_LANGTAG.pattern}))?")
+_END = re.compile(rf"{_WS}\.{_WS}(?:#.*)?")
+_BLANK_OR_COMMENT = re.compile(rf"{_WS}(?:#.*)?")
+_ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
+_EOL = re.compile(r"\r\n|\r|\n")
+
+_ECHARS = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                    "\f": "\\f", "\r": "\\r"}
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
+
+
+@dataclass(frozen=True, slots=True)
+class IRI:
+    """An absolute IRI (no relative references, no characters N-Quads forbids)."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str):
+            raise TypeError("IRI value must be a str")
+        if not _SCHEME.match(self.value):
+            raise ValueError(f"IRI {self.value!r} is not absolute (no scheme)")
+        if _IRI_FORBIDDEN.search(self.value) or _SURROGATE.search(self.value):
+            raise ValueError(f"IRI {self.value!r} contains a character IRIs may not contain")
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal: lexical form, datatype IRI and (for ``rdf:langString``) a language tag.
+
+    A language tag implies ``rdf:langString`` and is stored lower-cased.
+    """
+
+    value: str
+    datatype: str = XSD_STRING
+    language: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str) or not isinstance(self.datatype, str):
+            raise TypeError("literal value and datatype must be str")
+        if _SURROGATE.search(self.value):
+            raise ValueError("literal contains an unpaired surrogate")
+        IRI(self.datatype)
+        if self.language is not None:
+            if not _LANGTAG.fullmatch(self.language):
+                raise ValueError(f"malformed language tag {self.language!r}")
+            if self.datatype not in (XSD_STRING, RDF_LANGSTRING):
+                raise ValueError("a literal with a language tag must be an rdf:langString")
+            object.__setattr__(self, "language", self.language.lower())
+            object.__setattr__(self, "datatype", RDF_LANGSTRING)
+        elif self.datatype == RDF_LANGSTRING:
+            raise ValueError("an rdf:langString literal needs a language tag")
+
+
+Term = IRI | Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Quad:
+    """One statement; ``g`` is the graph name, ``None`` for the default graph.
+
+    Positional (``Quad(s, p, o, g)``) like the RDF notation it mirrors.
+    """
+
+    s: IRI
+    p: IRI
+    o: Term
+    g: IRI | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.s, IRI) or not isinstance(self.p, IRI):
+            raise TypeError("subject and predicate must be IRIs (blank nodes are not supported)")
+        if not isinstance(self.o, IRI | Literal):
+            raise TypeError("object must be an IRI or a Literal")
+        if self.g is not None and not isinstance(self.g, IRI):
+            raise TypeError("graph name must be an IRI or None")
+
+
+# --------------------------------------------------------------------------- serialisation
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _LITERAL_ESCAPES.get(char) or f"\\u{ord(char):04X}"
+
+
+def format_term(term: Term) -> str:
+    """Canonical N-Quads form of one term."""
+    if isinstance(term, IRI):
+        return f"<{term.value}>"
+    text = '"' + _NEEDS_ESCAPE.sub(_escape_char, term.value) + '"'
+    if term.language is not None:
+        return f"{text}@{term.language}"
+    if term.datatype == XSD_STRING:
+        return text
+    return f"{text}^^<{term.datatype}>"
+
+
+def format_quad(quad: Quad) -> str:
+    """Canonical N-Quads line of ``quad``, without the line terminator."""
+    parts = [format_term(quad.s), format_term(quad.p), format_term(quad.o)]
+    if quad.g is not None:
+        parts.append(format_term(quad.g))
+    return " ".join(parts) + " ."
+
+
+def serialise(quads: Iterable[Quad]) -> bytes:
+    """N-Quads (UTF-8) of ``quads`` in the order given, one canonical line each."""
+    return "".join(format_quad(q) + "\n" for q in quads).encode("utf-8")
+
+
+def canonical_lines(quads: Iterable[Quad]) -> list[str]:
+    """The sorted, de-duplicated canonical N-Quads lines (without terminators)."""
+    return sorted({format_quad(q) for q in quads})
+
+
+def canonicalise(quads: Iterable[Quad]) -> bytes:
+    """RDFC-1.0 canonical form of a blank-node-free dataset, as UTF-8 N-Quads."""
+    return "".join(line + "\n" for line in canonical_lines(quads)).encode("utf-8")
+
+
+# --------------------------------------------------------------------------------- parsing
+
+
+def _unescape(text: str, *, allow_echar: bool) -> str:
+    def replace(match: re.Match[str]) -> str:
+        escape = match.group()
+        if escape[1] in "uU":
+            code = int(escape[2:], 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise ValueError(f"escape {escape} is not a Unicode scalar value")
+            return chr(code)
+        if not allow_echar:
+            raise ValueError(f"escape {escape} is not allowed in an IRI")
+        return _ECHARS[escape[1]]
+
+    return _ESCAPE.sub(replace, text)
+
+
+def _parse_iri(line: str, pos: int, role: str) -> tuple[IRI, int]:
+    match = _IRI_TOKEN.match(line, pos)
+    if match is None:
+        rest = line[pos:].lstrip(" \t")
+        if rest.startswith("_:"):
+            raise ValueError(f"blank node as {role}: blank nodes are not allowed")
+        raise ValueError(f"expected an IRI as {role} at column {pos + 1}")
+    return IRI(_unescape(match.group(1), allow_echar=False)), match.end()
+
+
+def _parse_object(line: str, pos: int) -> tuple[Term, int]:
+    match = _LITERAL_TOKEN.match(line, pos)
+    if match is None:
+        return _parse_iri(line, pos, "object")
+    value = _unescape(match.group(1), allow_echar=True)
+    if match.group(2) is not None:
+        datatype = _unescape(match.group(2), allow_echar=False)
+        return Literal(value, datatype), match.end()
+    return Literal(value, language=match.group(3)), match.end()
+
+
+def parse_line(line: str, line_no: int = 1) -> Quad | None:
+    """Parse one N-Quads line; ``None`` for a blank or comment-only line.
+
+    Raises:
+        ProvenanceError: naming ``line_no`` when the line is malformed or uses a blank node.
+    """
+    if _BLANK_OR_COMMENT.fullmatch(line):
+        return None
+    try:
+        s, pos = _parse_iri(line, 0, "subject")
+        p, pos = _parse_iri(line, pos, "predicate")
+        o, pos = _parse_object(line, pos)
+        g: IRI | None = None
+        if _END.fullmatch(line, pos) is None:
+            g, pos = _parse_iri(line, pos, "graph name")
+            if _END.fullmatch(line, pos) is None:
+                raise ValueError(f"expected '.' at column {pos + 1}")
+        return Quad(s, p, o, g)
+    except ValueError as exc:
+        raise ProvenanceError(f"N-Quads line {line_no}: {exc}") from None
+
+
+def parse_nquads(data: bytes | str) -> tuple[Quad, ...]:
+    """Parse an N-Quads document strictly, keeping the order of its statements.
+
+    Raises:
+        ProvenanceError: on invalid UTF-8, a blank node or any malformed line (with its number).
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProvenanceError(f"N-Quads is not valid UTF-8 at byte {exc.start}") from None
+    quads: list[Quad] = []
+    for number, line in enumerate(_EOL.split(data), start=1):
+        quad = parse_line(line, number)
+        if quad is not None:
+            quads.append(quad)
+    return tuple(quads)
