@@ -131,6 +131,7 @@ def run_demo(
     master: str = "local[2]",
 ) -> DemoResult:
     """Run the story in ``workdir`` (wiped first); return what was checked."""
+    workdir = workdir.resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     net = LocalNetwork(workdir)
@@ -149,7 +150,9 @@ def run_demo(
             say(f"      {name} registered at {info['served_by']}: {info['grants']}")
         say("[4/6] publishing")
         for publisher, documents in published.items():
-            output = net.publish(publisher, documents, wait_for=tuple(net.subscribers))
+            output = net.publish(
+                publisher, documents, wait_for=net.granted_subscribers(publisher)
+            )
             for line in output.strip().splitlines():
                 say(f"      {publisher}: {line}")
         ontology = load_ontology([ONTOLOGY])

@@ -16,25 +16,29 @@ def _summarise(result: object) -> None:
 
     assert isinstance(result, DemoResult)
     table = Table(title="What each subscriber may see vs what it received")
-    for column in ("subscriber", "documents", "concepts allowed", "concepts received",
-                   "fragments", "refused", "check"):
+    for column in ("subscriber", "documents", "fragments", "concepts", "unexpected",
+                   "refused", "check"):
         table.add_column(column)
     for check in result.checks:
-        allowed = sorted({c for d in check.expected.values() for c in d.values()})
-        received = sorted({c for d in check.received.values() for c in d.values()})
+        allowed = {c for d in check.expected.values() for c in d.values()}
+        received = {c for d in check.received.values() for c in d.values()}
+        unexpected = sorted(received - allowed)
         table.add_row(
             check.subscriber,
             f"{len(check.received)}/{len(check.expected)}",
-            ", ".join(allowed),
-            ", ".join(received),
             f"{sum(map(len, check.received.values()))}/{sum(map(len, check.expected.values()))}",
+            f"{len(received & allowed)}/{len(allowed)}",
+            ", ".join(unexpected) or "none",
             str(check.refused),
             "[green]exact[/green]" if check.ok else "[red]MISMATCH[/red]",
         )
     console = Console()
     console.print(table)
-    console.print(f"audit: {'[green]all chains verified[/green]' if result.audit_ok else '[red]FAILED[/red]'}"
-                  f" — report {result.report}")
+    for check in result.checks:
+        allowed = sorted({c for d in check.expected.values() for c in d.values()})
+        console.print(f"{check.subscriber} may see: {', '.join(allowed)}")
+    verdict = "[green]all chains verified[/green]" if result.audit_ok else "[red]FAILED[/red]"
+    console.print(f"audit: {verdict} — report {result.report}")
 
 
 def _demo(args: argparse.Namespace) -> int:

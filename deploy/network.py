@@ -108,7 +108,7 @@ class LocalNetwork:
         subscribers: Sequence[SubscriberSpec] = DEFAULT_SUBSCRIBERS,
         verbose: bool = False,
     ) -> None:
-        self.workdir = workdir
+        self.workdir = workdir.resolve()
         self.sites = {s.name: s for s in sites}
         self.publishers = {p.name: p for p in publishers}
         self.subscribers = {s.name: s for s in subscribers}
@@ -240,6 +240,15 @@ class LocalNetwork:
                 return data
             time.sleep(0.05)
         raise UsageError(f"subscriber {name} did not register within {timeout:.0f}s")
+
+    def granted_subscribers(self, publisher: str) -> tuple[str, ...]:
+        """Started subscribers whose registration lists grants from ``publisher``."""
+        names = []
+        for name in self._subscriber_procs:
+            path = self.inbox(name) / "subscription.json"
+            if path.exists() and publisher in json.loads(path.read_text()).get("grants", {}):
+                names.append(name)
+        return tuple(names)
 
     def publish(
         self, publisher: str, documents: Sequence[Path], *, site: str = "d1",

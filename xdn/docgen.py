@@ -13,11 +13,13 @@ mapping knows; units written when little budget is left are *small*.
 Sizes: bytes are counted as they leave the serializer (flushed after every unit), so the output
 overshoots ``target_bytes`` by at most one unit (a few KB), plus the closing tags.
 
-``fragments_hint`` steers fragment size rather than document size: padding text (in elements
-that exist for free text: instructions, remarks, comments, notes) is added so that the average
-number of bytes per mapped element approaches ``target_bytes / fragments_hint``. Text nodes are
-split into pieces of at most :data:`MAX_TEXT_PIECE` bytes so that no single node exceeds the
-hardened parser's limits.
+``fragments_hint`` steers fragment size rather than document size: free-text elements
+(instructions, remarks, comments, descriptions) are padded so that the document reaches its size
+with about that many mapped elements; the remaining byte budget is spread over the mapped
+elements still wanted. The hint is met to within about one unit (10-30 mapped elements; the
+prologue and the first, complete unit are never smaller). Text is written in pieces of at most
+:data:`MAX_TEXT_PIECE` bytes, one element each, so that no text node exceeds the hardened
+parser's limits.
 
 Everything random comes from ``random.Random(seed)``: the same seed gives the same bytes.
 """
@@ -251,7 +253,7 @@ class _ProductionDept:
                         self._result(w, n)
             if machines or full:
                 with w.node("Resources", mapped=True):
-                    for n in range(machines):
+                    for _ in range(machines):
                         self._machine(w)
                     for _ in range(1 if full else r.randint(0, 2)):
                         with w.node("Material", {"lot": w.code("L")}, mapped=True):
@@ -452,7 +454,7 @@ def generate(
             while True:
                 remaining = target_bytes - counter.count - _TAIL_BYTES
                 if fragments_hint:
-                    _plan_padding(w, counter.count, remaining, target_bytes / fragments_hint)
+                    _plan_padding(w, counter.count, remaining, fragments_hint)
                 spec.unit(
                     w,
                     units,
@@ -468,12 +470,13 @@ def generate(
     return counter.count
 
 
-def _plan_padding(w: _Writer, written: int, remaining: int, per_fragment: float) -> None:
-    """Set padding per mapped element so bytes per mapped element approach ``per_fragment``.
+def _plan_padding(w: _Writer, written: int, remaining: int, hint: int) -> None:
+    """Set padding per mapped element so that the document ends with about ``hint`` of them.
 
-    The natural (unpadded) size of a mapped element is estimated from what has been written so
-    far; the unit may pad at most what is left of the byte budget.
+    The remaining budget is spread over the mapped elements still wanted; the natural
+    (unpadded) size of a mapped element is estimated from what has been written so far.
     """
     natural = (written - w.padded) / w.mapped if w.mapped else 200.0
+    per_fragment = remaining / max(1, hint - w.mapped)
     w.pad_per_node = max(0, int(per_fragment - natural))
-    w.budget = max(0, remaining - _SMALL_BELOW)
+    w.budget = max(0, remaining - 1024)

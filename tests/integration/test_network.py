@@ -30,7 +30,7 @@ def _wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-unty
 
 def _publish_samples(network: LocalNetwork) -> None:
     for publisher, docs in SAMPLES.items():
-        network.publish(publisher, docs, wait_for=tuple(network.subscribers))
+        network.publish(publisher, docs, wait_for=network.granted_subscribers(publisher))
 
 
 def test_each_subscriber_receives_exactly_what_its_policy_allows(network: LocalNetwork) -> None:

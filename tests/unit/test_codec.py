@@ -7,6 +7,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from lxml import etree
@@ -84,7 +85,7 @@ def encode_doc(
     document_id: str = "doc-42", data: bytes = DOCUMENT, **overrides: object
 ) -> EncodedDocument:
     root = parse_bytes(data).getroot()
-    kwargs: dict[str, object] = {
+    kwargs: dict[str, Any] = {
         "document_id": document_id,
         "publisher": PUBLISHER,
         "version": 7,
@@ -96,7 +97,7 @@ def encode_doc(
     return encode(mapped_nodes(root), **kwargs)
 
 
-def decode_with(delivery: Delivery, keys: object = None) -> View:
+def decode_with(delivery: Delivery, keys: Any = None) -> View:
     return decode(
         delivery,
         publisher_key=SIGNER.public_key(),
@@ -257,7 +258,7 @@ def with_item(
     return dataclasses.replace(delivery, items=tuple(items))
 
 
-def assert_rejected(delivery: Delivery, keys: object = None) -> None:
+def assert_rejected(delivery: Delivery, keys: Any = None) -> None:
     with pytest.raises(DecryptError) as info:
         decode_with(delivery, keys)
     assert str(info.value) == "fragment could not be decrypted or verified"
@@ -296,7 +297,7 @@ def test_gcm_rejects_a_forged_ciphertext_even_when_the_manifest_is_resigned(
         {"key_name": "production-dept.Step.e3.doc-43"},
     ],
 )
-def test_altered_header(encoded: EncodedDocument, change: dict[str, object]) -> None:
+def test_altered_header(encoded: EncodedDocument, change: dict[str, Any]) -> None:
     keys = {**SUBSCRIBER_KEYS, (PUBLISHER, "Step", 4): GROUP_KEYS["Step"]}
     delivery = select(encoded, CONCEPTS)
     fragment, proof = delivery.items[2]
@@ -331,7 +332,7 @@ def test_forged_manifest_signature(encoded: EncodedDocument) -> None:
 
 @pytest.mark.parametrize("field", ["version", "issued_at_ms", "document_id", "publisher"])
 def test_altered_manifest_field(encoded: EncodedDocument, field: str) -> None:
-    value: object = {"version": 8, "issued_at_ms": 1, "document_id": "x", "publisher": "y"}[field]
+    value: Any = {"version": 8, "issued_at_ms": 1, "document_id": "x", "publisher": "y"}[field]
     manifest = dataclasses.replace(encoded.manifest, **{field: value})
     signed = SignedManifest(manifest=manifest, signature=encoded.signed_manifest.signature)
     assert_rejected(dataclasses.replace(select(encoded, CONCEPTS), signed_manifest=signed))
@@ -493,7 +494,7 @@ def test_hostile_signed_plaintext_is_a_typed_error() -> None:
 def test_encode_misuse() -> None:
     root = parse_bytes(DOCUMENT).getroot()
     nodes = mapped_nodes(root)
-    base: dict[str, object] = {
+    base: dict[str, Any] = {
         "document_id": "d",
         "publisher": PUBLISHER,
         "version": 1,
@@ -502,7 +503,7 @@ def test_encode_misuse() -> None:
         "signer": SIGNER,
     }
 
-    def run(mapped: object, **change: object) -> None:
+    def run(mapped: Any, **change: Any) -> None:
         encode(mapped, **{**base, **change})
 
     with pytest.raises(UsageError, match="no group key"):
@@ -585,8 +586,8 @@ def test_key_name_is_filename_safe_and_injective() -> None:
 
 
 def test_document_keys_are_separated() -> None:
-    def derive(**change: object) -> bytes:
-        args: dict[str, object] = {
+    def derive(**change: Any) -> bytes:
+        args: dict[str, Any] = {
             "publisher": "p",
             "concept": "c",
             "epoch": 1,

@@ -64,7 +64,7 @@ def test_deterministic_per_seed(schema: str) -> None:
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
-@pytest.mark.parametrize("hint", [20, 200])
+@pytest.mark.parametrize("hint", [40, 400])
 def test_fragments_hint_steers_fragment_count(
     schema: str, hint: int, mappings: dict[str, Mapping], schemas: dict[str, etree.XMLSchema]
 ) -> None:

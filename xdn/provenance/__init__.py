@@ -22,7 +22,15 @@ graph at fault. Fan-out is one relayed message per downlink, each with its own U
 """
 
 from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
-from xdn.provenance._graphs import EnvelopeInfo, Reference, SignatureInfo
+from xdn.provenance._graphs import (
+    EnvelopeInfo,
+    Reference,
+    SignatureInfo,
+    graph_type,
+    read_content,
+    read_envelope,
+    read_signature,
+)
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
 from xdn.provenance._message import Message, originate, receipt, relay, signing_input
 from xdn.provenance._verify import verify_message
@@ -36,9 +44,13 @@ __all__ = [
     "Reference",
     "SignatureInfo",
     "Signer",
+    "graph_type",
     "node_description",
     "originate",
+    "read_content",
+    "read_envelope",
     "read_node_description",
+    "read_signature",
     "receipt",
     "relay",
     "signing_input",
