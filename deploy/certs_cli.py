@@ -40,7 +40,8 @@ def _issue(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     credential = certs.credential_from_pem(args.cert.read_bytes())
-    print(f"name:      {credential.name}\nrole:      {credential.role}\nuri:       {credential.uri}")
+    print(f"name:      {credential.name}\nrole:      {credential.role}")
+    print(f"uri:       {credential.uri}")
     print("subject:   " + ", ".join(f"{k}={v}" for k, v in credential.subject.items()))
     print("issuer:    " + ", ".join(f"{k}={v}" for k, v in credential.issuer.items()))
     print(f"valid:     {credential.not_before.isoformat()} .. {credential.not_after.isoformat()}")

@@ -161,9 +161,8 @@ def run_demo(
         }
         say("[5/6] waiting for deliveries and checking them against the policies")
         for name in net.subscribers:
-            _wait_until(
-                lambda n=name: len(read_received(net.inbox(n))[0]) >= len(expected[n]), 30.0
-            )
+            inbox, want = net.inbox(name), len(expected[name])
+            _wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)  # noqa: B023
         time.sleep(0.5)  # anything extra (a policy violation) would arrive by now
     checks = []
     for name in net.subscribers:

@@ -35,8 +35,8 @@ def _summarise(result: object) -> None:
     console = Console()
     console.print(table)
     for check in result.checks:
-        allowed = sorted({c for d in check.expected.values() for c in d.values()})
-        console.print(f"{check.subscriber} may see: {', '.join(allowed)}")
+        names = sorted({c for d in check.expected.values() for c in d.values()})
+        console.print(f"{check.subscriber} may see: {', '.join(names)}")
     verdict = "[green]all chains verified[/green]" if result.audit_ok else "[red]FAILED[/red]"
     console.print(f"audit: {verdict} — report {result.report}")
 

@@ -77,7 +77,9 @@ async def serve(config: SiteConfig) -> None:
     )
     identity = certs.verify_certificate(tls.cert_pem, tls.ca_pem, at=datetime.now(UTC), role="site")
     if identity.name != config.name:
-        raise ConfigError(f"{config.cert}: certificate is for {identity.name!r}, not {config.name!r}")
+        raise ConfigError(
+            f"{config.cert}: certificate is for {identity.name!r}, not {config.name!r}"
+        )
     ontology = load_ontology(config.ontology_files)
     if config.block not in ontology.concepts:
         raise ConfigError(f"site.block {config.block!r} is not a concept of the ontology")

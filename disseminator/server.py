@@ -23,9 +23,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 
@@ -86,7 +86,7 @@ def _to_member(reg: Registration) -> pb.Member:
     )
 
 
-class DisseminatorService(pb_grpc.DisseminatorServicer):
+class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """One site's servicer and state."""
 
     def __init__(

@@ -82,7 +82,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="key service state (default ./state)"
     )
-    parser.add_argument("--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)")
+    parser.add_argument(
+        "--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)"
+    )
     parser.add_argument(
         "--wait-for", action="append", default=[], metavar="SUBSCRIBER",
         help="first wait until this subscriber is registered (repeatable)",

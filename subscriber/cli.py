@@ -70,5 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
     )
-    parser.add_argument("--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)")
+    parser.add_argument(
+        "--log", type=Path, help="provenance log (default STATE/NAME/provenance.nq)"
+    )
     parser.set_defaults(func=_subscribe)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -163,7 +163,7 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
         pb.ClientMessage(subscribe=pb.SubscribeRequest(concepts=list(setup.concepts)))
     )
 
-    async def requests():  # type: ignore[no-untyped-def]
+    async def requests() -> AsyncIterator[pb.ClientMessage]:
         while (item := await outgoing.get()) is not None:
             yield item
 
@@ -190,7 +190,9 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise UsageError(f"cannot reach disseminator at {address}: {exc.details()}") from None
+                raise UsageError(
+                    f"cannot reach disseminator at {address}: {exc.details()}"
+                ) from None
             raise UsageError(
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None

@@ -88,7 +88,9 @@ def _name(fields: Mapping[str, str]) -> x509.Name:
     try:
         return x509.Name([x509.NameAttribute(_OIDS[k], v) for k, v in fields.items()])
     except KeyError as exc:
-        raise UsageError(f"unknown subject field {exc.args[0]!r}; use one of {sorted(_OIDS)}") from None
+        raise UsageError(
+            f"unknown subject field {exc.args[0]!r}; use one of {sorted(_OIDS)}"
+        ) from None
 
 
 def _fields(name: x509.Name) -> dict[str, str]:
@@ -238,5 +240,5 @@ def public_key_of(cert_pem: bytes) -> crypto.PublicKey:
     """The P-384 public key of a certificate."""
     key = _load(cert_pem).public_key()
     return crypto.load_public_key_pem(
-        key.public_bytes(crypto.PEM, crypto.SPKI)  # type: ignore[union-attr]
+        key.public_bytes(crypto.PEM, crypto.SPKI)
     )

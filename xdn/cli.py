@@ -67,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a file named on the command line or in a config
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"xdn: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except PeerError as exc:
         print(f"xdn: refused: {exc}", file=sys.stderr)
         return 2

@@ -188,11 +188,13 @@ class _Header:
 def _screen(path: Path) -> _Header:
     """Parse ``path`` with the hardened parser; return its ontology IRI and imports."""
     try:
-        root = xmlsafe.parse_file(path).getroot()
-    except HostileXmlError as exc:
-        raise OntologyError(f"{path}: not a safe RDF/XML or OWL/XML file: {exc}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise OntologyError(f"{path}: cannot read ontology: {exc.strerror}") from None
+    try:
+        root = xmlsafe.parse_bytes(data, source=str(path)).getroot()
+    except HostileXmlError as exc:
+        raise OntologyError(f"{path}: not a safe RDF/XML or OWL/XML file: {exc}") from None
     if root.tag == f"{{{_RDF}}}RDF":
         heads = root.findall(f"{{{_OWL}}}Ontology")
         if len(heads) != 1:

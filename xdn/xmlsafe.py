@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from lxml import etree
 
-from xdn.errors import HostileXmlError, UsageError
+from xdn.errors import HostileXmlError
 
 __all__ = ["Limits", "iterparse_file", "parse_bytes", "parse_file"]
 
@@ -92,10 +92,7 @@ def parse_bytes(
 
 def parse_file(path: Path, *, limits: Limits = DEFAULT_LIMITS) -> etree._ElementTree:
     """Parse a document from a file, hardened."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read document: {exc.strerror}") from None
+    size = path.stat().st_size
     if size > limits.max_document_bytes:
         raise HostileXmlError(f"{path}: document larger than {limits.max_document_bytes} bytes")
     return parse_bytes(path.read_bytes(), source=str(path), limits=limits)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -78,8 +77,9 @@ def test_views_hold_the_original_content_and_sites_hold_no_plaintext(
 
 
 def test_unregistered_credential_gets_nothing_and_is_told_why(network: LocalNetwork) -> None:
-    from deploy.pki import Party, issue_party
     from datetime import UTC, datetime
+
+    from deploy.pki import Party, issue_party
 
     issue_party(
         network.certs, Party(name="eve", role="subscriber", attributes={"OU": "Nobody"}),

@@ -49,7 +49,7 @@ def test_wrong_role_is_refused(ca: tuple[bytes, bytes]) -> None:
 
 
 def test_garbage_is_a_certificate_error(ca: tuple[bytes, bytes]) -> None:
-    with pytest.raises(CertificateError, match="not a PEM X.509 certificate"):
+    with pytest.raises(CertificateError, match=r"not a PEM X\.509 certificate"):
         certs.verify_certificate(b"-----BEGIN CERTIFICATE-----\nAAAA\n", ca[0], at=NOW)
 
 

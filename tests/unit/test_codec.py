@@ -448,11 +448,12 @@ def test_inconsistent_signed_structure_is_rejected(
 def test_signed_but_mislabelled_headers_are_rejected() -> None:
     # Leaves the publisher signed, but whose header contradicts the manifest or the key name.
     good = forge([(None, b"<a/>")]).fragments[0]
-    for change in (
+    changes: tuple[dict[str, Any], ...] = (
         {"key_name": key_name(PUBLISHER, "Step", 4, "d")},
         {"document_id": "e", "fragment_id": "e#0", "key_name": key_name(PUBLISHER, "Step", 3, "e")},
         {"publisher": "p2", "key_name": key_name("p2", "Step", 3, "d")},
-    ):
+    )
+    for change in changes:
         fragment = dataclasses.replace(good, **change)
         key = document_key(
             GROUP_KEYS["Step"],
@@ -518,8 +519,8 @@ def test_encode_misuse() -> None:
     with pytest.raises(UsageError, match="more than once"):
         run([*nodes, Mapped(root, "Step")])
     with pytest.raises(UsageError, match="element"):
-        run([Mapped(root.find("wo:production", NS)[-1], "Step")])  # type: ignore[index]
-    with pytest.raises(UsageError):
+        run([Mapped(root.find("wo:production", NS)[-1], "Step")])
+    with pytest.raises(ValueError):
         run(nodes, document_id="")
     with pytest.raises(TypeError):
         run(nodes, version="1")
@@ -536,7 +537,7 @@ def test_select_rejects_a_single_string(encoded: EncodedDocument) -> None:
 
 
 def test_value_objects_validate() -> None:
-    good = {
+    good: dict[str, Any] = {
         "fragment_id": "d#2",
         "document_id": "d",
         "publisher": "p",
@@ -548,10 +549,15 @@ def test_value_objects_validate() -> None:
         "cipher_value": b"",
     }
     Fragment(**good)
-    for bad in ({"fragment_id": "d#3"}, {"parent": 2}, {"position": -1}):
+    bad_changes: tuple[dict[str, Any], ...] = (
+        {"fragment_id": "d#3"},
+        {"parent": 2},
+        {"position": -1},
+    )
+    for bad in bad_changes:
         with pytest.raises(ValueError):
             Fragment(**{**good, **bad})
-    with pytest.raises(UsageError):
+    with pytest.raises(ValueError):
         ConceptKey(publisher="p", concept="c", epoch=0, group_key=b"short")
     shown = repr(KEYS["Step"])
     assert GROUP_KEYS["Step"].hex() not in shown and repr(GROUP_KEYS["Step"]) not in shown
@@ -581,7 +587,7 @@ def test_key_name_is_filename_safe_and_injective() -> None:
     assert "/" not in iri and ".." not in iri and "\x00" not in iri
     assert key_name("a.b", "c", 1, "d") != key_name("a", "b.c", 1, "d")
     for bad in ("", "nul\x00", "new\nline"):
-        with pytest.raises(UsageError):
+        with pytest.raises(ValueError):
             key_name(bad, "c", 1, "d")
 
 

@@ -21,6 +21,7 @@ from xdn.codec import (
     WITHHELD_TAG,
     XDN_NS,
     ConceptKey,
+    EncodedDocument,
     canonicalize,
     decode,
     encode,
@@ -127,7 +128,7 @@ def scenarios(draw: st.DrawFn) -> tuple[etree._Element, dict[etree._Element, str
     return root, concept_of, chosen
 
 
-def _encode(root: etree._Element, concept_of: dict[etree._Element, str]):  # type: ignore[no-untyped-def]
+def _encode(root: etree._Element, concept_of: dict[etree._Element, str]) -> EncodedDocument:
     nodes = [Mapped(el, c) for el, c in concept_of.items()]
     return encode(
         nodes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import pytest
 from lxml import etree
@@ -92,7 +93,7 @@ class _Recorder(io.RawIOBase):
 
 def test_output_is_streamed_in_small_writes() -> None:
     recorder = _Recorder()
-    total = generate("production-dept", 3_000_000, recorder, seed=2)
+    total = generate("production-dept", 3_000_000, cast(BinaryIO, recorder), seed=2)
     assert sum(recorder.sizes) == total
     assert max(recorder.sizes) < 300_000
     assert len(recorder.sizes) > 10
@@ -109,8 +110,14 @@ def test_bad_arguments(schema: str, size: int, hint: int | None) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("512", 512), ("1KB", 1024), ("10MB", 10 * 1024**2), ("1.5 GiB", 3 * 1024**3 // 2),
-     ("2k", 2048), ("7b", 7)],
+    [
+        ("512", 512),
+        ("1KB", 1024),
+        ("10MB", 10 * 1024**2),
+        ("1.5 GiB", 3 * 1024**3 // 2),
+        ("2k", 2048),
+        ("7b", 7),
+    ],
 )
 def test_parse_size(text: str, value: int) -> None:
     assert admin_cli.parse_size(text) == value

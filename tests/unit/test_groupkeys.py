@@ -33,9 +33,7 @@ def test_first_publication_starts_epoch_one() -> None:
 def test_any_membership_change_rekeys_and_no_change_keeps_key(
     before: frozenset[str], after: frozenset[str]
 ) -> None:
-    current = {
-        "A": GroupState(publisher="p", concept="A", epoch=3, key=b"k" * 32, members=before)
-    }
+    current = {"A": GroupState(publisher="p", concept="A", epoch=3, key=b"k" * 32, members=before)}
     changed = plan_rekey(publisher="p", current=current, members={"A": after}, new_key=_keys())
     if before == after:
         assert changed == {}
@@ -55,8 +53,11 @@ def test_sealed_key_opens_only_for_its_member_and_binding() -> None:
     with pytest.raises(DecryptError):
         open_group_key(grant, "bob", alice)  # re-addressed to another subscriber
     moved = type(grant)(
-        publisher=grant.publisher, concept="B", epoch=grant.epoch,
-        subscriber=grant.subscriber, sealed=grant.sealed,
+        publisher=grant.publisher,
+        concept="B",
+        epoch=grant.epoch,
+        subscriber=grant.subscriber,
+        sealed=grant.sealed,
     )
     with pytest.raises(DecryptError):
         open_group_key(moved, "alice", alice)  # replayed for another concept

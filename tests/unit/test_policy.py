@@ -16,6 +16,7 @@ from xdn.errors import PolicyError, UsageError
 from xdn.ontology import Ontology, load_ontology
 from xdn.policy import (
     Condition,
+    Effect,
     Policy,
     PolicySet,
     Rule,
@@ -34,6 +35,7 @@ PD = REPO / "policies" / "production-dept.toml"
 QA = REPO / "policies" / "qa-company.toml"
 IRI = "http://xdn.example.org/ontology/production"
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+EFFECTS: tuple[Effect, ...] = ("grant", "deny")
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +69,15 @@ def cred(
 
 
 WORK_ORDER_BLOCK = {
-    "WorkOrder", "Production", "QualityInspection", "ProductionStep", "MachineSetting",
-    "ProductSpecification", "ResourceSpecification", "InspectionResult", "Measurement",
+    "WorkOrder",
+    "Production",
+    "QualityInspection",
+    "ProductionStep",
+    "MachineSetting",
+    "ProductSpecification",
+    "ResourceSpecification",
+    "InspectionResult",
+    "Measurement",
 }
 RESOURCE_BLOCK = {"ResourceDetails", "Machine", "Material", "ResourceSpecification"}
 QI_BLOCK = {"QualityInspection", "InspectionResult", "Measurement"}
@@ -83,8 +92,11 @@ NOT_YET = (timedelta(days=1), timedelta(days=30))
         ("qa-company", cred("Cred2"), RESOURCE_BLOCK | QI_BLOCK),  # Figure 2, R2
         ("production-dept", cred("Cred2"), set()),
         ("qa-company", cred("Cred1"), set()),
-        ("production-dept", cred("Contractors"),  # deny MachineSetting wins over the block
-         {"Production", "ProductionStep", "ProductSpecification", "ResourceSpecification"}),
+        (
+            "production-dept",
+            cred("Contractors"),  # deny MachineSetting wins over the block
+            {"Production", "ProductionStep", "ProductSpecification", "ResourceSpecification"},
+        ),
         ("production-dept", cred("Cred1", role="site"), set()),  # role condition
         ("production-dept", cred("cred1"), set()),  # exact, case-sensitive match
         ("production-dept", cred("Cred1", valid=EXPIRED), set()),
@@ -112,14 +124,24 @@ def _policy(ontology: Ontology, rules: str, publisher: str = "qa-company") -> Po
 
 
 def _rule(rid: str, effect: str, concept: str, ou: str, extra: str = "") -> str:
-    return (f'[[rule]]\nid = "{rid}"\neffect = "{effect}"\nconcept = "{concept}"\n{extra}'
-            f'when = {{ subject = {{ OU = "{ou}" }} }}\n')
+    return (
+        f'[[rule]]\nid = "{rid}"\neffect = "{effect}"\nconcept = "{concept}"\n{extra}'
+        f'when = {{ subject = {{ OU = "{ou}" }} }}\n'
+    )
 
 
 def test_implication_needs_the_required_grant(ontology: Ontology) -> None:
-    policy = _policy(ontology, _rule("R0", "grant", "ResourceDetails", "Other", "inherit = true\n")
-                     + _rule("R2", "grant", "QualityInspection", "Cred2",
-                             'inherit = true\nrequires = "ResourceDetails"\n'))
+    policy = _policy(
+        ontology,
+        _rule("R0", "grant", "ResourceDetails", "Other", "inherit = true\n")
+        + _rule(
+            "R2",
+            "grant",
+            "QualityInspection",
+            "Cred2",
+            'inherit = true\nrequires = "ResourceDetails"\n',
+        ),
+    )
     result = auth_list(cred("Cred2"), policy, ontology, at=NOW)
     assert result.concepts == set()
     assert result.notes == ("R2 does not apply: ResourceDetails not granted",)
@@ -127,20 +149,32 @@ def test_implication_needs_the_required_grant(ontology: Ontology) -> None:
 
 
 def test_deny_wins_also_over_implications(ontology: Ontology) -> None:
-    policy = _policy(ontology, _rule("R0", "grant", "ResourceDetails", "Cred2", "inherit = true\n")
-                     + _rule("R2", "grant", "QualityInspection", "Cred2",
-                             'inherit = true\nrequires = "ResourceDetails"\n')
-                     + _rule("D1", "deny", "ResourceDetails", "Cred2"))
+    policy = _policy(
+        ontology,
+        _rule("R0", "grant", "ResourceDetails", "Cred2", "inherit = true\n")
+        + _rule(
+            "R2",
+            "grant",
+            "QualityInspection",
+            "Cred2",
+            'inherit = true\nrequires = "ResourceDetails"\n',
+        )
+        + _rule("D1", "deny", "ResourceDetails", "Cred2"),
+    )
     result = auth_list(cred("Cred2"), policy, ontology, at=NOW)
     assert result.concepts == RESOURCE_BLOCK - {"ResourceDetails"}
     assert result.denied == {"ResourceDetails"}
     assert [(g.rule, g.effect, g.concept) for g in result.explain if g.effect == "deny"] == [
-        ("D1", "deny", "ResourceDetails")]
+        ("D1", "deny", "ResourceDetails")
+    ]
 
 
 def test_deny_with_inherit_removes_the_block(ontology: Ontology) -> None:
-    policy = _policy(ontology, _rule("G", "grant", "WorkOrder", "X", "inherit = true\n")
-                     + _rule("D", "deny", "QualityInspection", "X", "inherit = true\n"))
+    policy = _policy(
+        ontology,
+        _rule("G", "grant", "WorkOrder", "X", "inherit = true\n")
+        + _rule("D", "deny", "QualityInspection", "X", "inherit = true\n"),
+    )
     assert auth_list(cred("X"), policy, ontology, at=NOW).concepts == WORK_ORDER_BLOCK - QI_BLOCK
 
 
@@ -161,8 +195,10 @@ def test_explain_names_rule_path_and_reason(policies: PolicySet) -> None:
 
 
 def test_conditions_issuer_lists_and_all_fields(ontology: Ontology) -> None:
-    rules = ('[[rule]]\nid = "G"\neffect = "grant"\nconcept = "Machine"\n'
-             'when = { subject = { OU = ["A", "B"], O = "Acme" }, issuer = { O = "Good CA" } }\n')
+    rules = (
+        '[[rule]]\nid = "G"\neffect = "grant"\nconcept = "Machine"\n'
+        'when = { subject = { OU = ["A", "B"], O = "Acme" }, issuer = { O = "Good CA" } }\n'
+    )
     policy = _policy(ontology, rules)
     good = {"O": "Good CA"}
     for credential, expected in [
@@ -176,8 +212,13 @@ def test_conditions_issuer_lists_and_all_fields(ontology: Ontology) -> None:
 
 
 def test_temporal_rule_waits_for_dissemination(ontology: Ontology) -> None:
-    rules = _rule("E1", "grant", "ResourceSpecification", "Auditors",
-                  'after = { publisher = "production-dept", concept = "ProductSpecification" }\n')
+    rules = _rule(
+        "E1",
+        "grant",
+        "ResourceSpecification",
+        "Auditors",
+        'after = { publisher = "production-dept", concept = "ProductSpecification" }\n',
+    )
     policy = _policy(ontology, rules)
     before = auth_list(cred("Auditors"), policy, ontology, at=NOW)
     assert before.concepts == set()
@@ -188,8 +229,12 @@ def test_temporal_rule_waits_for_dissemination(ontology: Ontology) -> None:
 
 
 def test_separation_of_duty_limit_is_reported(ontology: Ontology) -> None:
-    policy = _policy(ontology, _rule("E2", "grant", "ProductSpecification", "Auditors",
-                                     "inherit = true\nmax_instances = 1\n"))
+    policy = _policy(
+        ontology,
+        _rule(
+            "E2", "grant", "ProductSpecification", "Auditors", "inherit = true\nmax_instances = 1\n"
+        ),
+    )
     result = auth_list(cred("Auditors"), policy, ontology, at=NOW)
     assert result.limits == (("ProductSpecification", 1), ("ResourceSpecification", 1))
 
@@ -197,14 +242,16 @@ def test_separation_of_duty_limit_is_reported(ontology: Ontology) -> None:
 def test_misuse_is_refused(policies: PolicySet, ontology: Ontology) -> None:
     policy = policies.policies["qa-company"]
     with pytest.raises(UsageError, match="timezone-aware"):
-        auth_list(cred(), policy, ontology, at=datetime(2025, 1, 1))  # noqa: DTZ001
+        auth_list(cred(), policy, ontology, at=datetime(2025, 1, 1))
     other = Ontology.from_edges(iri="http://x.example/o", concepts=["A"], edges=[])
-    with pytest.raises(UsageError, match="not http://x.example/o"):
+    with pytest.raises(UsageError, match=r"not http://x\.example/o"):
         auth_list(cred(), policy, other, at=NOW)
 
 
 HEAD = f'[policy]\npublisher = "p"\nversion = 1\nontology = "{IRI}"\n'
-GRANT = '[[rule]]\nid = "R1"\neffect = "grant"\nconcept = "WorkOrder"\nwhen = { role = "subscriber" }\n'
+GRANT = (
+    '[[rule]]\nid = "R1"\neffect = "grant"\nconcept = "WorkOrder"\nwhen = { role = "subscriber" }\n'
+)
 
 
 @pytest.mark.parametrize(
@@ -212,34 +259,49 @@ GRANT = '[[rule]]\nid = "R1"\neffect = "grant"\nconcept = "WorkOrder"\nwhen = { 
     [
         ("[policy\nversion = 1\n", r"p\.toml:1: malformed TOML"),
         (HEAD + GRANT + "inherit = yes\n", r"p\.toml:10: malformed TOML"),
-        (HEAD + GRANT.replace("WorkOrder", "Invoice"),
-         r"p\.toml:6: rule R1: unknown concept 'Invoice'"),
+        (
+            HEAD + GRANT.replace("WorkOrder", "Invoice"),
+            r"p\.toml:6: rule R1: unknown concept 'Invoice'",
+        ),
         (HEAD + GRANT + "colour = 1\n", r"rule R1: unknown key\(s\): colour"),
         (HEAD.replace("version", "revision"), r"unknown key\(s\) in \[policy\]: revision"),
-        (HEAD.replace('version = 1\n', ""), r"\[policy\] is missing 'version'"),
+        (HEAD.replace("version = 1\n", ""), r"\[policy\] is missing 'version'"),
         (HEAD.replace("version = 1", "version = 0"), "positive integer"),
-        (HEAD.replace("version = 1", 'version = "1"'), "'version' must be a non-empty int"),
+        (HEAD.replace("version = 1", 'version = "1"'), "'version' must be a positive integer"),
+        (HEAD.replace('"p"', '""'), "'publisher' must be a non-empty string"),
         (HEAD.replace(IRI, "http://other.example/o"), "written for ontology http://other"),
         ("[[rule]]\nid = 'x'\n", r"missing \[policy\] table"),
         (HEAD + GRANT.replace('effect = "grant"\n', ""), r"rule R1: missing field\(s\): effect"),
         (HEAD + GRANT.replace('"grant"', '"allow"'), "effect must be 'grant' or 'deny'"),
         (HEAD + GRANT + GRANT, "rule R1: duplicate rule id"),
-        (HEAD + GRANT.replace('role = "subscriber"', 'subject = { ou = "x" }'),
-         "unknown subject field 'ou'"),
+        (
+            HEAD + GRANT.replace('role = "subscriber"', 'subject = { ou = "x" }'),
+            "unknown subject field 'ou'",
+        ),
         (HEAD + GRANT.replace('role = "subscriber"', 'role = "admin"'), "when.role must be"),
         (HEAD + GRANT.replace('{ role = "subscriber" }', "{}"), "'when' must be a non-empty"),
-        (HEAD + GRANT.replace('role = "subscriber"', 'time = "now"'), r"unknown key\(s\) in 'when'"),
+        (
+            HEAD + GRANT.replace('role = "subscriber"', 'time = "now"'),
+            r"unknown key\(s\) in 'when'",
+        ),
         (HEAD + GRANT + 'inherit = "yes"\n', "'inherit' must be true or false"),
         (HEAD + GRANT + "max_instances = 0\n", "'max_instances' must be a positive integer"),
-        (HEAD + GRANT.replace('"grant"', '"deny"') + 'requires = "Machine"\n',
-         "deny rules take no requires"),
-        (HEAD + GRANT + 'requires = "Machine"\n',
-         "rule R1: requires Machine, which no grant rule of this policy grants"),
-        (HEAD + GRANT + "inherit = true\nrequires = \"Production\"\n", "implication cycle: R1"),
-        (HEAD + _rule("A", "grant", "Machine", "x", 'requires = "Material"\n')
-         + _rule("B", "grant", "Material", "x", 'requires = "Machine"\n'),
-         r"rule A: implication cycle: A → B → A"),
-        (HEAD + "rule = 3\n", r"'rule' must be an array"),
+        (
+            HEAD + GRANT.replace('"grant"', '"deny"') + 'requires = "Machine"\n',
+            "deny rules take no requires",
+        ),
+        (
+            HEAD + GRANT + 'requires = "Machine"\n',
+            "rule R1: requires Machine, which no grant rule of this policy grants",
+        ),
+        (HEAD + GRANT + 'inherit = true\nrequires = "Production"\n', "implication cycle: R1"),
+        (
+            HEAD
+            + _rule("A", "grant", "Machine", "x", 'requires = "Material"\n')
+            + _rule("B", "grant", "Material", "x", 'requires = "Machine"\n'),
+            r"rule A: implication cycle: A → B → A",
+        ),
+        ("rule = 3\n" + HEAD, r"'rule' must be an array"),
         (HEAD + "[extra]\n", r"unknown top-level key\(s\): extra"),
         (b"\xff\xfe".decode("latin-1"), "malformed TOML"),
     ],
@@ -252,7 +314,7 @@ def test_bad_policies(ontology: Ontology, text: str, message: str) -> None:
 def test_non_utf8_and_missing_file(ontology: Ontology, tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="not UTF-8"):
         parse_policy(b"\xff\xfe", ontology, source="p.toml")
-    with pytest.raises(PolicyError, match="missing.toml: cannot read"):
+    with pytest.raises(PolicyError, match=r"missing\.toml: cannot read"):
         load_policy(tmp_path / "missing.toml", ontology)
 
 
@@ -290,8 +352,9 @@ def _signed_copy(tmp_path: Path, key: crypto.PrivateKey) -> Path:
     return path
 
 
-def test_sign_and_verify(tmp_path: Path, publisher_key: crypto.PrivateKey,
-                         ontology: Ontology) -> None:
+def test_sign_and_verify(
+    tmp_path: Path, publisher_key: crypto.PrivateKey, ontology: Ontology
+) -> None:
     path = _signed_copy(tmp_path, publisher_key)
     assert signature_path(path).name == "qa-company.toml.sig"
     assert verify_policy_file(path, publisher_key.public_key()) == QA.read_bytes()
@@ -318,7 +381,7 @@ def test_tampered_or_unsigned_policies_are_refused(
         key = crypto.generate_private_key().public_key()
     else:
         sig.unlink()
-    with pytest.raises(PolicyError, match="unsigned|does not verify"):
+    with pytest.raises(PolicyError, match=r"unsigned|does not verify"):
         verify_policy_file(path, key)
 
 
@@ -329,20 +392,33 @@ def test_tampered_or_unsigned_policies_are_refused(
 def scenarios(draw: st.DrawFn) -> tuple[Ontology, Policy, Credential]:
     n = draw(st.integers(min_value=1, max_value=10))
     names = [f"C{i}" for i in range(n)]
-    edges = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))
-                         .filter(lambda e: e[0] < e[1]), max_size=20))
-    onto = Ontology.from_edges(iri="http://x.example/p", concepts=names,
-                               edges=[(names[a], names[b]) for a, b in edges])
+    edges = draw(
+        st.sets(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda e: e[0] < e[1]),
+            max_size=20,
+        )
+    )
+    onto = Ontology.from_edges(
+        iri="http://x.example/p", concepts=names, edges=[(names[a], names[b]) for a, b in edges]
+    )
     rules = []
     for i in range(draw(st.integers(min_value=0, max_value=8))):
-        effect = draw(st.sampled_from(["grant", "deny"]))
-        requires = (draw(st.lists(st.sampled_from(names), max_size=2, unique=True))
-                    if effect == "grant" else [])
-        rules.append(Rule(
-            id=f"R{i}", effect=effect, concept=draw(st.sampled_from(names)),
-            inherit=draw(st.booleans()), requires=tuple(requires),
-            when=Condition(subject=(("OU", frozenset({draw(st.sampled_from("ab"))})),)),
-        ))
+        effect: Effect = draw(st.sampled_from(EFFECTS))
+        requires = (
+            draw(st.lists(st.sampled_from(names), max_size=2, unique=True))
+            if effect == "grant"
+            else []
+        )
+        rules.append(
+            Rule(
+                id=f"R{i}",
+                effect=effect,
+                concept=draw(st.sampled_from(names)),
+                inherit=draw(st.booleans()),
+                requires=tuple(requires),
+                when=Condition(subject=(("OU", frozenset({draw(st.sampled_from("ab"))})),)),
+            )
+        )
     policy = Policy(publisher="p", version=1, ontology=onto.iri, rules=tuple(rules))
     return onto, policy, cred(draw(st.sampled_from("ab")))
 
@@ -378,29 +454,37 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pki")
     ca_cert, ca_key = certs.create_ca("xdn-ca", now=NOW)
     files = {}
-    for name, role, attributes in [("qa-company", "publisher", {}),
-                                   ("alice", "subscriber", {"OU": "Cred2"})]:
-        cert, key = certs.issue(ca_cert, ca_key, name=name, role=role, attributes=attributes,
-                                now=NOW)
+    for name, role, attributes in [
+        ("qa-company", "publisher", {}),
+        ("alice", "subscriber", {"OU": "Cred2"}),
+    ]:
+        cert, key = certs.issue(
+            ca_cert, ca_key, name=name, role=role, attributes=attributes, now=NOW
+        )
         (root / f"{name}.pem").write_bytes(cert)
         (root / f"{name}.key").write_bytes(key)
         files[name], files[f"{name}-key"] = root / f"{name}.pem", root / f"{name}.key"
     return files
 
 
-def test_cli_sign_check_explain(tmp_path: Path, pki: dict[str, Path],
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_sign_check_explain(
+    tmp_path: Path, pki: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = tmp_path / "qa-company.toml"
     policy.write_bytes(QA.read_bytes())
     ns = argparse.Namespace
-    assert admin_cli.cmd_policy_sign(ns(policy=policy, key=pki["qa-company-key"],
-                                        ontology=None)) == 0
+    assert (
+        admin_cli.cmd_policy_sign(ns(policy=policy, key=pki["qa-company-key"], ontology=None)) == 0
+    )
     assert signature_path(policy).exists()
-    assert admin_cli.cmd_policy_check(ns(policy=policy, verify=pki["qa-company"],
-                                         ontology=None)) == 0
+    assert (
+        admin_cli.cmd_policy_check(ns(policy=policy, verify=pki["qa-company"], ontology=None)) == 0
+    )
     assert "signature verified: OK" in capsys.readouterr().out
-    assert admin_cli.cmd_policy_explain(ns(policy=policy, cert=pki["alice"], at=NOW,
-                                           ontology=None)) == 0
+    assert (
+        admin_cli.cmd_policy_explain(ns(policy=policy, cert=pki["alice"], at=NOW, ontology=None))
+        == 0
+    )
     out = capsys.readouterr().out
     assert "publisher qa-company: InspectionResult, Machine, Material, Measurement" in out
     assert "by R2 via QualityInspection ⊒ InspectionResult ⊒ Measurement" in out
@@ -414,6 +498,7 @@ def test_cli_sign_refuses_invalid_policy(tmp_path: Path, pki: dict[str, Path]) -
     policy = tmp_path / "bad.toml"
     policy.write_text(HEAD + GRANT.replace("WorkOrder", "Invoice"), encoding="utf-8")
     with pytest.raises(PolicyError, match="unknown concept 'Invoice'"):
-        admin_cli.cmd_policy_sign(argparse.Namespace(policy=policy, key=pki["qa-company-key"],
-                                                     ontology=None))
+        admin_cli.cmd_policy_sign(
+            argparse.Namespace(policy=policy, key=pki["qa-company-key"], ontology=None)
+        )
     assert not signature_path(policy).exists()

@@ -50,8 +50,9 @@ CONTENT = ContentFacts(
     publisher="ACME",
     manifest_root=bytes(range(32)),
     fragments=(
-        FragmentFact(fragment_id="f2", concept="https://onto.example/c#Price",
-                     ciphertext_sha256=b"\x02" * 32),
+        FragmentFact(
+            fragment_id="f2", concept="https://onto.example/c#Price", ciphertext_sha256=b"\x02" * 32
+        ),
         FragmentFact(fragment_id="f1", concept="Item", ciphertext_sha256=b"\x01" * 32),
     ),
 )
@@ -65,12 +66,29 @@ def mid(node: str, hop: str) -> str:
 def chain() -> tuple[Message, Message, Message, Message]:
     """publisher → d1 → d2 → s1 (receipt), one message per stage."""
     s = signers()
-    m1 = originate(s["pub"], message_uri=mid("pub", "1"), recipient_uri=uri("d1"),
-                   content=CONTENT, timestamp_ms=1_000)
-    m2 = relay(m1, s["d1"], message_uri=mid("d1", "a"), recipient_uri=uri("d2"),
-               fragment_ids={"f1", "f2"}, timestamp_ms=1_010)
-    m3 = relay(m2, s["d2"], message_uri=mid("d2", "b"), recipient_uri=uri("s1"),
-               fragment_ids=["f1"], timestamp_ms=1_025)
+    m1 = originate(
+        s["pub"],
+        message_uri=mid("pub", "1"),
+        recipient_uri=uri("d1"),
+        content=CONTENT,
+        timestamp_ms=1_000,
+    )
+    m2 = relay(
+        m1,
+        s["d1"],
+        message_uri=mid("d1", "a"),
+        recipient_uri=uri("d2"),
+        fragment_ids={"f1", "f2"},
+        timestamp_ms=1_010,
+    )
+    m3 = relay(
+        m2,
+        s["d2"],
+        message_uri=mid("d2", "b"),
+        recipient_uri=uri("s1"),
+        fragment_ids=["f1"],
+        timestamp_ms=1_025,
+    )
     m4 = receipt(m3, s["s1"], message_uri=mid("s1", "r"), timestamp_ms=1_040)
     return m1, m2, m3, m4
 
@@ -90,13 +108,17 @@ def replace_object(
 ) -> Callable[[set[Quad]], None]:
     def change(quads: set[Quad]) -> None:
         hits = [
-            q for q in quads
-            if q.g and q.g.value.endswith(graph_suffix) and q.p.value == predicate
+            q
+            for q in quads
+            if q.g
+            and q.g.value.endswith(graph_suffix)
+            and q.p.value == predicate
             and q.s.value.endswith(subject_suffix)
         ]
         assert len(hits) == 1, hits
         quads.remove(hits[0])
         quads.add(Quad(hits[0].s, hits[0].p, new, hits[0].g))
+
     return change
 
 
@@ -115,7 +137,8 @@ def test_four_hop_chain_verifies_at_every_stage() -> None:
     assert m4.fragment_ids() == {"f1"}
     assert chain()[1].fragment_ids() == {"f1", "f2"}
     assert m4.content() == ContentFacts(
-        document_id=CONTENT.document_id, publisher=CONTENT.publisher,
+        document_id=CONTENT.document_id,
+        publisher=CONTENT.publisher,
         manifest_root=CONTENT.manifest_root,
         fragments=tuple(sorted(CONTENT.fragments, key=lambda f: f.fragment_id)),
     )
@@ -146,10 +169,22 @@ def test_content_never_holds_plaintext_only_digests() -> None:
 
 def test_fan_out_gives_distinct_verifiable_messages() -> None:
     s, m1 = signers(), chain()[0]
-    to_d2 = relay(m1, s["d1"], message_uri=mid("d1", "x"), recipient_uri=uri("d2"),
-                  fragment_ids={"f1"}, timestamp_ms=2)
-    to_s2 = relay(m1, s["d1"], message_uri=mid("d1", "y"), recipient_uri=uri("s2"),
-                  fragment_ids={"f2"}, timestamp_ms=2)
+    to_d2 = relay(
+        m1,
+        s["d1"],
+        message_uri=mid("d1", "x"),
+        recipient_uri=uri("d2"),
+        fragment_ids={"f1"},
+        timestamp_ms=2,
+    )
+    to_s2 = relay(
+        m1,
+        s["d1"],
+        message_uri=mid("d1", "y"),
+        recipient_uri=uri("s2"),
+        fragment_ids={"f2"},
+        timestamp_ms=2,
+    )
     assert to_d2.uri != to_s2.uri and to_d2.latest_graphs_nquads() != to_s2.latest_graphs_nquads()
     for message in (to_d2, to_s2):
         verify_message(message, keys())
@@ -162,37 +197,116 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z"),
-                       recipient_uri=uri("d2"), fragment_ids={"f9"}, timestamp_ms=1),
-         UsageError, "subset"),
-        (lambda: relay(chain()[2], signers()["s1"], message_uri=mid("s1", "z"),
-                       recipient_uri=uri("d2"), fragment_ids={"f2"}, timestamp_ms=1),
-         UsageError, "subset"),
-        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d2", "z"),
-                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
-         UsageError, "must start with"),
-        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z#x"),
-                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
-         UsageError, "no fragment"),
-        (lambda: relay(chain()[0], signers()["d1"], message_uri=mid("d1", "z"),
-                       recipient_uri=uri("d2"), fragment_ids="f1", timestamp_ms=1),
-         TypeError, "collection"),
-        (lambda: receipt(full(), signers()["s1"], message_uri=mid("s1", "again"),
-                         timestamp_ms=1), UsageError, "final"),
-        (lambda: receipt(chain()[2], signers()["s1"], message_uri=mid("pub", "1"),
-                         timestamp_ms=1), UsageError, "must start with"),
-        (lambda: relay(chain()[1], signers()["d1"], message_uri=mid("d1", "a"),
-                       recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1),
-         UsageError, "already used"),
-        (lambda: receipt(chain()[2], signers()["s1"], message_uri=mid("s1", "t"),
-                         timestamp_ms=True), TypeError, "timestamp"),
-        (lambda: Signer(node_uri="https://d1.xdn.example", private_key=signers()["d1"].private_key),
-         ValueError, "end with"),
-        (lambda: FragmentFact(fragment_id="f", concept="C", ciphertext_sha256=b"short"),
-         ValueError, "32 bytes"),
+        (
+            lambda: relay(
+                chain()[0],
+                signers()["d1"],
+                message_uri=mid("d1", "z"),
+                recipient_uri=uri("d2"),
+                fragment_ids={"f9"},
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "subset",
+        ),
+        (
+            lambda: relay(
+                chain()[2],
+                signers()["s1"],
+                message_uri=mid("s1", "z"),
+                recipient_uri=uri("d2"),
+                fragment_ids={"f2"},
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "subset",
+        ),
+        (
+            lambda: relay(
+                chain()[0],
+                signers()["d1"],
+                message_uri=mid("d2", "z"),
+                recipient_uri=uri("d2"),
+                fragment_ids={"f1"},
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "must start with",
+        ),
+        (
+            lambda: relay(
+                chain()[0],
+                signers()["d1"],
+                message_uri=mid("d1", "z#x"),
+                recipient_uri=uri("d2"),
+                fragment_ids={"f1"},
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "no fragment",
+        ),
+        (
+            lambda: relay(
+                chain()[0],
+                signers()["d1"],
+                message_uri=mid("d1", "z"),
+                recipient_uri=uri("d2"),
+                fragment_ids="f1",
+                timestamp_ms=1,
+            ),
+            TypeError,
+            "collection",
+        ),
+        (
+            lambda: receipt(
+                full(), signers()["s1"], message_uri=mid("s1", "again"), timestamp_ms=1
+            ),
+            UsageError,
+            "final",
+        ),
+        (
+            lambda: receipt(
+                chain()[2], signers()["s1"], message_uri=mid("pub", "1"), timestamp_ms=1
+            ),
+            UsageError,
+            "must start with",
+        ),
+        (
+            lambda: relay(
+                chain()[1],
+                signers()["d1"],
+                message_uri=mid("d1", "a"),
+                recipient_uri=uri("d2"),
+                fragment_ids={"f1"},
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "already used",
+        ),
+        (
+            lambda: receipt(
+                chain()[2], signers()["s1"], message_uri=mid("s1", "t"), timestamp_ms=True
+            ),
+            TypeError,
+            "timestamp",
+        ),
+        (
+            lambda: Signer(
+                node_uri="https://d1.xdn.example", private_key=signers()["d1"].private_key
+            ),
+            ValueError,
+            "end with",
+        ),
+        (
+            lambda: FragmentFact(fragment_id="f", concept="C", ciphertext_sha256=b"short"),
+            ValueError,
+            "32 bytes",
+        ),
     ],
 )
-def test_misuse_is_refused_early(call: Callable[[], object], error: type[Exception], match: str) -> None:
+def test_misuse_is_refused_early(
+    call: Callable[[], object], error: type[Exception], match: str
+) -> None:
     with pytest.raises(error, match=match):
         call()
 
@@ -215,8 +329,12 @@ def test_altered_content_quad_is_refused_naming_the_graph() -> None:
 
 
 def test_altered_envelope_quad_is_refused_naming_the_graph() -> None:
-    data = edit(full(), replace_object("#e2", MSG + "hasSentTimestamp",
-                                       Literal("999", "http://www.w3.org/2001/XMLSchema#long")))
+    data = edit(
+        full(),
+        replace_object(
+            "#e2", MSG + "hasSentTimestamp", Literal("999", "http://www.w3.org/2001/XMLSchema#long")
+        ),
+    )
     with pytest.raises(SignatureError, match=rf"does not verify graph <{E2}>"):
         verify_bytes(data)
 
@@ -235,6 +353,7 @@ def test_extra_quad_in_unsigned_signature_graph_is_refused() -> None:
     def add(quads: set[Quad]) -> None:
         g = IRI(mid("s1", "r") + "#e4s")
         quads.add(Quad(g, IRI(XDN + "note"), Literal("hi"), g))
+
     with pytest.raises(ProvenanceError, match="unexpected property"):
         verify_bytes(edit(full(), add))
 
@@ -249,8 +368,10 @@ def test_extra_quad_in_unsigned_signature_graph_is_refused() -> None:
     ],
 )
 def test_dropped_graph_is_refused(graph: str, match: str) -> None:
-    data = edit(full(), lambda quads: quads.difference_update(
-        {q for q in quads if q.g and q.g.value == graph}))
+    data = edit(
+        full(),
+        lambda quads: quads.difference_update({q for q in quads if q.g and q.g.value == graph}),
+    )
     with pytest.raises(ProvenanceError, match=match):
         Message.from_nquads(data)
 
@@ -269,10 +390,22 @@ def test_blank_node_is_refused() -> None:
 
 def test_reordered_chain_is_refused() -> None:
     s, m1 = signers(), chain()[0]  # m1 is addressed to d1, but d2 relays it first
-    wrong = relay(m1, s["d2"], message_uri=mid("d2", "q"), recipient_uri=uri("d1"),
-                  fragment_ids={"f1"}, timestamp_ms=5)
-    wrong = relay(wrong, s["d1"], message_uri=mid("d1", "q"), recipient_uri=uri("s1"),
-                  fragment_ids={"f1"}, timestamp_ms=6)
+    wrong = relay(
+        m1,
+        s["d2"],
+        message_uri=mid("d2", "q"),
+        recipient_uri=uri("d1"),
+        fragment_ids={"f1"},
+        timestamp_ms=5,
+    )
+    wrong = relay(
+        wrong,
+        s["d1"],
+        message_uri=mid("d1", "q"),
+        recipient_uri=uri("s1"),
+        fragment_ids={"f1"},
+        timestamp_ms=6,
+    )
     with pytest.raises(ProvenanceError, match=r"condition 9: graph <.*d2.*#e2> was added by"):
         verify_message(wrong, keys())
 
@@ -280,8 +413,14 @@ def test_reordered_chain_is_refused() -> None:
 def test_chain_cut_and_spliced_onto_another_message_is_refused() -> None:
     m2, m3 = chain()[1], chain()[2]
     layer = m3.latest_graphs_nquads()
-    fan = relay(chain()[0], signers()["d1"], message_uri=mid("d1", "other"),
-                recipient_uri=uri("d2"), fragment_ids={"f1"}, timestamp_ms=1)
+    fan = relay(
+        chain()[0],
+        signers()["d1"],
+        message_uri=mid("d1", "other"),
+        recipient_uri=uri("d2"),
+        fragment_ids={"f1"},
+        timestamp_ms=1,
+    )
     with pytest.raises(ProvenanceError, match="condition"):
         Message.from_nquads(fan.to_nquads() + layer)
     assert Message.from_nquads(m2.to_nquads() + layer) == m3
@@ -301,28 +440,43 @@ def test_unknown_signer_is_refused() -> None:
 
 def test_forged_signer_uri_is_refused() -> None:
     rogue = Signer(node_uri=uri("d1"), private_key=crypto.generate_private_key())
-    forged = relay(chain()[0], rogue, message_uri=mid("d1", "f"), recipient_uri=uri("d2"),
-                   fragment_ids={"f1"}, timestamp_ms=1)
+    forged = relay(
+        chain()[0],
+        rogue,
+        message_uri=mid("d1", "f"),
+        recipient_uri=uri("d2"),
+        fragment_ids={"f1"},
+        timestamp_ms=1,
+    )
     with pytest.raises(SignatureError, match=r"#e2s> does not verify graph <.*#e2> under the key"):
         verify_message(forged, keys())
 
 
 def test_signer_other_than_sender_is_refused() -> None:
     def resign(quads: set[Quad]) -> None:
-        replace_object("#e4s", "http://icp.it-risk.iwvi.uni-koblenz.de/ontologies/signature.owl#"
-                       "hasVerificationCertificate", IRI(uri("s2")))(quads)
+        replace_object(
+            "#e4s",
+            "http://icp.it-risk.iwvi.uni-koblenz.de/ontologies/signature.owl#"
+            "hasVerificationCertificate",
+            IRI(uri("s2")),
+        )(quads)
+
     with pytest.raises(SignatureError, match=r"condition 9: graph <.*#e4> is signed by <.*s2"):
         verify_bytes(edit(full(), resign))
 
 
 # One quad changed anywhere — altered, dropped, moved or added — never verifies.
 
+
 def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
     ordered = sorted(full().quads, key=repr)
     index = st.integers(0, len(ordered) - 1)
     graphs = sorted({q.g for q in ordered if q.g}, key=repr)
-    terms = st.one_of(st.sampled_from([q.s for q in ordered] + [q.o for q in ordered]),
-                      st.text(max_size=5).map(Literal), st.sampled_from(graphs))
+    terms = st.one_of(
+        st.sampled_from([q.s for q in ordered] + [q.o for q in ordered]),
+        st.text(max_size=5).map(Literal),
+        st.sampled_from(graphs),
+    )
 
     def swap(i: int, pos: str, term: IRI | Literal) -> Callable[[set[Quad]], None]:
         def change(quads: set[Quad]) -> None:
@@ -337,6 +491,7 @@ def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
             quads.discard(old)
             if new is not None:
                 quads.add(new)
+
         return change
 
     def add(s: IRI | Literal, o: IRI | Literal, g: IRI) -> Callable[[set[Quad]], None]:

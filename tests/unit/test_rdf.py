@@ -70,17 +70,23 @@ def test_parser_agrees_with_pyoxigraph(path: Path) -> None:
         (b"<http://e/s> <http://e/p> <http://e/o> _:g .", 1, "blank node as graph name"),
         (b"# ok\n\n<s> <http://e/p> <http://e/o> .", 3, "not absolute"),
         (b"<http://e/s> <http://e/p> <http://e/o>", 1, "expected an IRI as graph name"),
-        (b"<http://e/s> <http://e/p> \"a\\q\" .", 1, "expected an IRI as object"),
-        (b"<http://e/s> <http://e/p> \"\\uD800\" .", 1, "not a Unicode scalar value"),
-        (b"<http://e/s> <http://e/p> \"open .", 1, "expected an IRI as object"),
-        (b"\"x\" <http://e/p> <http://e/o> .", 1, "expected an IRI as subject"),
+        (b'<http://e/s> <http://e/p> "a\\q" .', 1, "expected an IRI as object"),
+        (b'<http://e/s> <http://e/p> "\\uD800" .', 1, "not a Unicode scalar value"),
+        (b'<http://e/s> <http://e/p> "open .', 1, "expected an IRI as object"),
+        (b'"x" <http://e/p> <http://e/o> .', 1, "expected an IRI as subject"),
         (b"<http://e/s> <http://e/p> <http://e/o> <http://e/g> <http://e/h> .", 1, "'.'"),
         (b"<http://e/s> <http://e/p> <http://e/o\\u0020> .", 1, "may not contain"),
         (b"<http://e/s> <http://e/p> <http://e/o\\t> .", 1, "expected an IRI as object"),
-        (b"<http://e/s> <http://e/p> \"x\"^^<" + RDF_LANGSTRING.encode() + b"> .", 1,
-         "needs a language tag"),
-        (b"<http://e/s> <http://e/p> <http://e/o> .\r\n<http://e/s> <p> <http://e/o> .", 2,
-         "not absolute"),
+        (
+            b'<http://e/s> <http://e/p> "x"^^<' + RDF_LANGSTRING.encode() + b"> .",
+            1,
+            "needs a language tag",
+        ),
+        (
+            b"<http://e/s> <http://e/p> <http://e/o> .\r\n<http://e/s> <p> <http://e/o> .",
+            2,
+            "not absolute",
+        ),
     ],
 )
 def test_malformed_lines_are_refused_with_their_number(
@@ -102,8 +108,9 @@ def test_comments_blank_lines_and_whitespace() -> None:
     assert parse_line("   # a comment") is None
     assert parse_line("") is None
     quad = parse_line('\t<http://e/s>  <http://e/p>\t"v"@EN-gb <http://e/g> . # trailing')
-    assert quad == Quad(IRI("http://e/s"), IRI("http://e/p"), Literal("v", language="en-gb"),
-                        IRI("http://e/g"))
+    assert quad == Quad(
+        IRI("http://e/s"), IRI("http://e/p"), Literal("v", language="en-gb"), IRI("http://e/g")
+    )
 
 
 def test_literal_escaping_is_canonical() -> None:
@@ -140,9 +147,7 @@ def test_language_tags_compare_case_insensitively() -> None:
 
 # ------------------------------------------------------------------------------- properties
 
-_IRI_CHARS = st.characters(categories=("L", "Nd")) | st.sampled_from(
-    "-._~/:#?=&"
-)
+_IRI_CHARS = st.characters(categories=("L", "Nd")) | st.sampled_from("-._~/:#?=&")
 iris = st.builds(
     lambda scheme, rest: IRI(f"{scheme}:{rest}"),
     st.sampled_from(["http", "urn", "https", "tag"]),

@@ -30,7 +30,9 @@ SERVED = frozenset({"WorkOrder", "Production", "QualityInspection"})
     ],
 )
 def test_subscription_decisions(
-    grants: dict[str, frozenset[str]], requested: frozenset[str], uplink: str | None,
+    grants: dict[str, frozenset[str]],
+    requested: frozenset[str],
+    uplink: str | None,
     expected: type,
 ) -> None:
     decision = decide_subscription(grants, requested=requested, served=SERVED, uplink=uplink)

@@ -197,7 +197,8 @@ def encode(
         The encoded document.
 
     Raises:
-        UsageError: bad identifiers, a missing or mismatched key, or a bad mapping.
+        UsageError: a missing or mismatched key, or a bad mapping (see ``canonical_fragments``).
+        TypeError, ValueError: malformed arguments (empty identifiers, negative integers…).
     """
     check_name("document_id", document_id)
     check_name("publisher", publisher)

@@ -20,7 +20,6 @@ from urllib.parse import quote
 
 from xdn import crypto
 from xdn.codec._encoding import check_u64, frame, u64
-from xdn.errors import UsageError
 
 __all__ = ["ConceptKey", "check_name", "document_key", "key_name"]
 
@@ -33,14 +32,14 @@ def check_name(what: str, value: object) -> str:
 
     Raises:
         TypeError: ``value`` is not a ``str``.
-        UsageError: it is empty or contains a control character (NUL included).
+        ValueError: it is empty or contains a control character (NUL included).
     """
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if not value:
-        raise UsageError(f"{what} must not be empty")
+        raise ValueError(f"{what} must not be empty")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise UsageError(f"{what} must not contain control characters: {value!r}")
+        raise ValueError(f"{what} must not contain control characters: {value!r}")
     return value
 
 
@@ -100,7 +99,7 @@ class ConceptKey:
         if not isinstance(self.group_key, bytes):
             raise TypeError("group_key must be bytes")
         if len(self.group_key) < _MIN_GROUP_KEY:
-            raise UsageError(f"group_key must be at least {_MIN_GROUP_KEY} bytes")
+            raise ValueError(f"group_key must be at least {_MIN_GROUP_KEY} bytes")
 
     def for_document(self, document_id: str) -> bytes:
         """This concept's per-document key for ``document_id``."""

@@ -116,7 +116,8 @@ def canonical_fragments(mapped: Iterable[MappedNodeLike], *, document_id: str) -
 
     Raises:
         UsageError: no nodes, nodes from different documents, a node mapped twice, a non-element
-            node, a bad concept, or a document using the xdn namespace.
+            node, or a document using the xdn namespace.
+        ValueError: an empty concept or document id, or one with control characters.
     """
     check_name("document_id", document_id)
     nodes = list(mapped)

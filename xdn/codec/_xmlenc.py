@@ -45,7 +45,7 @@ from xdn.codec._fragments import EncodedDocument, Fragment
 from xdn.codec._manifest import Manifest, SignedManifest
 from xdn.codec._merkle import InclusionProof
 from xdn.codec._plaintext import fragment_id
-from xdn.errors import ProtocolError, UsageError
+from xdn.errors import ProtocolError
 from xdn.xmlsafe import Limits, parse_bytes
 
 __all__ = ["from_encrypted_xml", "to_encrypted_xml"]
@@ -213,7 +213,7 @@ def _read(root: etree._Element) -> EncodedDocument:
         if el.tag == _e("EncryptedData"):
             try:
                 items.append(_read_fragment(el, signed.manifest))
-            except (TypeError, ValueError, UsageError) as exc:
+            except (TypeError, ValueError) as exc:
                 raise _bad(el, f"invalid fragment: {exc}") from None
         elif el.tag != _x("manifest"):
             raise _bad(el, f"unexpected element {el.tag}")
@@ -237,5 +237,5 @@ def from_encrypted_xml(data: bytes, *, limits: Limits | None = None) -> EncodedD
     root = tree.getroot()
     try:
         return _read(root)
-    except (TypeError, ValueError, UsageError) as exc:
+    except (TypeError, ValueError) as exc:
         raise _bad(root, f"inconsistent document: {exc}") from None

@@ -1,0 +1,161 @@
+"""The subscriber's checks on what arrives: tampering is refused with a clear error."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from subscriber.client import SubscriberSetup, _Session, open_dissemination
+from xdn import certs, crypto, provenance, xmlsafe
+from xdn.codec import ConceptKey, encode
+from xdn.errors import CertificateError, DecryptError, ProtocolError
+from xdn.grpc_tls import TlsFiles
+from xdn.mapping import load_mapping, map_document
+from xdn.ontology import load_ontology
+from xdn.paths import REPO_ROOT
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wireconv import dissemination_to_pb
+
+NOW = datetime.now(UTC)
+GROUP_KEY = b"\x11" * 32
+
+
+@pytest.fixture(scope="module")
+def pki() -> dict[str, tuple[bytes, bytes]]:
+    ca = certs.create_ca("test-ca", now=NOW)
+    return {
+        "ca": ca,
+        "production-dept": certs.issue(*ca, name="production-dept", role="publisher", now=NOW),
+        "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
+    }
+
+
+@pytest.fixture(scope="module")
+def dissemination(pki: dict[str, tuple[bytes, bytes]]) -> pb.Dissemination:
+    ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
+    mapping = load_mapping(REPO_ROOT / "ontology" / "mappings" / "production-dept.toml", ontology)
+    doc = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
+    mapped = map_document(xmlsafe.parse_file(doc), mapping)
+    cert_pem, key_pem = pki["production-dept"]
+    signer_key = crypto.load_private_key_pem(key_pem)
+    encoded = encode(
+        mapped,
+        document_id="order-1",
+        publisher="production-dept",
+        version=1,
+        issued_at_ms=1,
+        keys={
+            c: ConceptKey(publisher="production-dept", concept=c, epoch=1, group_key=GROUP_KEY)
+            for c in {n.concept for n in mapped}
+        },
+        signer=signer_key,
+    )
+    message = provenance.originate(
+        provenance.Signer(node_uri=certs.node_uri("production-dept"), private_key=signer_key),
+        message_uri="https://production-dept.xdn.example/msg/order-1/v1",
+        recipient_uri=certs.node_uri("alice"),
+        content=provenance.ContentFacts(
+            document_id="order-1",
+            publisher="production-dept",
+            manifest_root=encoded.manifest.root,
+            fragments=tuple(
+                provenance.FragmentFact(
+                    fragment_id=f.fragment_id,
+                    concept=f.concept,
+                    ciphertext_sha256=crypto.sha256(f.cipher_value),
+                )
+                for f in encoded.fragments
+            ),
+        ),
+        timestamp_ms=1,
+    )
+    return dissemination_to_pb(
+        encoded.signed_manifest,
+        [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
+        provenance=message.to_nquads(),
+        publisher_certificate=cert_pem,
+    )
+
+
+def _keys(publisher: str, concept: str, epoch: int) -> bytes | None:
+    return GROUP_KEY if (publisher, epoch) == ("production-dept", 1) else None
+
+
+def _open(message: pb.Dissemination, ca_pem: bytes) -> object:
+    return open_dissemination(message, ca_pem=ca_pem, keys=_keys, at=NOW)
+
+
+def test_untouched_dissemination_opens(pki, dissemination) -> None:  # type: ignore[no-untyped-def]
+    view = _open(dissemination, pki["ca"][0])
+    assert b"xdn:view" in view.to_bytes()  # type: ignore[attr-defined]
+
+
+def test_one_flipped_ciphertext_byte_is_refused(pki, dissemination) -> None:  # type: ignore[no-untyped-def]
+    tampered = pb.Dissemination()
+    tampered.CopyFrom(dissemination)
+    blob = bytearray(tampered.fragments[3].cipher_value)
+    blob[len(blob) // 2] ^= 0x01
+    tampered.fragments[3].cipher_value = bytes(blob)
+    with pytest.raises(DecryptError, match="fragment could not be decrypted or verified"):
+        _open(tampered, pki["ca"][0])
+
+
+def test_moved_fragment_is_refused(pki, dissemination) -> None:  # type: ignore[no-untyped-def]
+    tampered = pb.Dissemination()
+    tampered.CopyFrom(dissemination)
+    tampered.fragments[2].concept = tampered.fragments[5].concept + "X"
+    with pytest.raises(DecryptError):
+        _open(tampered, pki["ca"][0])
+
+
+def test_publisher_certificate_from_another_ca_is_refused(pki, dissemination) -> None:  # type: ignore[no-untyped-def]
+    other_ca = certs.create_ca("test-ca", now=NOW)
+    with pytest.raises(CertificateError):
+        _open(dissemination, other_ca[0])
+
+
+def test_manifest_claiming_another_publisher_is_refused(pki, dissemination) -> None:  # type: ignore[no-untyped-def]
+    tampered = pb.Dissemination()
+    tampered.CopyFrom(dissemination)
+    tampered.manifest.publisher = "qa-company"
+    with pytest.raises(ProtocolError, match="signed by 'production-dept'"):
+        _open(tampered, pki["ca"][0])
+
+
+def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pki, dissemination
+) -> None:
+    cert_pem, key_pem = pki["alice"]
+    setup = SubscriberSetup(
+        name="alice",
+        tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
+        connect="unused:0",
+        out_dir=tmp_path / "out",
+        state_dir=tmp_path / "state",
+        provenance_log=tmp_path / "alice.nq",
+    )
+    session = _Session(setup, clock=lambda: NOW)
+    try:
+        for concept in {f.concept for f in dissemination.fragments}:
+            session.keyring.put("production-dept", concept, 1, GROUP_KEY)
+        tampered = pb.Dissemination()
+        tampered.CopyFrom(dissemination)
+        tampered.fragments[0].cipher_value = b"\x00" + tampered.fragments[0].cipher_value[1:]
+        assert session.on_dissemination(tampered) == b""
+        refused = [json.loads(line) for line in (tmp_path / "out" / "refused.jsonl").open()]
+        assert refused == [
+            {
+                "publisher": "production-dept",
+                "document": "order-1",
+                "reason": "fragment could not be decrypted or verified",
+            }
+        ]
+        assert not list((tmp_path / "out" / "views").rglob("*.xml"))
+        receipt = session.on_dissemination(dissemination)
+        assert receipt, "the untouched document is accepted and receipted"
+        assert len(list((tmp_path / "out" / "views").rglob("*.xml"))) == 1
+    finally:
+        session.close()
