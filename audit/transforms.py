@@ -198,7 +198,7 @@ def check_chains(
     )
     e = (
         envs.join(up, F.col("contains") == F.col("up_envelope"), "left")
-        .join(first_content, F.col("c_graph") == F.element_at("content", 1), "left")
+        .join(first_content, F.col("c_graph") == F.try_element_at("content", F.lit(1)), "left")
         .join(own, "envelope", "left").join(verdict, "envelope", "left")
         .join(content_ok, "envelope", "left")
         .join(_reference_problems(envs, sigs), "envelope", "left")

@@ -184,7 +184,7 @@ class Authorization:
 
     Attributes:
         concepts: the concepts granted (after denies).
-        explain: every grant and deny decision, in rule order.
+        explain: every decision: denies first, then grants in the order they were derived.
         denied: concepts removed by deny rules.
         limits: separation-of-duty bounds (concept, max document instances), sorted.
         notes: why a rule did not apply (validity, unmet implication or temporal condition).
@@ -512,7 +512,7 @@ def auth_list(
         raise UsageError("auth_list needs a timezone-aware time")
     if policy.ontology != ontology.iri:
         raise UsageError(f"policy {policy.source} is for {policy.ontology}, not {ontology.iri}")
-    if False:
+    if not credential.not_before <= at <= credential.not_after:
         note = f"credential {credential.name!r} is not valid at {at.isoformat()}"
         return Authorization(publisher=policy.publisher, concepts=frozenset(), notes=(note,))
     explain: list[Grant] = []

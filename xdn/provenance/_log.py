@@ -64,7 +64,8 @@ def read_node_description(name: str, quads: Iterable[Quad]) -> tuple[str, bytes]
 class ProvenanceLog:
     """The append-only N-Quads provenance log of one node.
 
-    Opens ``path`` in append mode; a new (empty) file starts with the node's description.
+    Opens ``path`` in append mode (creating its directory); a new (empty) file starts with the
+    node's description.
     Each :meth:`append` writes the graphs the node added to a message and flushes.
     """
 
@@ -73,6 +74,7 @@ class ProvenanceLog:
     def __init__(self, path: Path, *, node_uri: str, cert_pem: bytes) -> None:
         description = node_description(node_uri, cert_pem)
         self.path, self.node_uri = Path(path), node_uri
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("ab")
         if self._file.tell() == 0:
             self._file.write(description)

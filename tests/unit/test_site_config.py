@@ -1,0 +1,67 @@
+"""Site configuration: read, resolved, validated with messages naming the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from disseminator.config import load_site_config
+from xdn.errors import ConfigError
+
+GOOD = """
+[site]
+name = "d2"
+listen = "127.0.0.1:0"
+block = "WorkOrder"
+uplink = "127.0.0.1:5000"
+
+[tls]
+ca = "certs/ca.pem"
+cert = "certs/d2.pem"
+key = "/abs/d2.key"
+
+[ontology]
+files = ["onto.owl"]
+
+[[publisher]]
+name = "production-dept"
+certificate = "certs/production-dept.pem"
+policy = "policies/production-dept.toml"
+"""
+
+
+def test_good_config_resolves_relative_paths(tmp_path: Path) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD)
+    config = load_site_config(path)
+    assert config.name == "d2"
+    assert config.uplink == "127.0.0.1:5000"
+    assert config.ca == tmp_path / "certs" / "ca.pem"
+    assert config.key == Path("/abs/d2.key")
+    assert config.ontology_files == (tmp_path / "onto.owl",)
+    assert config.publishers[0].policy == tmp_path / "policies" / "production-dept.toml"
+    assert config.state_dir == tmp_path / "state" / "d2"
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (GOOD.replace('listen = "127.0.0.1:0"', 'listen = "nowhere"'), "HOST:PORT"),
+        (GOOD.replace('block = "WorkOrder"\n', ""), "'block'"),
+        (GOOD.replace("[tls]", "[tlz]"), r"missing \[tls\]"),
+        (GOOD.replace('files = ["onto.owl"]', "files = []"), "at least one OWL file"),
+        (GOOD.replace('name = "d2"', 'name = "d2'), "invalid TOML"),
+        (GOOD.replace('uplink = "127.0.0.1:5000"', "uplink = 5"), "uplink must be"),
+    ],
+)
+def test_broken_configs_name_the_problem(tmp_path: Path, broken: str, message: str) -> None:
+    path = tmp_path / "site.toml"
+    path.write_text(broken)
+    with pytest.raises(ConfigError, match=message):
+        load_site_config(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_site_config(tmp_path / "nope.toml")
