@@ -27,7 +27,7 @@ _COMMAND_MODULES = (
     "publisher.cli",
     "subscriber.cli",
     "xdn.admin_cli",
-    # "audit.cli",
+    "audit.cli",
 )
 
 _DESCRIPTION = """\
