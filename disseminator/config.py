@@ -9,6 +9,7 @@ Example ``d2.toml``::
     uplink = "127.0.0.1:50051"       # absent for a root site
     state_dir = "build/sites/d2"
     provenance_log = "build/logs/d2.nq"
+    lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
 
     [tls]
     ca = "certs/ca.pem"
@@ -63,8 +64,12 @@ class SiteConfig:
     key: Path
     ontology_files: tuple[Path, ...]
     publishers: tuple[PublisherEntry, ...]
+    lease_seconds: float = 86_400.0
+    housekeeping_seconds: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
+            raise ConfigError("site.lease_seconds and site.housekeeping_seconds must be positive")
         if not self.name or "/" in self.name:
             raise ConfigError(f"site name {self.name!r} is invalid")
         host, sep, port = self.listen.rpartition(":")
@@ -120,6 +125,12 @@ def load_site_config(path: Path) -> SiteConfig:
     if uplink is not None and not isinstance(uplink, str):
         raise ConfigError(f"{path}: [site] uplink must be HOST:PORT")
     name = _str(site, "name", path, "site")
+    timings = {}
+    for key in ("lease_seconds", "housekeeping_seconds"):
+        if key in site:
+            if not isinstance(site[key], int | float) or isinstance(site[key], bool):
+                raise ConfigError(f"{path}: [site] {key} must be a number of seconds")
+            timings[key] = float(site[key])
     return SiteConfig(
         name=name,
         listen=_str(site, "listen", path, "site"),
@@ -132,4 +143,5 @@ def load_site_config(path: Path) -> SiteConfig:
         key=resolve(_str(tls, "key", path, "tls")),
         ontology_files=tuple(resolve(f) for f in files),
         publishers=tuple(publishers),
+        **timings,
     )

@@ -20,7 +20,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
-from disseminator.server import DisseminatorService, SiteIdentity
+from disseminator.node import SiteIdentity, SiteNode
+from disseminator.server import DisseminatorService
+from disseminator.store import Store
+from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
 from xdn.errors import ConfigError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
@@ -91,14 +94,28 @@ async def serve(config: SiteConfig) -> None:
     log_sink = provenance.ProvenanceLog(
         config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
     )
-    service = DisseminatorService(
+    store = Store(config.state_dir / "site.sqlite")
+    uplink: Uplink | None = None
+
+    def interest_changed() -> None:
+        if uplink is not None:
+            uplink.interest_changed()
+
+    node = SiteNode(
         site=SiteIdentity(
-            name=config.name, block=config.block, uplink=config.uplink, tls=tls, signer=signer
+            name=config.name, block=config.block, uplink=config.uplink, tls=tls, signer=signer,
+            lease_s=config.lease_seconds,
         ),
         ontology=ontology,
         policies=policies,
+        store=store,
         log_sink=log_sink,
+        clock=lambda: datetime.now(UTC),
+        on_interest_change=interest_changed,
     )
+    if config.uplink is not None:
+        uplink = Uplink(node, config.uplink)
+    service = DisseminatorService(node)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     dissemination_pb2_grpc.add_DisseminatorServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -118,12 +135,22 @@ async def serve(config: SiteConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    uplink = asyncio.ensure_future(service.run_uplink())
+    tasks = [asyncio.ensure_future(_housekeeping(node, config.housekeeping_seconds))]
+    if uplink is not None:
+        tasks.append(asyncio.ensure_future(uplink.run()))
     try:
         await stop.wait()
     finally:
         log.info("site %s stopping", config.name)
-        uplink.cancel()
+        for task in tasks:
+            task.cancel()
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=1.0)
+        store.close()
         log_sink.close()
+
+
+async def _housekeeping(node: SiteNode, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        node.housekeeping()

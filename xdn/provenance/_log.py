@@ -97,6 +97,17 @@ class ProvenanceLog:
         self._file.write(message.latest_graphs_nquads())
         self._file.flush()
 
+    def append_raw(self, nquads: bytes) -> None:
+        """Append graphs this node produced earlier (e.g. staged in a transactional outbox).
+
+        The caller vouches that ``nquads`` is canonical N-Quads of this node's own hops, as
+        returned by :meth:`Message.latest_graphs_nquads`.
+        """
+        if self._file.closed:
+            raise UsageError(f"provenance log {self.path} is closed")
+        self._file.write(nquads)
+        self._file.flush()
+
     def close(self) -> None:
         """Close the file (idempotent)."""
         self._file.close()

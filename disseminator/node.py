@@ -1,0 +1,368 @@
+"""One site's routing state and durable queues, behind the gRPC servicer.
+
+Theory of operation. :class:`SiteNode` owns the routing table (who is registered here and
+behind each downlink), the durable :class:`~disseminator.store.Store`, the provenance log and
+one wake-up event per destination. Everything runs on one asyncio loop, so methods mutate state
+without locks.
+
+* :meth:`route` turns a received document (and key messages) into queued deliveries — one
+  signed provenance hop per destination — committed in one transaction, then wakes the
+  destinations' streams.
+* :meth:`pump` is the sending side of one connection: it reads the destination's queue after
+  the connection's cursor, within its flow-control window, and sleeps until woken.
+* Registrations are durable: a subscriber that disconnects stays registered (its queue fills)
+  until it unsubscribes, its lease runs out, or its certificate expires
+  (:meth:`housekeeping`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from disseminator.delivery import StreamCursor, resume_point
+from disseminator.routing import Destination, Registration, RoutingTable
+from disseminator.store import Append, Store, StoredRegistration
+from xdn import certs, provenance
+from xdn.errors import CertificateError, ProtocolError
+from xdn.grpc_tls import TlsFiles
+from xdn.ontology import Ontology
+from xdn.policy import PolicySet
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+__all__ = ["SiteIdentity", "SiteNode"]
+
+log = logging.getLogger(__name__)
+
+_BATCH = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteIdentity:
+    """Who this site is and what it serves."""
+
+    name: str
+    block: str
+    uplink: str | None
+    tls: TlsFiles
+    signer: provenance.Signer
+    lease_s: float = 86_400.0
+
+
+def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> StoredRegistration:
+    return StoredRegistration(
+        kind=kind, owner=owner, subscriber=reg.subscriber, certificate=reg.certificate,
+        grants={p: sorted(c) for p, c in reg.grants.items()}, seen_ms=seen_ms,
+    )
+
+
+def _from_stored(stored: StoredRegistration) -> Registration:
+    return Registration(
+        subscriber=stored.subscriber,
+        certificate=stored.certificate,
+        grants={p: frozenset(c) for p, c in stored.grants.items()},
+    )
+
+
+class SiteNode:
+    """Routing table, durable queues and streams of one disseminator."""
+
+    def __init__(
+        self,
+        *,
+        site: SiteIdentity,
+        ontology: Ontology,
+        policies: PolicySet,
+        store: Store,
+        log_sink: provenance.ProvenanceLog,
+        clock: Callable[[], datetime],
+        on_interest_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.site = site
+        self.ontology = ontology
+        self.policies = policies
+        self.store = store
+        self.table = RoutingTable()
+        self.served = ontology.block(site.block)
+        self._log = log_sink
+        self._clock = clock
+        self._on_interest_change = on_interest_change
+        self._events: dict[Destination, asyncio.Event] = {}
+        self._generation: dict[Destination, int] = {}
+        self._online: set[Destination] = set()
+        self._last_seen: dict[Destination, int] = {}
+        self.refused_full = 0
+        self._recover()
+
+    # ---- time, identity, policy ----------------------------------------------------------
+    def now(self) -> datetime:
+        return self._clock()
+
+    def now_ms(self) -> int:
+        return int(self._clock().timestamp() * 1000)
+
+    def grants(self, cert_pem: bytes) -> dict[str, frozenset[str]]:
+        """``auth_list`` of a certificate under every publisher's policy."""
+        credential = certs.credential_from_pem(cert_pem)
+        return dict(self.policies.auth_lists(credential, at=self._clock()))
+
+    def verified_members(
+        self, members: Iterable[pb.Member], served: frozenset[str]
+    ) -> list[Registration]:
+        """Re-evaluate what a downlink claims: check each certificate, recompute its grants."""
+        out = []
+        for member in members:
+            try:
+                credential = certs.verify_certificate(
+                    member.certificate, self.site.tls.ca_pem, at=self._clock(), role="subscriber"
+                )
+            except CertificateError as exc:
+                log.warning("downlink member refused: %s", exc)
+                continue
+            grants = {
+                p: c & served for p, c in self.grants(member.certificate).items() if c & served
+            }
+            if grants:
+                out.append(
+                    Registration(
+                        subscriber=credential.name, certificate=member.certificate, grants=grants
+                    )
+                )
+        return out
+
+    # ---- recovery and the provenance log -------------------------------------------------
+    def _recover(self) -> None:
+        for stored in self.store.registrations():
+            reg = _from_stored(stored)
+            if stored.kind == "subscriber":
+                self.table.local[reg.subscriber] = reg
+                dest = Destination("subscriber", reg.subscriber)
+            else:
+                self.table.links.setdefault(stored.owner, {})[reg.subscriber] = reg
+                dest = Destination("link", stored.owner)
+            self._last_seen[dest] = max(self._last_seen.get(dest, 0), stored.seen_ms)
+        self.flush_log()
+        if self.table.local or self.table.links:
+            log.info(
+                "recovered %d local subscribers and %d downlinks",
+                len(self.table.local), len(self.table.links),
+            )
+
+    def flush_log(self) -> None:
+        """Write committed provenance graphs to the log, then drop them from the outbox."""
+        staged = self.store.take_log_outbox()
+        if staged:
+            self._log.append_raw(b"".join(data for _, data in staged))
+            self.store.clear_log_outbox(i for i, _ in staged)
+
+    # ---- routing -------------------------------------------------------------------------
+    def _plan_key(self, key: pb.KeyMessage) -> Append | None:
+        destination = self.table.route_key(key.subscriber)
+        if destination is None:
+            log.warning("no route for key message to %s; dropped", key.subscriber)
+            return None
+        payload = pb.Delivery(key=key).SerializeToString()
+        return Append(kind=destination.kind, name=destination.name, payload=payload)
+
+    def _plan_dissemination(
+        self, diss: pb.Dissemination
+    ) -> tuple[tuple[str, str, int], list[Append], list[bytes]] | None:
+        manifest = diss.manifest
+        identity = (manifest.publisher, manifest.document_id, manifest.version)
+        if self.store.is_routed(*identity):
+            log.info("document %s v%d already routed; ignored", identity[1], identity[2])
+            return None
+        for fragment in diss.fragments:
+            if (fragment.publisher, fragment.document_id) != identity[:2]:
+                raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
+            if fragment.concept not in self.ontology.concepts:
+                raise ProtocolError(f"fragment {fragment.fragment_id!r}: unknown concept")
+        message = provenance.Message.from_nquads(diss.provenance)
+        plan = self.table.plan(
+            manifest.publisher, [(f.fragment_id, f.concept) for f in diss.fragments]
+        )
+        appends, graphs = [], []
+        for destination, ids in plan.items():
+            wanted = set(ids)
+            relayed = provenance.relay(
+                message,
+                self.site.signer,
+                message_uri=(
+                    f"{self.site.signer.node_uri}msg/{manifest.document_id}/"
+                    f"v{manifest.version}/{destination.kind}-{destination.name}"
+                ),
+                recipient_uri=certs.node_uri(destination.name),
+                fragment_ids=ids,
+                timestamp_ms=self.now_ms(),
+            )
+            graphs.append(relayed.latest_graphs_nquads())
+            out = pb.Dissemination(
+                manifest=manifest,
+                fragments=[f for f in diss.fragments if f.fragment_id in wanted],
+                provenance=relayed.to_nquads(),
+            )
+            appends.append(
+                Append(
+                    kind=destination.kind,
+                    name=destination.name,
+                    payload=pb.Delivery(dissemination=out).SerializeToString(),
+                )
+            )
+        return identity, appends, graphs
+
+    def route(
+        self,
+        *,
+        dissemination: pb.Dissemination | None = None,
+        keys: Sequence[pb.KeyMessage] = (),
+        counter: tuple[str, int] | None = None,
+    ) -> tuple[int, int]:
+        """Queue key messages and a document for every destination, atomically.
+
+        Returns:
+            (fragments accepted, destinations the document reached).
+        """
+        appends = [a for a in map(self._plan_key, keys) if a is not None]
+        identity, graphs, reached, accepted = None, [], 0, 0
+        if dissemination is not None and dissemination.HasField("manifest"):
+            planned = self._plan_dissemination(dissemination)
+            if planned is not None:
+                identity, document_appends, graphs = planned
+                appends += document_appends
+                reached, accepted = len(document_appends), len(dissemination.fragments)
+        last, full = self.store.commit_routing(
+            document=identity, appends=appends, log_graphs=graphs, counter=counter
+        )
+        self.flush_log()
+        for kind, name in full:
+            self.refused_full += 1
+            log.error("queue of %s %s is full; delivery refused", kind, name)
+        for kind, name in last:
+            self.wake(Destination(kind, name))
+        return accepted, reached
+
+    # ---- streams -------------------------------------------------------------------------
+    def wake(self, destination: Destination) -> None:
+        self._events.setdefault(destination, asyncio.Event()).set()
+
+    def connect(self, destination: Destination, applied: int, window: int) -> StreamCursor:
+        """Start a connection to ``destination``; supersede any earlier one."""
+        assigned, acked = self.store.cursor(destination.kind, destination.name)
+        start = resume_point(acked=acked, assigned=assigned, applied=applied)
+        if start > acked:
+            self.store.ack(destination.kind, destination.name, start)
+        self._generation[destination] = self._generation.get(destination, 0) + 1
+        self._online.add(destination)
+        self.wake(destination)
+        return StreamCursor(sent=start, acked=start, window=window)
+
+    def disconnect(self, destination: Destination, generation: int) -> None:
+        if self._generation.get(destination) == generation:
+            self._online.discard(destination)
+            self._last_seen[destination] = self.now_ms()
+            self._touch(destination)
+
+    def generation(self, destination: Destination) -> int:
+        return self._generation.get(destination, 0)
+
+    def end_stream(self, destination: Destination) -> None:
+        """Make the current stream of ``destination`` (if any) finish."""
+        self._generation[destination] = self._generation.get(destination, 0) + 1
+        self.wake(destination)
+
+    def on_ack(self, destination: Destination, cursor: StreamCursor, seq: int) -> None:
+        if cursor.on_ack(seq):
+            self.store.ack(destination.kind, destination.name, seq)
+            self.wake(destination)
+
+    async def pump(
+        self, destination: Destination, cursor: StreamCursor, generation: int
+    ) -> AsyncIterator[pb.Delivery]:
+        """Yield queued deliveries for one connection until it is superseded."""
+        event = self._events.setdefault(destination, asyncio.Event())
+        while self._generation.get(destination) == generation:
+            batch = []
+            if cursor.room:
+                batch = self.store.pending(
+                    destination.kind, destination.name,
+                    after=cursor.sent, limit=min(_BATCH, cursor.room),
+                )
+            if not batch:
+                event.clear()
+                await event.wait()
+                continue
+            for seq, payload in batch:
+                delivery = pb.Delivery.FromString(payload)
+                delivery.sequence = seq
+                cursor.on_sent(seq)
+                yield delivery
+
+    # ---- registrations -------------------------------------------------------------------
+    def register_local(self, registration: Registration) -> None:
+        self.table.local[registration.subscriber] = registration
+        self.store.save_registration(
+            _to_stored("subscriber", "", registration, self.now_ms())
+        )
+        self._on_interest_change()
+
+    def unregister_local(self, subscriber: str) -> int:
+        """Remove a subscriber and its queue; return how many deliveries were discarded."""
+        destination = Destination("subscriber", subscriber)
+        self.table.local.pop(subscriber, None)
+        self.store.delete_registration("subscriber", "", subscriber)
+        discarded = self.store.drop_destination("subscriber", subscriber)
+        self.end_stream(destination)
+        self._online.discard(destination)
+        self._on_interest_change()
+        return discarded
+
+    def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
+        self.table.set_link_members(site, members)
+        now = self.now_ms()
+        self.store.save_registrations(
+            "link", site, [_to_stored("link", site, r, now) for r in members]
+        )
+        self._on_interest_change()
+
+    def drop_link(self, site: str) -> None:
+        self.table.drop_link(site)
+        self.store.save_registrations("link", site, [])
+        self.store.drop_destination("link", site)
+        self.end_stream(Destination("link", site))
+        self._on_interest_change()
+
+    def _touch(self, destination: Destination) -> None:
+        if destination.kind == "subscriber" and destination.name in self.table.local:
+            reg = self.table.local[destination.name]
+            self.store.save_registration(
+                _to_stored("subscriber", "", reg, self._last_seen[destination])
+            )
+
+    def housekeeping(self) -> list[str]:
+        """Free what dead peers hold and force out expired credentials; return what was done."""
+        now, now_ms, done = self._clock(), self.now_ms(), []
+        lease_ms = int(self.site.lease_s * 1000)
+        for name, reg in list(self.table.local.items()):
+            destination = Destination("subscriber", name)
+            credential = certs.credential_from_pem(reg.certificate)
+            if not credential.valid_at(now):
+                self.unregister_local(name)
+                done.append(f"forced unsubscription of {name}: certificate expired")
+            elif destination not in self._online and (
+                now_ms - self._last_seen.get(destination, now_ms) > lease_ms
+            ):
+                self.unregister_local(name)
+                done.append(f"lease of {name} ran out; its queue was freed")
+        for site in list(self.table.links):
+            destination = Destination("link", site)
+            if destination not in self._online and (
+                now_ms - self._last_seen.get(destination, now_ms) > lease_ms
+            ):
+                self.drop_link(site)
+                done.append(f"downlink {site} gone for longer than its lease; freed")
+        for line in done:
+            log.warning("%s", line)
+        return done

@@ -1,0 +1,251 @@
+"""Durable state of one disseminator (SQLite): queues, registrations, routed documents.
+
+Theory of operation. Routing a document is one transaction: the deliveries for every
+destination are appended to their queues (each with the next sequence number of that
+destination), the document is marked as routed (so a retransmission is not routed twice), and
+the provenance graphs the site signed are put in an outbox. Only after the commit are the
+graphs flushed to the N-Quads log (and flushed again at start-up if the process died first), so
+the log never records a hop that did not happen, nor misses one that did.
+
+A destination's deliveries stay queued until acknowledged, so a receiver that reconnects —
+after its own crash or the site's — resumes from its last acknowledgement. Registrations (local
+subscribers and the members behind each downlink) persist too, so a restarted site routes to
+durable subscribers before they reconnect. Queues are bounded per destination; a full queue
+refuses further deliveries for that destination only (counted and logged), never stalling
+siblings.
+
+``Store(":memory:")`` is the in-memory implementation for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Append", "QueueFull", "Store", "StoredRegistration"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS destinations (
+    kind TEXT NOT NULL, name TEXT NOT NULL,
+    next_seq INTEGER NOT NULL DEFAULT 1,
+    acked INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, name)
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+    kind TEXT NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (kind, name, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS registrations (
+    kind TEXT NOT NULL, owner TEXT NOT NULL, subscriber TEXT NOT NULL,
+    certificate BLOB NOT NULL, grants TEXT NOT NULL, seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (kind, owner, subscriber)
+);
+CREATE TABLE IF NOT EXISTS routed (
+    publisher TEXT NOT NULL, document TEXT NOT NULL, version INTEGER NOT NULL,
+    PRIMARY KEY (publisher, document, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_outbox (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class QueueFull(Exception):
+    """A destination's queue reached its bound."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Append:
+    """One delivery to queue for one destination."""
+
+    kind: str
+    name: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredRegistration:
+    """A persisted registration: a local subscriber (owner "") or a member behind a link."""
+
+    kind: str  # "subscriber" | "link"
+    owner: str  # the link's site name, or "" for local subscribers
+    subscriber: str
+    certificate: bytes
+    grants: dict[str, list[str]]
+    seen_ms: int
+
+
+class Store:
+    """The SQLite-backed state of one site."""
+
+    def __init__(self, path: Path | str, *, max_queue: int = 1_000_000) -> None:
+        if isinstance(path, Path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._max_queue = max_queue
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- routing -------------------------------------------------------------------------
+    def is_routed(self, publisher: str, document: str, version: int) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM routed WHERE publisher = ? AND document = ? AND version = ?",
+            (publisher, document, version),
+        ).fetchone()
+        return row is not None
+
+    def commit_routing(
+        self,
+        *,
+        document: tuple[str, str, int] | None,
+        appends: Sequence[Append],
+        log_graphs: Iterable[bytes] = (),
+        counter: tuple[str, int] | None = None,
+    ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
+        """Queue ``appends``, mark ``document`` routed and stage log graphs, atomically.
+
+        ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
+        of the uplink delivery this routing applies, so it is applied exactly once.
+
+        Returns:
+            (last sequence appended per destination, destinations whose queue was full).
+        """
+        last: dict[tuple[str, str], int] = {}
+        full: list[tuple[str, str]] = []
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            for item in appends:
+                dest = (item.kind, item.name)
+                if dest in full:
+                    continue
+                self._db.execute(
+                    "INSERT OR IGNORE INTO destinations (kind, name) VALUES (?, ?)", dest
+                )
+                next_seq, acked = self._db.execute(
+                    "SELECT next_seq, acked FROM destinations WHERE kind = ? AND name = ?", dest
+                ).fetchone()
+                if next_seq - 1 - acked >= self._max_queue:
+                    full.append(dest)
+                    continue
+                self._db.execute(
+                    "INSERT INTO deliveries VALUES (?, ?, ?, ?)", (*dest, next_seq, item.payload)
+                )
+                self._db.execute(
+                    "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",
+                    (next_seq + 1, *dest),
+                )
+                last[dest] = next_seq
+            if document is not None:
+                self._db.execute("INSERT OR IGNORE INTO routed VALUES (?, ?, ?)", document)
+            self._db.executemany(
+                "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
+            )
+            if counter is not None:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
+        return last, full
+
+    def counter(self, name: str) -> int:
+        """A value stored with :meth:`commit_routing` (0 if never stored)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def take_log_outbox(self) -> list[tuple[int, bytes]]:
+        return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]
+
+    def clear_log_outbox(self, ids: Iterable[int]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
+
+    # ---- queues --------------------------------------------------------------------------
+    def cursor(self, kind: str, name: str) -> tuple[int, int]:
+        """``(last sequence assigned, last sequence acknowledged)`` of a destination."""
+        row = self._db.execute(
+            "SELECT next_seq, acked FROM destinations WHERE kind = ? AND name = ?", (kind, name)
+        ).fetchone()
+        return (0, 0) if row is None else (row[0] - 1, row[1])
+
+    def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
+        rows = self._db.execute(
+            "SELECT seq, payload FROM deliveries WHERE kind = ? AND name = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (kind, name, after, limit),
+        )
+        return [(seq, bytes(payload)) for seq, payload in rows]
+
+    def ack(self, kind: str, name: str, seq: int) -> None:
+        """Drop deliveries up to ``seq`` (never moves the acknowledgement backwards)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
+                "AND ? < next_seq",
+                (seq, kind, name, seq),
+            )
+            self._db.execute(
+                "DELETE FROM deliveries WHERE kind = ? AND name = ? AND seq <= ?",
+                (kind, name, seq),
+            )
+
+    def drop_destination(self, kind: str, name: str) -> int:
+        """Forget a destination and its queue; return how many deliveries were discarded."""
+        with self._db:
+            self._db.execute("BEGIN")
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM deliveries WHERE kind = ? AND name = ?", (kind, name)
+            ).fetchone()
+            self._db.execute("DELETE FROM deliveries WHERE kind = ? AND name = ?", (kind, name))
+            self._db.execute("DELETE FROM destinations WHERE kind = ? AND name = ?", (kind, name))
+        return int(count)
+
+    # ---- registrations -------------------------------------------------------------------
+    def save_registrations(self, kind: str, owner: str, regs: Iterable[StoredRegistration]) -> None:
+        """Replace every registration of (kind, owner) with ``regs``."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "DELETE FROM registrations WHERE kind = ? AND owner = ?", (kind, owner)
+            )
+            self._db.executemany(
+                "INSERT INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (kind, owner, r.subscriber, r.certificate, json.dumps(r.grants), r.seen_ms)
+                    for r in regs
+                ],
+            )
+
+    def save_registration(self, reg: StoredRegistration) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT OR REPLACE INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                (reg.kind, reg.owner, reg.subscriber, reg.certificate,
+                 json.dumps(reg.grants), reg.seen_ms),
+            )
+
+    def delete_registration(self, kind: str, owner: str, subscriber: str) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "DELETE FROM registrations WHERE kind = ? AND owner = ? AND subscriber = ?",
+                (kind, owner, subscriber),
+            )
+
+    def registrations(self) -> list[StoredRegistration]:
+        rows = self._db.execute(
+            "SELECT kind, owner, subscriber, certificate, grants, seen_ms FROM registrations "
+            "ORDER BY kind, owner, subscriber"
+        )
+        return [
+            StoredRegistration(
+                kind=k, owner=o, subscriber=s, certificate=bytes(c),
+                grants=json.loads(g), seen_ms=t,
+            )
+            for k, o, s, c, g, t in rows
+        ]
