@@ -1,0 +1,135 @@
+"""The delivery/ack state machine and the durable queue store."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from disseminator.delivery import StreamCursor, resume_point
+from disseminator.store import Append, Store, StoredRegistration
+from xdn.errors import ProtocolError
+
+# ---- resume points ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("acked", "assigned", "applied", "expected"),
+    [
+        (0, 0, 0, 0),  # fresh
+        (3, 10, 0, 3),  # receiver lost its cursor: resend everything unacknowledged
+        (3, 10, 7, 7),  # acks 4..7 were lost in flight: the receiver applied them
+        (7, 10, 3, 7),  # receiver is behind the queue's acknowledgement: nothing older remains
+        (3, 10, 12, 3),  # receiver claims more than was assigned: the site was rebuilt
+    ],
+)
+def test_resume_point(acked: int, assigned: int, applied: int, expected: int) -> None:
+    assert resume_point(acked=acked, assigned=assigned, applied=applied) == expected
+
+
+def test_negative_resume_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError):
+        resume_point(acked=0, assigned=0, applied=-1)
+
+
+# ---- stream cursor ------------------------------------------------------------------------
+
+
+def test_window_limits_unacknowledged_deliveries() -> None:
+    cursor = StreamCursor(sent=0, acked=0, window=2)
+    cursor.on_sent(1)
+    cursor.on_sent(2)
+    assert cursor.room == 0
+    with pytest.raises(ProtocolError, match="window"):
+        cursor.on_sent(3)
+    assert cursor.on_ack(1)
+    assert cursor.room == 1
+    cursor.on_sent(3)
+
+
+def test_illegal_events_are_refused() -> None:
+    cursor = StreamCursor(sent=5, acked=5)
+    with pytest.raises(ProtocolError, match="out of order"):
+        cursor.on_sent(5)
+    with pytest.raises(ProtocolError, match="only 5 were sent"):
+        cursor.on_ack(6)
+    assert cursor.on_ack(4) is False  # stale acknowledgements are harmless
+    assert (cursor.sent, cursor.acked) == (5, 5)
+
+
+@given(st.lists(st.sampled_from(["send", "ack"]), max_size=60), st.integers(1, 8))
+def test_cursor_invariants_hold_for_any_legal_sequence(events: list[str], window: int) -> None:
+    cursor = StreamCursor(sent=0, acked=0, window=window)
+    for event in events:
+        if event == "send" and cursor.room:
+            cursor.on_sent(cursor.sent + 1)
+        elif event == "ack" and cursor.acked < cursor.sent:
+            cursor.on_ack(cursor.acked + 1)
+        assert 0 <= cursor.acked <= cursor.sent <= cursor.acked + window
+
+
+# ---- store --------------------------------------------------------------------------------
+
+
+def _append(name: str, payload: bytes, kind: str = "subscriber") -> Append:
+    return Append(kind=kind, name=name, payload=payload)
+
+
+def test_routing_assigns_sequences_per_destination_atomically() -> None:
+    store = Store(":memory:")
+    last, full = store.commit_routing(
+        document=("p", "doc", 1),
+        appends=[_append("a", b"1"), _append("b", b"1"), _append("a", b"2")],
+        log_graphs=[b"<g> .\n"],
+    )
+    assert last == {("subscriber", "a"): 2, ("subscriber", "b"): 1}
+    assert full == []
+    assert store.is_routed("p", "doc", 1)
+    assert not store.is_routed("p", "doc", 2)
+    assert store.pending("subscriber", "a", after=0, limit=10) == [(1, b"1"), (2, b"2")]
+    assert [d for _, d in store.take_log_outbox()] == [b"<g> .\n"]
+
+
+def test_ack_drops_delivered_and_never_moves_back() -> None:
+    store = Store(":memory:")
+    store.commit_routing(document=None, appends=[_append("a", bytes([i])) for i in range(5)])
+    store.ack("subscriber", "a", 3)
+    assert store.cursor("subscriber", "a") == (5, 3)
+    assert [s for s, _ in store.pending("subscriber", "a", after=0, limit=10)] == [4, 5]
+    store.ack("subscriber", "a", 1)
+    assert store.cursor("subscriber", "a") == (5, 3)
+    store.ack("subscriber", "a", 99)  # beyond what was assigned: ignored
+    assert store.cursor("subscriber", "a") == (5, 3)
+
+
+def test_full_queue_refuses_only_that_destination() -> None:
+    store = Store(":memory:", max_queue=2)
+    store.commit_routing(document=None, appends=[_append("slow", b"x"), _append("slow", b"y")])
+    last, full = store.commit_routing(
+        document=None, appends=[_append("slow", b"z"), _append("fast", b"z")]
+    )
+    assert full == [("subscriber", "slow")]
+    assert last == {("subscriber", "fast"): 1}
+
+
+def test_state_survives_reopening(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "site.sqlite"
+    store = Store(path)
+    store.commit_routing(
+        document=("p", "d", 1), appends=[_append("a", b"x")], counter=("uplink_applied", 7)
+    )
+    store.save_registration(
+        StoredRegistration(
+            kind="subscriber", owner="", subscriber="a", certificate=b"PEM",
+            grants={"p": ["C"]}, seen_ms=5,
+        )
+    )
+    store.close()
+    again = Store(path)
+    assert again.is_routed("p", "d", 1)
+    assert again.counter("uplink_applied") == 7
+    assert again.pending("subscriber", "a", after=0, limit=5) == [(1, b"x")]
+    assert [r.subscriber for r in again.registrations()] == ["a"]
+    assert again.drop_destination("subscriber", "a") == 1
+    assert again.cursor("subscriber", "a") == (0, 0)
+    again.close()
