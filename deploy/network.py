@@ -151,6 +151,7 @@ class LocalNetwork:
                 "name": site.name, "listen": "127.0.0.1:0", "block": site.block,
                 "uplink": uplink, "state_dir": f"state/{site.name}",
                 "provenance_log": f"logs/{site.name}.nq",
+                "metrics_listen": "127.0.0.1:0",
             }),
             ("[tls]", {
                 "ca": "certs/ca.pem", "cert": f"certs/{site.name}.pem",

@@ -10,6 +10,7 @@ Example ``d2.toml``::
     state_dir = "build/sites/d2"
     provenance_log = "build/logs/d2.nq"
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
+    metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port in state_dir/metrics_port)
 
     [tls]
     ca = "certs/ca.pem"
@@ -66,6 +67,7 @@ class SiteConfig:
     publishers: tuple[PublisherEntry, ...]
     lease_seconds: float = 86_400.0
     housekeeping_seconds: float = 5.0
+    metrics_listen: str | None = None
 
     def __post_init__(self) -> None:
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
@@ -121,6 +123,9 @@ def load_site_config(path: Path) -> SiteConfig:
                 policy=resolve(_str(entry, "policy", path, "publisher")),
             )
         )
+    metrics_listen = site.get("metrics_listen")
+    if metrics_listen is not None and not isinstance(metrics_listen, str):
+        raise ConfigError(f"{path}: [site] metrics_listen must be HOST:PORT")
     uplink = site.get("uplink")
     if uplink is not None and not isinstance(uplink, str):
         raise ConfigError(f"{path}: [site] uplink must be HOST:PORT")
@@ -143,5 +148,6 @@ def load_site_config(path: Path) -> SiteConfig:
         key=resolve(_str(tls, "key", path, "tls")),
         ontology_files=tuple(resolve(f) for f in files),
         publishers=tuple(publishers),
+        metrics_listen=metrics_listen,
         **timings,
     )

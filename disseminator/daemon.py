@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
+from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.server import DisseminatorService
 from disseminator.store import Store
@@ -64,11 +65,11 @@ def load_policies(config: SiteConfig, ontology: Ontology, ca_pem: bytes) -> Poli
     return PolicySet.of(ontology, policies)
 
 
-def _write_port(state_dir: Path, port: int) -> None:
+def _write_port(state_dir: Path, port: int, *, name: str = "port") -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / "port.tmp"
+    tmp = state_dir / f"{name}.tmp"
     tmp.write_text(f"{port}\n")
-    os.replace(tmp, state_dir / "port")
+    os.replace(tmp, state_dir / name)
 
 
 async def serve(config: SiteConfig) -> None:
@@ -95,6 +96,7 @@ async def serve(config: SiteConfig) -> None:
         config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
     )
     store = Store(config.state_dir / "site.sqlite")
+    metrics = SiteMetrics(config.name)
     uplink: Uplink | None = None
 
     def interest_changed() -> None:
@@ -112,6 +114,7 @@ async def serve(config: SiteConfig) -> None:
         log_sink=log_sink,
         clock=lambda: datetime.now(UTC),
         on_interest_change=interest_changed,
+        metrics=metrics,
     )
     if config.uplink is not None:
         uplink = Uplink(node, config.uplink)
@@ -128,6 +131,10 @@ async def serve(config: SiteConfig) -> None:
         raise ConfigError(f"cannot listen on {config.listen}")
     await server.start()
     await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    if config.metrics_listen:
+        metrics_port = serve_metrics(metrics, config.metrics_listen)
+        _write_port(config.state_dir, metrics_port, name="metrics_port")
+        log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
     _write_port(config.state_dir, port)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from disseminator.delivery import StreamCursor, resume_point
+from disseminator.metrics import SiteMetrics
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, Store, StoredRegistration
 from xdn import certs, provenance
@@ -80,8 +81,10 @@ class SiteNode:
         log_sink: provenance.ProvenanceLog,
         clock: Callable[[], datetime],
         on_interest_change: Callable[[], None] = lambda: None,
+        metrics: SiteMetrics | None = None,
     ) -> None:
         self.site = site
+        self.metrics = metrics or SiteMetrics(site.name)
         self.ontology = ontology
         self.policies = policies
         self.store = store
@@ -94,8 +97,17 @@ class SiteNode:
         self._generation: dict[Destination, int] = {}
         self._online: set[Destination] = set()
         self._last_seen: dict[Destination, int] = {}
-        self.refused_full = 0
         self._recover()
+        self.metrics.watch(self._gauges)
+
+    def _gauges(self) -> dict[str, float]:
+        return {
+            "local_subscribers": len(self.table.local),
+            "downlinks": len(self.table.links),
+            "members": len(self.table.members()),
+            "connected_streams": len(self._online),
+            "queued_deliveries": self.store.queued_total(),
+        }
 
     # ---- time, identity, policy ----------------------------------------------------------
     def now(self) -> datetime:
@@ -233,12 +245,13 @@ class SiteNode:
                 identity, document_appends, graphs = planned
                 appends += document_appends
                 reached, accepted = len(document_appends), len(dissemination.fragments)
+                self.metrics.routed.inc()
         last, full = self.store.commit_routing(
             document=identity, appends=appends, log_graphs=graphs, counter=counter
         )
         self.flush_log()
         for kind, name in full:
-            self.refused_full += 1
+            self.metrics.queue_full.inc()
             log.error("queue of %s %s is full; delivery refused", kind, name)
         for kind, name in last:
             self.wake(Destination(kind, name))
@@ -275,6 +288,7 @@ class SiteNode:
 
     def on_ack(self, destination: Destination, cursor: StreamCursor, seq: int) -> None:
         if cursor.on_ack(seq):
+            self.metrics.acks.labels(kind=destination.kind).inc()
             self.store.ack(destination.kind, destination.name, seq)
             self.wake(destination)
 
@@ -294,10 +308,12 @@ class SiteNode:
                 event.clear()
                 await event.wait()
                 continue
+            sent = self.metrics.deliveries_sent.labels(kind=destination.kind)
             for seq, payload in batch:
                 delivery = pb.Delivery.FromString(payload)
                 delivery.sequence = seq
                 cursor.on_sent(seq)
+                sent.inc()
                 yield delivery
 
     # ---- registrations -------------------------------------------------------------------

@@ -171,6 +171,11 @@ class Store:
         ).fetchone()
         return (0, 0) if row is None else (row[0] - 1, row[1])
 
+    def queued_total(self) -> int:
+        """Deliveries waiting for acknowledgement, over all destinations."""
+        (count,) = self._db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
+        return int(count)
+
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
         rows = self._db.execute(
             "SELECT seq, payload FROM deliveries WHERE kind = ? AND name = ? AND seq > ? "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,21 @@ being able to read them; subscribers decrypt and verify; every hop signs provena
 Start with `xdn demo` (a three-site network on loopback, end to end)."""
 
 
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message (and exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(
@@ -49,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"xdn {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
+    )
+    parser.add_argument(
+        "--log-json", action="store_true", help="structured logs: one JSON object per line"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
@@ -61,7 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        _JsonFormatter()
+        if args.log_json
+        else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+    )
+    logging.basicConfig(level=level, handlers=[handler])
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

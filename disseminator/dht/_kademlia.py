@@ -1,0 +1,279 @@
+"""The Kademlia machinery of a node: answering peers, iterative lookups, joining.
+
+:class:`KademliaNode` owns the pure parts (:class:`RoutingTable`, :class:`RecordStore`, one
+:class:`Lookup` per query) and drives them over a :class:`Transport`; it never opens a socket
+itself. The ``handle_*`` methods are what the gRPC servicer (or the in-memory fake) calls when
+a peer asks us something; the caller's id comes from its TLS certificate (``sender``), never
+from the message. Records offered for storage are checked (known block concept, the key of
+that concept, certificate, name, signature) before they are kept, and records that lookups
+bring back are checked again before anyone sees them.
+
+The lookup driver keeps up to ``alpha`` queries in flight, feeds each answer or failure to the
+:class:`Lookup`, and stops when it is done. :class:`disseminator.dht.DhtNode` builds the site
+directory (announce, sites_serving, find_uplink, upkeep) on top.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+from disseminator.dht._config import DhtConfig
+from disseminator.dht._contacts import ContactKeeper, with_timeout
+from disseminator.dht._errors import (
+    BootstrapError,
+    DhtUsageError,
+    InvalidRecordError,
+    LookupStateError,
+)
+from disseminator.dht._ids import Contact, NodeId, key_for_concept
+from disseminator.dht._lookup import Lookup, LookupResult
+from disseminator.dht._proof import PingProof, make_ping_proof
+from disseminator.dht._records import RecordVerifier, SiteCredentials, SiteRecord
+from disseminator.dht._store import PutOutcome, RecordStore
+from disseminator.dht._table import RoutingTable
+from disseminator.dht._transport import Transport, ValueReply
+from xdn.errors import PeerError
+from xdn.ontology import Ontology
+
+__all__ = ["Clock", "KademliaNode"]
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_VERIFIED_CACHE = 4096
+_VERIFIED_FOR_MS = 600_000
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KademliaNode:
+    """Routing table, record store and lookups of one node (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        contact: Contact,
+        transport: Transport,
+        verifier: RecordVerifier,
+        ontology: Ontology,
+        config: DhtConfig | None = None,
+        credentials: SiteCredentials | None = None,
+        clock: Clock = _utc_now,
+        rng: random.Random | None = None,
+    ) -> None:
+        if credentials is not None and credentials.node_id != contact.node_id:
+            raise DhtUsageError("the node id must be the SHA-256 of the site certificate")
+        self.contact = contact
+        self.config = config or DhtConfig()
+        self.transport = transport
+        self.verifier = verifier
+        self.ontology = ontology
+        self.credentials = credentials
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.table = RoutingTable(
+            contact.node_id, k=self.config.k, stale_after_failures=self.config.stale_after_failures
+        )
+        self.store = RecordStore(
+            max_keys=self.config.max_keys, max_records_per_key=self.config.max_records_per_key
+        )
+        self.contacts = ContactKeeper(
+            own=contact,
+            table=self.table,
+            transport=transport,
+            now_ms=self.now_ms,
+            timeout_s=self.config.rpc_timeout_s,
+            max_tasks=self.config.max_background_tasks,
+        )
+        self._bootstrap_peers = self.config.bootstrap
+        self._verified: OrderedDict[SiteRecord, int] = OrderedDict()
+
+    @property
+    def node_id(self) -> NodeId:
+        """Our id: SHA-256 of our certificate."""
+        return self.contact.node_id
+
+    @property
+    def address(self) -> str:
+        """The ``host:port`` we advertise."""
+        return self.contact.address
+
+    def now_ms(self) -> int:
+        """The injected clock, in Unix milliseconds."""
+        return int(self._clock().timestamp() * 1000)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.contact}, {len(self.table)} contacts)"
+
+    # ---- serving peers -----------------------------------------------------------------------
+    def ping_proof(self, nonce: bytes) -> PingProof:
+        """Our signed answer to a ping (needs credentials)."""
+        if self.credentials is None:
+            raise DhtUsageError("this DHT node has no site credentials to sign with")
+        return make_ping_proof(self.credentials, nonce=nonce, address=self.address)
+
+    async def handle_ping(self, sender: Contact | None) -> None:
+        """A peer pinged us."""
+        self.contacts.heard_from(sender)
+
+    async def handle_find_node(self, sender: Contact | None, target: NodeId) -> tuple[Contact, ...]:
+        """The ``k`` contacts we know nearest to ``target``."""
+        self.contacts.heard_from(sender)
+        return tuple(self.table.closest(target, self.config.k))
+
+    async def handle_find_value(self, sender: Contact | None, key: NodeId) -> ValueReply:
+        """Our live records under ``key`` and the ``k`` contacts nearest to it."""
+        self.contacts.heard_from(sender)
+        return ValueReply(
+            records=self.store.get(key, self.now_ms()),
+            contacts=tuple(self.table.closest(key, self.config.k)),
+        )
+
+    async def handle_store(
+        self, sender: Contact | None, key: NodeId, record: SiteRecord
+    ) -> PutOutcome:
+        """Keep ``record`` under ``key`` once it checks out.
+
+        Raises:
+            InvalidRecordError: unknown block, wrong key, expired.
+            RecordAuthenticationError: certificate, name or signature wrong (a forgery).
+            StoreFullError: no room left for this key.
+        """
+        if self.ontology.resolve(record.block) != record.block:
+            raise InvalidRecordError(
+                f"record of site {record.site!r} names unknown block concept {record.block!r}"
+            )
+        if key_for_concept(record.block) != key:
+            raise InvalidRecordError(
+                f"record of site {record.site!r} for block {record.block!r} was sent under key "
+                f"{key}, not the key of its block"
+            )
+        now = self.now_ms()
+        self.check_record(record, now, allow_withdrawal=True)
+        outcome = self.store.put(key, record, now)
+        self.contacts.heard_from(sender)
+        return outcome
+
+    def check_record(self, record: SiteRecord, now: int, *, allow_withdrawal: bool = False) -> None:
+        """Verify a record (cached for live records already verified)."""
+        until = self._verified.get(record)
+        if until is not None and now < until:
+            return
+        self.verifier.verify(record, now_ms=now, allow_withdrawal=allow_withdrawal)
+        if not record.withdrawn:
+            self._verified[record] = min(record.expires_at_ms, now + _VERIFIED_FOR_MS)
+            while len(self._verified) > _VERIFIED_CACHE:
+                self._verified.popitem(last=False)
+
+    # ---- lookups -------------------------------------------------------------------------------
+    async def lookup(self, target: NodeId) -> LookupResult:
+        """Iterative FIND_NODE: the ``k`` live nodes nearest to ``target``."""
+        result, _ = await self._iterate(target, values=False)
+        return result
+
+    async def find_records(self, key: NodeId) -> tuple[list[SiteRecord], LookupResult]:
+        """Iterative FIND_VALUE: every verified live record under ``key``, and the lookup."""
+        result, found = await self._iterate(key, values=True)
+        now = self.now_ms()
+        found.extend(self.store.get(key, now))
+        records = []
+        for record in sorted(set(found), key=lambda r: (r.site, r.issued_at_ms)):
+            if key_for_concept(record.block) != key:
+                log.warning("dropped a record of %r returned under a foreign key", record.site)
+                continue
+            try:
+                self.check_record(record, now)
+            except PeerError as exc:
+                log.warning("dropped a record a peer returned: %s", exc)
+                continue
+            records.append(record)
+        return records, result
+
+    async def _iterate(
+        self, target: NodeId, *, values: bool
+    ) -> tuple[LookupResult, list[SiteRecord]]:
+        self.table.touch(target, self.now_ms())
+        lookup = Lookup(
+            target=target,
+            own=self.node_id,
+            seeds=self.table.closest(target, self.config.k),
+            k=self.config.k,
+            alpha=self.config.alpha,
+        )
+        found: list[SiteRecord] = []
+        pending: dict[asyncio.Task[ValueReply], Contact] = {}
+        try:
+            while not lookup.done:
+                for peer in lookup.next_queries():
+                    call = with_timeout(self._ask(peer, target, values), self.config.rpc_timeout_s)
+                    pending[asyncio.ensure_future(call)] = peer
+                if not pending:
+                    raise LookupStateError("lookup stalled with nothing in flight")
+                finished, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    peer = pending.pop(task)
+                    try:
+                        reply = task.result()
+                    except PeerError as exc:
+                        log.debug("lookup query to %s failed: %s", peer, exc)
+                        lookup.on_failure(peer.node_id)
+                        self.contacts.failed(peer)
+                    else:
+                        lookup.on_answer(peer.node_id, reply.contacts)
+                        found.extend(reply.records)
+                        self.contacts.heard_from(peer)
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        return lookup.result(), found
+
+    async def _ask(self, peer: Contact, target: NodeId, values: bool) -> ValueReply:
+        if values:
+            return await self.transport.find_value(peer, target)
+        return ValueReply(contacts=tuple(await self.transport.find_node(peer, target)))
+
+    # ---- joining -------------------------------------------------------------------------------
+    async def bootstrap(self, addresses: Iterable[str] | None = None) -> int:
+        """Join through ``addresses`` (default: ``config.bootstrap``); return how many answered.
+
+        Pings each bootstrap peer, looks up our own id (filling the buckets near us), then
+        refreshes every bucket. No addresses: we are the first node and there is nothing to do.
+
+        Raises:
+            BootstrapError: addresses were given and none answered.
+        """
+        peers = tuple(addresses) if addresses is not None else self.config.bootstrap
+        self._bootstrap_peers = peers
+        answers = await asyncio.gather(
+            *(self.contacts.ping(a) for a in peers), return_exceptions=True
+        )
+        joined = 0
+        for address, answer in zip(peers, answers, strict=True):
+            if isinstance(answer, Contact):
+                await self.contacts.admit(answer)
+                joined += answer.node_id != self.node_id
+            elif isinstance(answer, PeerError):
+                log.warning("bootstrap peer %s did not answer: %s", address, answer)
+            else:
+                raise answer
+        if peers and not joined:
+            raise BootstrapError(f"none of the bootstrap peers answered ({', '.join(peers)})")
+        if joined:
+            await self.lookup(self.node_id)
+            await self.contacts.settle()
+            await self.refresh(self.table.stale_ranges(self.now_ms() + 1, 0))
+            await self.contacts.settle()
+        return joined
+
+    async def refresh(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Look up a random id in each distance range (refreshing those buckets)."""
+        for low, high in ranges:
+            await self.lookup(NodeId(value=self.node_id.value ^ self._rng.randrange(low, high)))

@@ -1,0 +1,205 @@
+"""The site directory over the DHT: what a disseminator daemon calls.
+
+:class:`DhtNode` adds to :class:`KademliaNode` the site-facing operations:
+
+* :meth:`DhtNode.announce` — sign our :class:`SiteRecord` and store it at the ``k`` nodes
+  nearest to the key of our block concept (and keep a copy). :meth:`maintain` republishes it
+  (re-signed, fresh expiry) every ``republish_interval_s``; if we stop, it expires after
+  ``record_ttl_s``. :meth:`withdraw` (called by :meth:`stop`) replaces it with a signed
+  withdrawal at once.
+* :meth:`sites_serving`, :meth:`sites_within`, :meth:`sites_with_block` and
+  :meth:`find_uplink` — parallel FIND_VALUE lookups over the block concepts that could answer
+  (see :mod:`disseminator.dht._queries`), verified, then filtered by the ontology.
+* :meth:`maintain` / :meth:`start` / :meth:`stop` — upkeep: expire stored records, rejoin
+  through the bootstrap peers when the table has emptied, republish, refresh idle buckets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+
+from disseminator.dht import _queries as queries
+from disseminator.dht._errors import BootstrapError, DhtUsageError
+from disseminator.dht._ids import Contact, NodeId, key_for_concept
+from disseminator.dht._kademlia import KademliaNode
+from disseminator.dht._records import SiteCredentials, SiteRecord, sign_site_record
+from xdn.errors import PeerError, XdnError
+from xdn.ontology import Ontology
+
+__all__ = ["DhtNode"]
+
+log = logging.getLogger(__name__)
+
+
+class DhtNode(KademliaNode):
+    """A site's DHT node: Kademlia plus the site directory (see the module docstring)."""
+
+    _announced: SiteRecord | None = None
+    _loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def announced(self) -> SiteRecord | None:
+        """The record this node currently announces (``None``: none, or withdrawn)."""
+        return self._announced
+
+    def _signer(self) -> SiteCredentials:
+        if self.credentials is None:
+            raise DhtUsageError("this DHT node has no site credentials to sign with")
+        return self.credentials
+
+    # ---- announcing and leaving ----------------------------------------------------------------
+    async def announce(self, block: str) -> SiteRecord:
+        """Sign and store our record under the key of ``block``; return the record.
+
+        Announcing another block withdraws the previous one.
+
+        Raises:
+            DhtUsageError: no credentials, or ``block`` is not a concept of the ontology.
+        """
+        credentials = self._signer()
+        if self.ontology.resolve(block) != block:
+            raise DhtUsageError(f"cannot announce unknown block concept {block!r}")
+        previous, now = self._announced, self.now_ms()
+        record = sign_site_record(
+            credentials,
+            address=self.address,
+            block=block,
+            issued_at_ms=now,
+            ttl_ms=self.config.record_ttl_ms,
+        )
+        self._announced = record
+        if previous is not None and previous.block != block:
+            await self._publish(self._withdrawal_of(previous, now))
+        replicas = await self._publish(record)
+        log.info(
+            "%s announced block %s at %s (%d replicas)", record.site, block, self.address, replicas
+        )
+        return record
+
+    def _withdrawal_of(self, record: SiteRecord, now: int) -> SiteRecord:
+        return sign_site_record(
+            self._signer(),
+            address=record.address,
+            block=record.block,
+            issued_at_ms=max(now, record.issued_at_ms + 1),
+            ttl_ms=0,
+        )
+
+    async def withdraw(self) -> None:
+        """Politely leave: replace our record with a signed withdrawal wherever it is stored."""
+        if self._announced is None:
+            return
+        record, self._announced = self._announced, None
+        await self._publish(self._withdrawal_of(record, self.now_ms()))
+
+    async def _publish(self, record: SiteRecord) -> int:
+        key = key_for_concept(record.block)
+        self.store.put(key, record, self.now_ms())
+        nearest = await self.lookup(key)
+        stored = await asyncio.gather(*(self._store_at(p, key, record) for p in nearest.closest))
+        return sum(stored)
+
+    async def _store_at(self, peer: Contact, key: NodeId, record: SiteRecord) -> bool:
+        try:
+            async with asyncio.timeout(self.config.rpc_timeout_s):
+                await self.transport.store(peer, key, record)
+        except (PeerError, TimeoutError) as exc:
+            log.warning("storing the record of %s at %s failed: %s", record.site, peer, exc)
+            return False
+        return True
+
+    # ---- what the disseminator asks ------------------------------------------------------------
+    async def _records_for(self, concepts: Iterable[str]) -> list[SiteRecord]:
+        keys = [key_for_concept(c) for c in sorted(concepts)]
+        found = await asyncio.gather(*(self.find_records(key) for key in keys))
+        return [record for records, _ in found for record in records]
+
+    async def sites_with_block(self, concept: str) -> list[SiteRecord]:
+        """Live sites whose block concept is exactly ``concept`` (one lookup), by name."""
+        records = await self._records_for([concept])
+        newest = queries.newest_per_site(records).values()
+        now = self.now_ms()
+        return sorted(
+            (r for r in newest if r.block == concept and r.live_at(now)), key=lambda r: r.site
+        )
+
+    async def sites_serving(
+        self, concept: str, ontology: Ontology | None = None
+    ) -> list[SiteRecord]:
+        """Live sites whose block contains ``concept``, smallest block first.
+
+        One parallel lookup per block concept that could serve it (``concept`` and its
+        ancestors). Raises :class:`~xdn.errors.OntologyError` for an unknown concept.
+        """
+        onto = ontology or self.ontology
+        records = await self._records_for(queries.serving_keys(concept, onto))
+        return queries.serving_sites(records, concept, onto, now_ms=self.now_ms())
+
+    async def sites_within(
+        self, concept: str, ontology: Ontology | None = None
+    ) -> list[SiteRecord]:
+        """Live sites whose block lies inside block(``concept``) — downlink candidates."""
+        onto = ontology or self.ontology
+        records = await self._records_for(onto.block(concept))
+        return queries.sites_within(records, concept, onto, now_ms=self.now_ms())
+
+    async def find_uplink(
+        self, block_concept: str, ontology: Ontology | None = None
+    ) -> SiteRecord | None:
+        """The site serving the smallest block strictly containing ``block_concept``'s block.
+
+        ``None`` when no site serves any ancestor (we are a root). Never ourselves.
+        """
+        onto = ontology or self.ontology
+        records = await self._records_for(onto.ancestors(block_concept))
+        own = self.credentials.name if self.credentials else None
+        return queries.choose_uplink(
+            records, block_concept, onto, now_ms=self.now_ms(), own_site=own
+        )
+
+    # ---- upkeep --------------------------------------------------------------------------------
+    async def maintain(self) -> None:
+        """One upkeep pass: expire, rejoin if alone, republish if due, refresh idle buckets."""
+        now = self.now_ms()
+        self.store.expire(now)
+        if len(self.table) == 0 and self._bootstrap_peers:
+            try:
+                await self.bootstrap(self._bootstrap_peers)
+            except BootstrapError as exc:
+                log.warning("still alone in the DHT: %s", exc)
+        announced = self._announced
+        if announced and now - announced.issued_at_ms >= self.config.republish_interval_ms:
+            await self.announce(announced.block)
+        await self.refresh(self.table.stale_ranges(now, self.config.refresh_interval_ms))
+
+    def start(self) -> None:
+        """Run :meth:`maintain` every ``maintenance_interval_s`` in the background."""
+        if self._loop_task is None:
+            self._loop_task = asyncio.get_running_loop().create_task(self._maintenance_loop())
+
+    async def _maintenance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.maintenance_interval_s)
+            try:
+                await self.maintain()
+            except Exception:  # the loop must outlive any one failed pass
+                log.exception("DHT maintenance pass failed")
+
+    async def stop(self, *, leave: bool = True) -> None:
+        """Stop upkeep; with ``leave``, first withdraw our record; then close the transport."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+        if leave:
+            try:
+                async with asyncio.timeout(2 * self.config.rpc_timeout_s):
+                    await self.withdraw()
+            except (TimeoutError, XdnError) as exc:
+                log.warning("could not withdraw our record: %s", exc)
+        await self.contacts.cancel()
+        await self.transport.close()

@@ -1,0 +1,65 @@
+"""Prometheus metrics of one disseminator, served over HTTP on ``[site] metrics_listen``.
+
+Each site process has its own :class:`prometheus_client.CollectorRegistry` (no global state),
+so tests can run several sites in one process. Gauges that describe current state (queue
+depths, registrations) are computed at scrape time from the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["SiteMetrics", "serve_metrics"]
+
+
+class SiteMetrics:
+    """Counters the node increments, plus gauges read from it at scrape time."""
+
+    def __init__(self, site: str) -> None:
+        self.site = site
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.routed = Counter(
+            "xdn_documents_routed", "Documents routed on by this site", registry=self.registry
+        )
+        self.fragments = Counter(
+            "xdn_fragments_forwarded", "Fragments queued for destinations", registry=self.registry
+        )
+        self.deliveries_sent = Counter(
+            "xdn_deliveries_sent", "Deliveries written to streams", ["kind"],
+            registry=self.registry,
+        )
+        self.acks = Counter(
+            "xdn_acks", "Acknowledgements received", ["kind"], registry=self.registry
+        )
+        self.queue_full = Counter(
+            "xdn_queue_full", "Deliveries refused because a queue was full",
+            registry=self.registry,
+        )
+        self.refused_peers = Counter(
+            "xdn_refused_calls", "Calls refused (bad certificate, malformed or unauthorised)",
+            ["reason"], registry=self.registry,
+        )
+
+    def watch(self, state: Callable[[], dict[str, float]]) -> None:
+        """Expose ``state()`` (gauge name → value) at every scrape."""
+        self.registry.register(_StateCollector(state))
+
+
+class _StateCollector(Collector):
+    def __init__(self, state: Callable[[], dict[str, float]]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for name, value in sorted(self._state().items()):
+            yield GaugeMetricFamily(f"xdn_{name}", name.replace("_", " "), value=value)
+
+
+def serve_metrics(metrics: SiteMetrics, listen: str) -> int:
+    """Serve ``/metrics`` on ``HOST:PORT`` (port 0 picks one); return the bound port."""
+    host, _, port = listen.rpartition(":")
+    server, _thread = start_http_server(int(port), addr=host, registry=metrics.registry)
+    return int(server.server_port)
