@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-fast bench proto lint java clean
+.PHONY: demo test test-fast bench proto lint java xmlsec1 clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,10 +26,22 @@ java:
 	  else echo "error: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) and rerun" >&2; exit 1; fi; \
 	fi
 
+# The interop tests run Debian's xmlsec1 on the codec's XML Encryption output. Install it when
+# missing and we may.
+xmlsec1:
+	@if ! command -v xmlsec1 >/dev/null 2>&1; then \
+	  echo "== xmlsec1 not found: installing xmlsec1 (needed by the interop tests)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xmlsec1 >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xmlsec1 >/dev/null; \
+	  else echo "error: install xmlsec1 (e.g. apt-get install xmlsec1) and rerun" >&2; exit 1; fi; \
+	fi
+
 demo: $(STAMP) java
 	$(VENV)/bin/xdn demo
 
-test: $(STAMP) java
+test: $(STAMP) java xmlsec1
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)

@@ -23,14 +23,25 @@ def register(subparsers: Any) -> None:
         description="Verify every signature chain in the provenance logs, reconstruct each "
         "fragment's path and write Parquet tables plus report.html.",
     )
-    parser.add_argument("logdirs", nargs="+", metavar="LOGDIR",
-                        help="log files or directories (local paths or Spark-readable URIs)")
-    parser.add_argument("--ca", required=True, type=Path, metavar="CA.pem",
-                        help="the network CA certificate")
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
-                        help="output directory for tables and report.html")
-    parser.add_argument("--master", default="local[*]", metavar="URL",
-                        help="Spark master (default: %(default)s)")
+    parser.add_argument(
+        "logdirs",
+        nargs="+",
+        metavar="LOGDIR",
+        help="log files or directories (local paths or Spark-readable URIs)",
+    )
+    parser.add_argument(
+        "--ca", required=True, type=Path, metavar="CA.pem", help="the network CA certificate"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="output directory for tables and report.html",
+    )
+    parser.add_argument(
+        "--master", default="local[*]", metavar="URL", help="Spark master (default: %(default)s)"
+    )
     parser.set_defaults(func=_run)
 
 

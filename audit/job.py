@@ -56,18 +56,20 @@ def read_logs(spark: SparkSession, log_paths: Sequence[str]) -> DataFrame:
 
 
 def build_tables(lines: DataFrame, *, ca_pem: bytes, at: datetime) -> AuditTables:
-    """Compose the transforms over ``(value, source)`` lines (one action: the chain depth)."""
+    """Compose the transforms over ``(value, source)`` lines (lazily; nothing runs yet)."""
     parsed = t.parse_lines(lines).cache()
     graphs = t.collect_graphs(parsed).cache()
     described = t.describe_graphs(graphs).cache()
     sigs = t.signatures(described)
     nodes = t.verify_nodes(t.node_certificates(described), ca_pem=ca_pem, at=at)
     results = t.verify_signatures(sigs, graphs, nodes).cache()
-    chains = t.check_chains(t.envelopes(described), sigs, results, t.contents(described)).cache()
-    depth = chains.agg(F.max("number")).first()[0] or 1  # type: ignore[index]
-    paths = t.reconstruct_paths(chains, int(depth)).cache()
+    chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
+    paths = t.reconstruct_paths(chains).cache()
     return AuditTables(
-        signatures=results, chains=chains, paths=paths, latency=t.hop_latency(chains),
+        signatures=results,
+        chains=chains,
+        paths=paths,
+        latency=t.hop_latency(chains),
         fan_out=t.fan_out(chains),
         failures=t.failures(t.graph_failures(described, parsed), results, chains),
         cached=(parsed, graphs, described, results, chains, paths),
@@ -77,31 +79,59 @@ def build_tables(lines: DataFrame, *, ca_pem: bytes, at: datetime) -> AuditTable
 def summarise(tables: AuditTables) -> AuditSummary:
     """Collect the counts and findings of ``tables`` into an :class:`AuditSummary`."""
     verdict = F.col("verified").cast("int")
-    signed = tables.signatures.agg(F.sum(verdict), F.count("*")).first()
-    chained = tables.paths.agg(
-        F.countDistinct(F.when(F.col("chain_ok"), F.col("leaf"))),
-        F.countDistinct(F.when(~F.col("chain_ok"), F.col("leaf"))),
-        F.count(F.when(F.col("receipt") & F.col("chain_ok"), True)),
-    ).first()
-    assert signed is not None and chained is not None  # aggregates always yield one row
-    verified, total = signed[0] or 0, signed[1]
+    counts = (  # three one-row aggregates, one job
+        tables.signatures.agg(F.sum(verdict).alias("verified"), F.count("*").alias("signatures"))
+        .crossJoin(tables.chains.agg(F.count("*").alias("messages")))
+        .crossJoin(
+            tables.paths.agg(
+                F.countDistinct(F.when(F.col("chain_ok"), F.col("leaf"))).alias("chains_ok"),
+                F.countDistinct(F.when(~F.col("chain_ok"), F.col("leaf"))).alias("broken"),
+                F.count(F.when(F.col("receipt") & F.col("chain_ok"), True)).alias("delivered"),
+            )
+        )
+        .first()
+    )
+    assert counts is not None  # aggregates always yield one row
+    verified = counts.verified or 0
     return AuditSummary(
-        messages=tables.chains.count(),
+        messages=counts.messages,
         signatures_verified=verified,
-        signatures_failed=total - verified,
-        chains_ok=chained[0],
-        chains_broken=chained[1],
-        fragments_delivered=chained[2],
-        failures=tuple(sorted(Failure(r.graph, r.node, r.reason)
-                              for r in tables.failures.collect())),
-        latencies=tuple(sorted(
-            (HopLatency(sender=r.sender, receiver=r.receiver, hops=r.hops,
-                        mean_ms=float(r.mean_ms), max_ms=r.max_ms)
-             for r in tables.latency.collect()), key=lambda h: (h.sender, h.receiver))),
-        fan_out=tuple(sorted(
-            (FanOut(node=r.node, inbound=r.inbound, outbound=r.outbound,
-                    max_fan_out=r.max_fan_out) for r in tables.fan_out.collect()),
-            key=lambda f: f.node)),
+        signatures_failed=counts.signatures - verified,
+        chains_ok=counts.chains_ok,
+        chains_broken=counts.broken,
+        fragments_delivered=counts.delivered,
+        failures=tuple(
+            sorted(Failure(r.graph, r.node, r.reason) for r in tables.failures.collect())
+        ),
+        latencies=tuple(
+            sorted(
+                (
+                    HopLatency(
+                        sender=r.sender,
+                        receiver=r.receiver,
+                        hops=r.hops,
+                        mean_ms=float(r.mean_ms),
+                        max_ms=r.max_ms,
+                    )
+                    for r in tables.latency.collect()
+                ),
+                key=lambda h: (h.sender, h.receiver),
+            )
+        ),
+        fan_out=tuple(
+            sorted(
+                (
+                    FanOut(
+                        node=r.node,
+                        inbound=r.inbound,
+                        outbound=r.outbound,
+                        max_fan_out=r.max_fan_out,
+                    )
+                    for r in tables.fan_out.collect()
+                ),
+                key=lambda f: f.node,
+            )
+        ),
     )
 
 
@@ -109,27 +139,35 @@ def _session(master: str) -> tuple[SparkSession, bool]:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("xdn-audit")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     if master.startswith("local"):
         # local Python workers must run this interpreter: they import xdn and audit.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(master).appName("xdn-audit")
-        .config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    )
-    return spark, True
+        # one machine: a few shuffle partitions per core, not the cluster default of 200
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+    return builder.getOrCreate(), True
 
 
 def run_audit(
-    log_paths: Sequence[str], *, ca_pem: bytes, out_dir: Path, master: str = "local[*]",
-    at: datetime | None = None, progress: Progress | None = None,
+    log_paths: Sequence[str],
+    *,
+    ca_pem: bytes,
+    out_dir: Path,
+    master: str = "local[*]",
+    at: datetime | None = None,
+    progress: Progress | None = None,
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
     Args:
         log_paths: log files or directories (read recursively), local or any Spark-readable URI.
         ca_pem: the network CA certificate every node certificate must chain to.
-        out_dir: where ``signatures/``, ``chains/``, ``paths/``, ``failures/`` (Parquet) and
-            ``report.html`` go.
+        out_dir: where ``signatures/``, ``chains/``, ``paths/`` (Parquet) and ``report.html``
+            go.
         master: Spark master when no session is active.
         at: when node certificates must be valid (default: now).
         progress: called with one line per stage.
@@ -147,7 +185,7 @@ def run_audit(
         say("reconstructing fragment paths")
         summary = summarise(tables)
         say(f"writing Parquet tables and report to {out_dir}")
-        for name in ("signatures", "chains", "paths", "failures"):
+        for name in ("signatures", "chains", "paths"):
             getattr(tables, name).write.mode("overwrite").parquet(str(Path(out_dir) / name))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")

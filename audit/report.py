@@ -79,10 +79,14 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 def _table(headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(
-            f'<td class="n">{escape(str(c))}</td>' if isinstance(c, int | float)
-            else f"<td>{escape(str(c))}</td>" for c in row
-        ) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="n">{escape(str(c))}</td>'
+            if isinstance(c, int | float)
+            else f"<td>{escape(str(c))}</td>"
+            for c in row
+        )
+        + "</tr>"
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -114,27 +118,34 @@ def _bar_chart(latencies: tuple[HopLatency, ...]) -> str:
 def render_report(summary: AuditSummary) -> str:
     """The self-contained HTML report of ``summary`` (no scripts, no external resources)."""
     verdict = (
-        '<p class="ok"><strong>Every chain verifies.</strong></p>' if summary.ok
+        '<p class="ok"><strong>Every chain verifies.</strong></p>'
+        if summary.ok
         else f'<p class="bad"><strong>{len(summary.failures)} failure(s) found.</strong></p>'
     )
-    counts = _table(("measure", "count"), [
-        ("messages (envelopes)", summary.messages),
-        ("signatures verified", summary.signatures_verified),
-        ("signatures failed", summary.signatures_failed),
-        ("chains ok", summary.chains_ok),
-        ("chains broken", summary.chains_broken),
-        ("fragments delivered", summary.fragments_delivered),
-    ])
+    counts = _table(
+        ("measure", "count"),
+        [
+            ("messages (envelopes)", summary.messages),
+            ("signatures verified", summary.signatures_verified),
+            ("signatures failed", summary.signatures_failed),
+            ("chains ok", summary.chains_ok),
+            ("chains broken", summary.chains_broken),
+            ("fragments delivered", summary.fragments_delivered),
+        ],
+    )
     failures = (
         _table(("graph", "node", "reason"), [tuple(f) for f in summary.failures])
-        if summary.failures else "<p>None.</p>"
+        if summary.failures
+        else "<p>None.</p>"
     )
-    latency = _table(("sender", "receiver", "hops", "mean ms", "max ms"), [
-        (h.sender, h.receiver, h.hops, round(h.mean_ms, 1), h.max_ms) for h in summary.latencies
-    ])
-    fan = _table(("node", "messages in", "envelopes out", "max fan-out"), [
-        (f.node, f.inbound, f.outbound, f.max_fan_out) for f in summary.fan_out
-    ])
+    latency = _table(
+        ("sender", "receiver", "hops", "mean ms", "max ms"),
+        [(h.sender, h.receiver, h.hops, round(h.mean_ms, 1), h.max_ms) for h in summary.latencies],
+    )
+    fan = _table(
+        ("node", "messages in", "envelopes out", "max fan-out"),
+        [(f.node, f.inbound, f.outbound, f.max_fan_out) for f in summary.fan_out],
+    )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>xdn provenance audit</title><style>{_STYLE}</style></head><body>"

@@ -7,7 +7,8 @@ Python workers small: each function takes and returns plain values (str, list, d
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,16 @@ from xdn.provenance import (
 )
 from xdn.rdf import format_quad, parse_line
 
-__all__ = ["check_certificate", "describe_graph", "parse_row", "verify_signature_rows"]
+__all__ = [
+    "DESCRIPTION_FIELDS",
+    "DESCRIPTION_TYPE",
+    "PATH_TYPE",
+    "check_certificate",
+    "describe_graph",
+    "judge_signature",
+    "parse_row",
+    "walk_paths",
+]
 
 
 def parse_row(value: str) -> dict[str, str | None] | None:
@@ -34,7 +44,7 @@ def parse_row(value: str) -> dict[str, str | None] | None:
     try:
         quad = parse_line(value)
     except ProvenanceError as exc:
-        return {"line": None, "graph": None, "error": str(exc).replace("line 1: ", "", 1)}
+        return {"line": None, "graph": None, "error": str(exc).removeprefix("N-Quads line 1: ")}
     if quad is None:
         return None
     if quad.g is None:
@@ -42,11 +52,33 @@ def parse_row(value: str) -> dict[str, str | None] | None:
     return {"line": format_quad(quad), "graph": quad.g.value, "error": None}
 
 
+#: Spark type of each field :func:`describe_graph` returns (the UDF's struct, in order).
+DESCRIPTION_FIELDS = (
+    ("kind", "string"),
+    ("error", "string"),
+    ("signed_graph", "string"),
+    ("signer", "string"),
+    ("value", "string"),
+    ("message", "string"),
+    ("number", "int"),
+    ("env_kind", "string"),
+    ("sender", "string"),
+    ("recipient", "string"),
+    ("timestamp_ms", "bigint"),
+    ("contains", "string"),
+    ("remote_message", "string"),
+    ("content", "array<string>"),
+    ("document_id", "string"),
+    ("fragments", "array<string>"),
+    ("references", "array<struct<signature_graph:string,signed_graph:string,value:string>>"),
+    ("node_uri", "string"),
+    ("cert_pem", "string"),
+)
+DESCRIPTION_TYPE = "struct<" + ",".join(f"{n}:{t}" for n, t in DESCRIPTION_FIELDS) + ">"
+
+
 def _blank(kind: str) -> dict[str, Any]:
-    keys = ("error signed_graph signer value message number env_kind sender recipient "
-            "timestamp_ms contains remote_message content document_id fragments references "
-            "node_uri cert_pem").split()
-    return {"kind": kind} | dict.fromkeys(keys)
+    return dict.fromkeys(name for name, _ in DESCRIPTION_FIELDS) | {"kind": kind}
 
 
 def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
@@ -69,14 +101,24 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
         elif kind == "envelope":
             env = read_envelope(name, quads)
             row |= {
-                "message": env.message, "number": env.number, "env_kind": env.kind,
-                "sender": env.sender, "recipient": env.recipient,
-                "timestamp_ms": env.timestamp_ms, "contains": env.contains,
-                "remote_message": env.remote_message, "content": list(env.content),
-                "document_id": env.document_id, "fragments": sorted(env.fragments),
+                "message": env.message,
+                "number": env.number,
+                "env_kind": env.kind,
+                "sender": env.sender,
+                "recipient": env.recipient,
+                "timestamp_ms": env.timestamp_ms,
+                "contains": env.contains,
+                "remote_message": env.remote_message,
+                "content": list(env.content),
+                "document_id": env.document_id,
+                "fragments": sorted(env.fragments),
                 "references": [
-                    {"signature_graph": r.signature_graph, "signed_graph": r.signed_graph,
-                     "value": r.value} for r in env.references
+                    {
+                        "signature_graph": r.signature_graph,
+                        "signed_graph": r.signed_graph,
+                        "value": r.value,
+                    }
+                    for r in env.references
                 ],
             }
         elif kind == "node":
@@ -84,8 +126,10 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
             row |= {"node_uri": node, "cert_pem": pem.decode("ascii")}
         else:
             facts = read_content(name, quads)
-            row |= {"document_id": facts.document_id,
-                    "fragments": sorted(f.fragment_id for f in facts.fragments)}
+            row |= {
+                "document_id": facts.document_id,
+                "fragments": sorted(f.fragment_id for f in facts.fragments),
+            }
     except ProvenanceError as exc:
         row["error"] = str(exc)
     return row
@@ -105,16 +149,17 @@ def check_certificate(node: str, cert_pem: str, ca_pem: bytes, at: datetime) -> 
     return None
 
 
-def _key(pem: str, cache: dict[str, crypto.PublicKey | None]) -> crypto.PublicKey | None:
-    if pem not in cache:
-        try:
-            cache[pem] = certs.public_key_of(pem.encode("ascii"))
-        except (CertificateError, UsageError, ValueError):
-            cache[pem] = None
-    return cache[pem]
+@functools.lru_cache(maxsize=1024)
+def _key(pem: str) -> crypto.PublicKey | None:
+    """The public key of a certificate, cached per worker process."""
+    try:
+        return certs.public_key_of(pem.encode("ascii"))
+    except (CertificateError, UsageError, ValueError):
+        return None
 
 
-def _verifies(key: crypto.PublicKey | None, signature: bytes, data: bytes) -> bool:
+def _verifies(pem: str, signature: bytes, data: bytes) -> bool:
+    key = _key(pem)
     if key is None:
         return False
     try:
@@ -124,37 +169,100 @@ def _verifies(key: crypto.PublicKey | None, signature: bytes, data: bytes) -> bo
     return True
 
 
-def _judge(row: Mapping[str, Any], cache: dict[str, crypto.PublicKey | None]) -> str | None:
-    """Reason the signature in ``row`` fails, or ``None`` when it verifies."""
-    if row["lines"] is None:
-        return f"signed graph <{row['signed_graph']}> is in no log"
-    node_certs: Iterable[Mapping[str, Any]] = row["certs"] or []
+def judge_signature(
+    signed_graph: str,
+    signer: str,
+    value: str,
+    lines: Sequence[str] | None,
+    node_certs: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """Verify one signature graph against the canonical form of the graph it signs.
+
+    Args:
+        signed_graph / signer / value: what the signature graph says.
+        lines: the signed graph's canonical N-Quads lines (``None``: the graph is in no log).
+        node_certs: the signer's certificates (``cert_pem``, ``problem``: why the CA does not
+            vouch for it, or ``None``).
+
+    Returns:
+        ``{"verified": bool, "reason": str | None}``. A signature that only a certificate the CA
+        does not vouch for explains is a *forged signer*.
+    """
+    reason = _judge(signed_graph, signer, value, lines, node_certs or [])
+    return {"verified": reason is None, "reason": reason}
+
+
+def _judge(
+    signed_graph: str,
+    signer: str,
+    value: str,
+    lines: Sequence[str] | None,
+    node_certs: Sequence[Mapping[str, Any]],
+) -> str | None:
+    if lines is None:
+        return f"signed graph <{signed_graph}> is in no log"
     if not node_certs:
-        return f"unknown signer <{row['signer']}>: no node description in any log"
+        return f"unknown signer <{signer}>: no node description in any log"
     try:
-        signature = base64.b64decode(row["value"], validate=True)
+        signature = base64.b64decode(value, validate=True)
     except ValueError:
         return "signature value is not base64"
-    data = "".join(line + "\n" for line in sorted(set(row["lines"]))).encode("utf-8")
-    trusted = [c for c in node_certs if c["problem"] is None]
-    if any(_verifies(_key(c["cert_pem"], cache), signature, data) for c in trusted):
+    data = "".join(line + "\n" for line in sorted(set(lines))).encode("utf-8")
+    trusted = [c["cert_pem"] for c in node_certs if c["problem"] is None]
+    if any(_verifies(pem, signature, data) for pem in trusted):
         return None
     untrusted = [c for c in node_certs if c["problem"] is not None]
     if untrusted and (
-        not trusted
-        or any(_verifies(_key(c["cert_pem"], cache), signature, data) for c in untrusted)
+        not trusted or any(_verifies(c["cert_pem"], signature, data) for c in untrusted)
     ):
         return f"forged signer: {untrusted[0]['problem']}"
     return "signature does not verify"
 
 
-def verify_signature_rows(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]:
-    """Verify a partition of joined signature rows (signature, signed lines, signer's certs).
+#: Spark type of what :func:`walk_paths` returns.
+PATH_TYPE = (
+    "array<struct<leaf:string,nodes:array<string>,envelopes:array<string>,"
+    "timestamps_ms:array<bigint>,fragments:array<string>,receipt:boolean,subscriber:string,"
+    "missing_envelope:string,chain_ok:boolean>>"
+)
 
-    Yields:
-        ``(signature_graph, signed_graph, node, verified, reason)`` per row.
+
+def walk_paths(hops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rebuild every chain of one document: from each leaf envelope back to its publication.
+
+    Args:
+        hops: the document's envelopes (``envelope``, ``parent``, ``node``, ``kind``,
+            ``timestamp_ms``, ``hop_ok``, ``fragments``).
+
+    Returns:
+        one dict per leaf (an envelope nothing contains): the path root → leaf, whether it ends
+        in a receipt, the first envelope it names but nobody logged, and whether every hop is
+        sound and the path reaches a publication.
     """
-    cache: dict[str, crypto.PublicKey | None] = {}
-    for row in rows:
-        reason = _judge(row, cache)
-        yield row["sig_graph"], row["signed_graph"], row["signer"], reason is None, reason
+    by_name = {h["envelope"]: h for h in hops}
+    parents = {h["parent"] for h in hops if h["parent"] is not None}
+    out = []
+    for leaf in sorted(set(by_name) - parents):
+        path, seen, name = [], set(), leaf
+        while name is not None and name in by_name and name not in seen:
+            seen.add(name)
+            path.append(by_name[name])
+            name = by_name[name]["parent"]
+        path.reverse()
+        receipt = by_name[leaf]["kind"] == "receipt"
+        out.append(
+            {
+                "leaf": leaf,
+                "nodes": [h["node"] for h in path],
+                "envelopes": [h["envelope"] for h in path],
+                "timestamps_ms": [h["timestamp_ms"] for h in path],
+                "fragments": list(by_name[leaf]["fragments"]),
+                "receipt": receipt,
+                "subscriber": by_name[leaf]["node"] if receipt else None,
+                "missing_envelope": name,
+                "chain_ok": name is None
+                and path[0]["kind"] == "publication"
+                and all(h["hop_ok"] for h in path),
+            }
+        )
+    return out

@@ -27,7 +27,7 @@ import grpc
 
 from publisher.keystore import KeyStore
 from xdn import certs, crypto, provenance, xmlsafe
-from xdn.codec import ConceptKey, encode
+from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.groupkeys import KeyGrant, plan_rekey, seal_group_key
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
@@ -177,6 +177,7 @@ class Publisher:
                 for c, g in groups.items()
             },
             signer=self._signer_key,
+            concept_order=concept_order(setup.ontology),
         )
         message = provenance.originate(
             self._signer,

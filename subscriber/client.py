@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,8 +75,14 @@ def open_dissemination(
     ca_pem: bytes,
     keys: Callable[[str, str, int], bytes | None],
     at: datetime,
+    concepts: Iterable[str] | None = None,
+    seen: Mapping[tuple[str, str], int] | None = None,
 ) -> View:
-    """Verify and decrypt one received dissemination; raise a PeerError if anything is wrong."""
+    """Verify and decrypt one received dissemination; raise a PeerError if anything is wrong.
+
+    ``concepts`` are the concepts granted from this publisher (each must arrive whole; default:
+    those a key is held for); ``seen`` the last version accepted per (publisher, document).
+    """
     manifest = message.manifest
     publisher = certs.verify_certificate(
         manifest.publisher_certificate, ca_pem, at=at, role="publisher"
@@ -87,7 +93,11 @@ def open_dissemination(
         )
     delivery = delivery_from_pb(message)
     return decode(
-        delivery, publisher_key=certs.public_key_of(manifest.publisher_certificate), keys=keys
+        delivery,
+        publisher_key=certs.public_key_of(manifest.publisher_certificate),
+        keys=keys,
+        concepts=concepts,
+        seen=seen,
     )
 
 
@@ -122,7 +132,11 @@ class _Session:
         manifest = message.manifest
         try:
             view = open_dissemination(
-                message, ca_pem=self.setup.tls.ca_pem, keys=self.keyring.get, at=self.clock()
+                message,
+                ca_pem=self.setup.tls.ca_pem,
+                keys=self.keyring.get,
+                at=self.clock(),
+                concepts=self.report.grants.get(manifest.publisher),
             )
             received = provenance.Message.from_nquads(message.provenance)
         except PeerError as exc:

@@ -7,6 +7,7 @@ Everything else asks this module for a small, safe operation:
 * HKDF-SHA-384 key derivation (per-document keys from group keys);
 * ECDSA P-384 / SHA-384 signatures (manifests, policies, provenance envelopes);
 * HPKE (RFC 9180: DHKEM(P-384), HKDF-SHA384, AES-256-GCM) to a certificate's public key;
+* AES key wrap (RFC 3394) of one 32-byte key under another (key-tree rekey messages);
 * P-384 key generation and PEM (de)serialisation.
 
 Decrypt and verify failures raise :class:`~xdn.errors.DecryptError` /
@@ -21,7 +22,7 @@ import logging
 import os
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
-from cryptography.hazmat.primitives import hashes, hpke, serialization
+from cryptography.hazmat.primitives import hashes, hpke, keywrap, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -34,6 +35,7 @@ __all__ = [
     "KEY_BYTES",
     "PEM",
     "SPKI",
+    "WRAPPED_KEY_BYTES",
     "InvalidSignature",
     "PrivateKey",
     "PublicKey",
@@ -44,6 +46,8 @@ __all__ = [
     "generate_private_key",
     "hpke_open",
     "hpke_seal",
+    "key_unwrap",
+    "key_wrap",
     "load_private_key_pem",
     "load_public_key_pem",
     "private_key_to_pem",
@@ -58,6 +62,7 @@ log = logging.getLogger(__name__)
 
 KEY_BYTES = 32
 IV_BYTES = 12
+WRAPPED_KEY_BYTES = KEY_BYTES + 8
 _TAG_BYTES = 16
 
 PrivateKey = ec.EllipticCurvePrivateKey
@@ -194,4 +199,29 @@ def hpke_open(recipient: PrivateKey, sealed: bytes, *, info: bytes) -> bytes:
         return _HPKE.decrypt(sealed, recipient, info=info)
     except Exception:  # the binding raises several types; all mean "cannot open"
         log.debug("HPKE open failed")
+        raise DecryptError() from None
+
+
+def key_wrap(kek: bytes, key: bytes) -> bytes:
+    """Wrap a 32-byte ``key`` under the 32-byte ``kek`` with AES key wrap (RFC 3394).
+
+    Deterministic and authenticated (40 bytes out); give every wrap its own ``kek`` (derive it
+    with :func:`derive_key` and an ``info`` naming what is wrapped) so that no wrapped key can
+    be moved to another context.
+    """
+    _check_key(kek)
+    _check_key(key)
+    return keywrap.aes_key_wrap(kek, key)
+
+
+def key_unwrap(kek: bytes, wrapped: bytes) -> bytes:
+    """Invert :func:`key_wrap`; raise :class:`DecryptError` on any failure."""
+    _check_key(kek)
+    if len(wrapped) != WRAPPED_KEY_BYTES:
+        log.debug("wrapped key has %d bytes", len(wrapped))
+        raise DecryptError()
+    try:
+        return keywrap.aes_key_unwrap(kek, wrapped)
+    except keywrap.InvalidUnwrap:
+        log.debug("AES key unwrap integrity check failed")
         raise DecryptError() from None

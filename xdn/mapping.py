@@ -17,7 +17,8 @@ undefined prefixes and non-node-set expressions (``count(...)``) fail at load ti
 on the first document. :func:`map_document` evaluates the rules on a parsed document and returns
 the selected elements in document order; a mapped element nested in another mapped element is
 its own node (the fragment codec turns it into a separate fragment). Selecting one element for
-two concepts, or selecting text or attributes, is a :class:`~xdn.errors.MappingError`.
+two concepts, or selecting text or attributes, is a :class:`~xdn.errors.MappingError`. Errors
+in a mapping file name the file and the line of the concept concerned.
 """
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ class MappedNode:
     concept: str
 
 
-def _read_toml(data: bytes, source: str) -> dict[str, Any]:
+def _read_toml(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        return text, tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise MappingError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -109,6 +111,15 @@ def _namespaces(raw: Any, source: str) -> dict[str, str]:
     return dict(raw)
 
 
+def _where(source: str, text: str, key: str) -> str:
+    """``source:line`` of the line assigning ``key`` in ``text`` (``source`` when not found)."""
+    pattern = re.compile(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return f"{source}:{number}"
+    return source
+
+
 def _compile(concept: str, expression: str, namespaces: dict[str, str], source: str) -> etree.XPath:
     where = f"{source}: concept {concept}: XPath {expression!r}"
     try:
@@ -124,7 +135,7 @@ def _compile(concept: str, expression: str, namespaces: dict[str, str], source: 
 
 def parse_mapping(data: bytes, ontology: Ontology, *, source: str, schema: str) -> Mapping:
     """Validate mapping TOML held in memory; see :func:`load_mapping`."""
-    doc = _read_toml(data, source)
+    text, doc = _read_toml(data, source)
     unknown = sorted(set(doc) - _TOP_LEVEL)
     if unknown:
         raise MappingError(f"{source}: unknown top-level key(s): {', '.join(unknown)}")
@@ -134,17 +145,18 @@ def parse_mapping(data: bytes, ontology: Ontology, *, source: str, schema: str) 
         raise MappingError(f"{source}: [concepts] must be a non-empty table of concept = [XPath]")
     rules: list[MappingRule] = []
     for ref, expressions in concepts.items():
+        where = _where(source, text, ref)
         concept = ontology.resolve(ref)
         if concept is None:
-            raise MappingError(f"{source}: concept {ref!r} is not in ontology {ontology.iri}")
+            raise MappingError(f"{where}: concept {ref!r} is not in ontology {ontology.iri}")
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions:
-            raise MappingError(f"{source}: concept {ref}: expected a list of XPath strings")
+            raise MappingError(f"{where}: concept {ref}: expected a list of XPath strings")
         for expression in expressions:
             if not isinstance(expression, str) or not expression.strip():
-                raise MappingError(f"{source}: concept {ref}: {expression!r} is not an XPath")
-            xpath = _compile(ref, expression, namespaces, source)
+                raise MappingError(f"{where}: concept {ref}: {expression!r} is not an XPath")
+            xpath = _compile(ref, expression, namespaces, where)
             rules.append(MappingRule(concept=concept, expression=expression, xpath=xpath))
     return Mapping(
         publisher_schema=schema,

@@ -61,8 +61,15 @@ _ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
 _EOL = re.compile(r"\r\n|\r|\n")
 
 _ECHARS = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
-_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
-                    "\f": "\\f", "\r": "\\r"}
+_LITERAL_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 
 

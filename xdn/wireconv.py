@@ -3,6 +3,13 @@
 An edge module: the publisher and the subscriber call it; the core modules never see a
 ``*_pb2`` type. Anything malformed that arrives from the wire becomes a
 :class:`~xdn.errors.ProtocolError` with a message saying which field is wrong.
+
+Range proofs travel on fragments: the first fragment (in leaf order) of each run of leaves a
+message carries holds that run's proof. The publisher sends one run per concept (so a
+disseminator that forwards a selection of concepts keeps the right proofs by just filtering
+fragments); :func:`restrict_dissemination` filters *and* merges adjacent runs, so a message
+carries one proof per contiguous run. The subscriber does not care which it gets: the codec
+checks that the proofs exactly cover what arrived.
 """
 
 from __future__ import annotations
@@ -10,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xdn.codec import (
+    ConceptRange,
     Delivery,
     Fragment,
-    InclusionProof,
     Manifest,
+    RangeProof,
     SignedManifest,
+    merge_range_proofs,
 )
 from xdn.errors import ProtocolError
 from xdn.groupkeys import KeyGrant
@@ -25,11 +34,12 @@ __all__ = [
     "dissemination_to_pb",
     "key_grant_from_pb",
     "key_grant_to_pb",
+    "restrict_dissemination",
 ]
 
 
-def _fragment_to_pb(fragment: Fragment, proof: InclusionProof) -> pb.Fragment:
-    return pb.Fragment(
+def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment:
+    message = pb.Fragment(
         fragment_id=fragment.fragment_id,
         document_id=fragment.document_id,
         publisher=fragment.publisher,
@@ -39,20 +49,37 @@ def _fragment_to_pb(fragment: Fragment, proof: InclusionProof) -> pb.Fragment:
         epoch=fragment.epoch,
         key_name=fragment.key_name,
         cipher_value=fragment.cipher_value,
-        leaf_index=proof.leaf_index,
-        proof=list(proof.path),
     )
+    if proof is not None:
+        message.range_proof.CopyFrom(
+            pb.Fragment.RangeProof(start=proof.start, end=proof.end, path=list(proof.path))
+        )
+    return message
 
 
 def dissemination_to_pb(
     signed: SignedManifest,
-    items: Iterable[tuple[Fragment, InclusionProof]],
+    items: Iterable[tuple[Fragment, RangeProof]],
     *,
     provenance: bytes,
     publisher_certificate: bytes,
 ) -> pb.Dissemination:
-    """Build the wire form of (some of) a document's fragments."""
+    """Build the wire form of (some of) a document's fragments.
+
+    Args:
+        signed: the signed manifest.
+        items: the fragments to send, in leaf order, each with the range proof of the run it
+            belongs to (``EncodedDocument.proofs[fragment_id]``); each proof is sent once, on
+            the first fragment of its run.
+        provenance: the canonical N-Quads of the provenance message.
+        publisher_certificate: the publisher's certificate (PEM).
+    """
     manifest = signed.manifest
+    fragments = []
+    previous: RangeProof | None = None
+    for fragment, proof in items:
+        fragments.append(_fragment_to_pb(fragment, None if proof == previous else proof))
+        previous = proof
     return pb.Dissemination(
         manifest=pb.Manifest(
             document_id=manifest.document_id,
@@ -63,9 +90,99 @@ def dissemination_to_pb(
             root=manifest.root,
             signature=signed.signature,
             publisher_certificate=publisher_certificate,
+            ranges=[
+                pb.Manifest.ConceptRange(
+                    concept=r.concept, epoch=r.epoch, first=r.first, count=r.count
+                )
+                for r in manifest.ranges
+            ],
         ),
-        fragments=[_fragment_to_pb(f, p) for f, p in items],
+        fragments=fragments,
         provenance=provenance,
+    )
+
+
+def restrict_dissemination(
+    message: pb.Dissemination, fragment_ids: Iterable[str]
+) -> pb.Dissemination:
+    """The same dissemination with only ``fragment_ids``, adjacent runs' proofs merged.
+
+    For disseminators: routing selects whole concepts, whose runs' proofs travel on their first
+    fragments; runs that end up adjacent are merged into one proof (one per contiguous run).
+    Nothing is verified here; proofs that do not merge are passed on unchanged.
+    """
+    wanted = set(fragment_ids)
+    out = pb.Dissemination()
+    out.CopyFrom(message)
+    del out.fragments[:]
+    out.fragments.extend(f for f in message.fragments if f.fragment_id in wanted)
+    heads: list[int] = []  # fragments carrying the proofs of the current contiguous run
+    for index, fragment in enumerate([*out.fragments, None]):
+        proof = fragment.range_proof if fragment is not None else None
+        if fragment is not None and not fragment.HasField("range_proof"):
+            continue
+        if proof is not None and heads and out.fragments[heads[-1]].range_proof.end == proof.start:
+            heads.append(index)
+            continue
+        _merge_heads(out, heads)
+        heads = [index]
+    return out
+
+
+def _merge_heads(message: pb.Dissemination, heads: list[int]) -> None:
+    if len(heads) < 2:
+        return
+    tree_size = message.manifest.leaf_count
+    try:
+        merged = merge_range_proofs(
+            [
+                RangeProof(
+                    start=message.fragments[i].range_proof.start,
+                    end=message.fragments[i].range_proof.end,
+                    tree_size=tree_size,
+                    path=tuple(message.fragments[i].range_proof.path),
+                )
+                for i in heads
+            ]
+        )
+    except (TypeError, ValueError):
+        return
+    for index in heads[1:]:
+        message.fragments[index].ClearField("range_proof")
+    message.fragments[heads[0]].range_proof.CopyFrom(
+        pb.Fragment.RangeProof(start=merged.start, end=merged.end, path=list(merged.path))
+    )
+
+
+def _manifest_from_pb(m: pb.Manifest) -> SignedManifest:
+    return SignedManifest(
+        manifest=Manifest(
+            document_id=m.document_id,
+            publisher=m.publisher,
+            version=m.version,
+            issued_at_ms=m.issued_at_ms,
+            leaf_count=m.leaf_count,
+            root=m.root,
+            ranges=tuple(
+                ConceptRange(concept=r.concept, epoch=r.epoch, first=r.first, count=r.count)
+                for r in m.ranges
+            ),
+        ),
+        signature=m.signature,
+    )
+
+
+def _fragment_from_pb(f: pb.Fragment) -> Fragment:
+    return Fragment(
+        fragment_id=f.fragment_id,
+        document_id=f.document_id,
+        publisher=f.publisher,
+        concept=f.concept,
+        position=f.position,
+        parent=None if f.parent < 0 else f.parent,
+        epoch=f.epoch,
+        key_name=f.key_name,
+        cipher_value=f.cipher_value,
     )
 
 
@@ -73,37 +190,20 @@ def delivery_from_pb(message: pb.Dissemination) -> Delivery:
     """Read a received dissemination into an (unverified) codec delivery."""
     m = message.manifest
     try:
-        signed = SignedManifest(
-            manifest=Manifest(
-                document_id=m.document_id,
-                publisher=m.publisher,
-                version=m.version,
-                issued_at_ms=m.issued_at_ms,
-                leaf_count=m.leaf_count,
-                root=m.root,
+        return Delivery(
+            signed_manifest=_manifest_from_pb(m),
+            fragments=tuple(_fragment_from_pb(f) for f in message.fragments),
+            proofs=tuple(
+                RangeProof(
+                    start=f.range_proof.start,
+                    end=f.range_proof.end,
+                    tree_size=m.leaf_count,
+                    path=tuple(f.range_proof.path),
+                )
+                for f in message.fragments
+                if f.HasField("range_proof")
             ),
-            signature=m.signature,
         )
-        items = tuple(
-            (
-                Fragment(
-                    fragment_id=f.fragment_id,
-                    document_id=f.document_id,
-                    publisher=f.publisher,
-                    concept=f.concept,
-                    position=f.position,
-                    parent=None if f.parent < 0 else f.parent,
-                    epoch=f.epoch,
-                    key_name=f.key_name,
-                    cipher_value=f.cipher_value,
-                ),
-                InclusionProof(
-                    leaf_index=f.leaf_index, tree_size=m.leaf_count, path=tuple(f.proof)
-                ),
-            )
-            for f in message.fragments
-        )
-        return Delivery(signed_manifest=signed, items=items)
     except (ValueError, TypeError) as exc:
         raise ProtocolError(f"malformed dissemination of {m.document_id!r}: {exc}") from None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ __all__ = ["ContactKeeper", "with_timeout"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_VERIFIED_CACHE = 4096
 
 
 async def with_timeout(call: Coroutine[Any, Any, T], seconds: float) -> T:
@@ -49,6 +51,7 @@ class ContactKeeper:
         now_ms: Callable[[], int],
         timeout_s: float,
         max_tasks: int,
+        reverify_ms: int = 300_000,
     ) -> None:
         self.own = own
         self.table = table
@@ -56,6 +59,8 @@ class ContactKeeper:
         self._now_ms = now_ms
         self._timeout_s = timeout_s
         self._max_tasks = max_tasks
+        self.reverify_ms = reverify_ms
+        self._verified: OrderedDict[Contact, int] = OrderedDict()
         self._verifying: set[str] = set()
         self._pinging: set[NodeId] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -64,15 +69,23 @@ class ContactKeeper:
         """Ping ``address`` with the RPC timeout; the verified contact answering there."""
         return await with_timeout(self._transport.ping(address), self._timeout_s)
 
-    def heard_from(self, peer: Contact | None) -> None:
-        """``peer`` answered or called us: refresh it, or verify it in the background."""
+    def heard_from(self, peer: Contact | None, *, verify: bool = True) -> None:
+        """``peer`` answered or called us: refresh it, or verify it in the background.
+
+        With ``verify=False`` (a Ping: answering a verification ping with another would let two
+        nodes ping each other forever) only contacts already verified are refreshed.
+        """
         if peer is None or peer.node_id == self.own.node_id:
             return
         known = self.table.get(peer.node_id)
+        now = self._now_ms()
         if known is not None and known.address == peer.address:
-            self.table.observe(known, self._now_ms())
+            self.table.observe(known, now)
+        elif now - self._verified.get(peer, -self.reverify_ms) < self.reverify_ms:
+            self._admit(peer)
         elif (
-            peer.address not in self._verifying
+            verify
+            and peer.address not in self._verifying
             and peer.address != self.own.address
             and len(self._tasks) < self._max_tasks
         ):
@@ -81,7 +94,8 @@ class ContactKeeper:
 
     def failed(self, peer: Contact) -> None:
         """An RPC to ``peer`` failed (the table evicts it after repeated failures)."""
-        self.table.rpc_failed(peer.node_id)
+        self.table.rpc_failed(peer.node_id, self._now_ms())
+        self._verified.pop(peer, None)
 
     async def _verify(self, address: str) -> None:
         try:
@@ -91,26 +105,38 @@ class ContactKeeper:
             return
         finally:
             self._verifying.discard(address)
-        await self.admit(contact)
+        self.admit(contact)
 
-    async def admit(self, contact: Contact) -> None:
+    def admit(self, contact: Contact) -> None:
         """Put a verified contact in the table; if its bucket is full, ping the oldest first."""
+        self._verified[contact] = self._now_ms()
+        self._verified.move_to_end(contact)
+        while len(self._verified) > _VERIFIED_CACHE:
+            self._verified.popitem(last=False)
+        self._admit(contact)
+
+    def _admit(self, contact: Contact) -> None:
         seen = self.table.observe(contact, self._now_ms())
         oldest = seen.ping
-        if seen.outcome is not Outcome.PING_OLDEST or oldest is None:
-            return
-        if oldest.node_id in self._pinging:
-            return
-        self._pinging.add(oldest.node_id)
+        if (
+            seen.outcome is Outcome.PING_OLDEST
+            and oldest is not None
+            and oldest.node_id not in self._pinging
+            and len(self._tasks) < self._max_tasks
+        ):
+            self._pinging.add(oldest.node_id)
+            self._spawn(self._ping_oldest(oldest))
+
+    async def _ping_oldest(self, oldest: Contact) -> None:
         try:
             answer = await self.ping(oldest.address)
         except PeerError:
-            self.table.ping_failed(oldest.node_id)
+            self.table.ping_failed(oldest.node_id, self._now_ms())
         else:
             if answer.node_id == oldest.node_id:
                 self.table.ping_answered(oldest.node_id, self._now_ms())
             else:
-                self.table.ping_failed(oldest.node_id)
+                self.table.ping_failed(oldest.node_id, self._now_ms())
         finally:
             self._pinging.discard(oldest.node_id)
 

@@ -120,8 +120,8 @@ class KademliaNode:
         return make_ping_proof(self.credentials, nonce=nonce, address=self.address)
 
     async def handle_ping(self, sender: Contact | None) -> None:
-        """A peer pinged us."""
-        self.contacts.heard_from(sender)
+        """A peer pinged us (refreshes it if verified; never starts a ping back)."""
+        self.contacts.heard_from(sender, verify=False)
 
     async def handle_find_node(self, sender: Contact | None, target: NodeId) -> tuple[Contact, ...]:
         """The ``k`` contacts we know nearest to ``target``."""
@@ -258,7 +258,7 @@ class KademliaNode:
         joined = 0
         for address, answer in zip(peers, answers, strict=True):
             if isinstance(answer, Contact):
-                await self.contacts.admit(answer)
+                self.contacts.admit(answer)
                 joined += answer.node_id != self.node_id
             elif isinstance(answer, PeerError):
                 log.warning("bootstrap peer %s did not answer: %s", address, answer)

@@ -9,6 +9,8 @@ us and fine-grained knowledge near us. Other full buckets never split.
 Inside a bucket contacts are ordered least-recently-seen first. A newly seen contact for a
 full bucket does not evict anyone by itself: :meth:`RoutingTable.observe` parks it in the
 bucket's replacement cache and answers :attr:`Outcome.PING_OLDEST`, naming the oldest contact.
+(Unless the oldest was itself seen within ``fresh_ms``: then there is no point in pinging it,
+and the newcomer just waits in the replacement cache, :attr:`Outcome.CACHED`.)
 The caller (who does the I/O) pings it and reports back: :meth:`ping_answered` keeps the old
 contact (long-lived nodes are the most likely to stay), :meth:`ping_failed` evicts it and
 promotes the most recent replacement. Contacts that fail ``stale_after_failures`` RPCs in a
@@ -37,6 +39,7 @@ class Outcome(enum.Enum):
     ADDED = "added"
     UPDATED = "updated"  # already known: moved to the most-recently-seen end
     PING_OLDEST = "ping-oldest"  # bucket full: ping Observation.ping, then report the result
+    CACHED = "cached"  # bucket full, its oldest seen recently: kept as a replacement only
     SELF = "self"  # our own id: ignored
 
 
@@ -62,6 +65,7 @@ class BucketInfo:
 @dataclass(slots=True, kw_only=True)
 class _Entry:
     contact: Contact
+    seen_ms: int
     failures: int = 0
 
 
@@ -77,13 +81,22 @@ class _Bucket:
 class RoutingTable:
     """The k-buckets of one node."""
 
-    def __init__(self, own: NodeId, *, k: int = 20, stale_after_failures: int = 2) -> None:
-        if k < 1 or stale_after_failures < 1:
-            raise ValueError("k and stale_after_failures must be at least 1")
+    def __init__(
+        self,
+        own: NodeId,
+        *,
+        k: int = 20,
+        stale_after_failures: int = 2,
+        fresh_ms: int = 60_000,
+    ) -> None:
+        if k < 1 or stale_after_failures < 1 or fresh_ms < 0:
+            raise ValueError("k and stale_after_failures must be at least 1, fresh_ms >= 0")
         self.own = own
         self.k = k
         self._stale_after = stale_after_failures
+        self._fresh_ms = fresh_ms
         self._buckets: list[_Bucket] = [_Bucket(low=0, high=1 << ID_BITS)]
+        self._flat: list[tuple[int, Contact]] | None = None  # cache for closest()
 
     # ---- lookups into the table ------------------------------------------------------------
     def _index(self, distance: int) -> int:
@@ -113,9 +126,12 @@ class RoutingTable:
         self, target: NodeId, count: int, *, exclude: Iterable[NodeId] = ()
     ) -> list[Contact]:
         """Up to ``count`` contacts nearest to ``target``, nearest first."""
-        skip = set(exclude)
-        pool = (c for c in self.contacts() if c.node_id not in skip)
-        return heapq.nsmallest(count, pool, key=lambda c: c.node_id.distance(target))
+        if self._flat is None:
+            self._flat = [(c.node_id.value, c) for c in self.contacts()]
+        skip = {n.value for n in exclude}
+        t = target.value
+        pool = self._flat if not skip else [p for p in self._flat if p[0] not in skip]
+        return [c for _, c in heapq.nsmallest(count, pool, key=lambda p: p[0] ^ t)]
 
     def buckets(self) -> tuple[BucketInfo, ...]:
         """A snapshot of every bucket, nearest range first."""
@@ -147,12 +163,16 @@ class RoutingTable:
             bucket = self._bucket(contact.node_id)
             entry = bucket.entries.get(contact.node_id)
             if entry is not None:
-                entry.contact, entry.failures = contact, 0
+                if entry.contact != contact:
+                    self._flat = None
+                entry.contact, entry.failures, entry.seen_ms = contact, 0, now_ms
                 bucket.entries.move_to_end(contact.node_id)
                 bucket.touched_ms = now_ms
                 return Observation(outcome=Outcome.UPDATED)
             if len(bucket.entries) < self.k:
-                bucket.entries[contact.node_id] = _Entry(contact=contact)
+                bucket.entries[contact.node_id] = _Entry(contact=contact, seen_ms=now_ms)
+                if self._flat is not None:
+                    self._flat.append((contact.node_id.value, contact))
                 bucket.replacements.pop(contact.node_id, None)
                 bucket.touched_ms = now_ms
                 return Observation(outcome=Outcome.ADDED)
@@ -163,44 +183,48 @@ class RoutingTable:
             bucket.replacements[contact.node_id] = contact
             while len(bucket.replacements) > self.k:
                 bucket.replacements.popitem(last=False)
-            oldest = next(iter(bucket.entries.values())).contact
-            return Observation(outcome=Outcome.PING_OLDEST, ping=oldest)
+            oldest = next(iter(bucket.entries.values()))
+            if now_ms - oldest.seen_ms < self._fresh_ms:
+                return Observation(outcome=Outcome.CACHED)
+            return Observation(outcome=Outcome.PING_OLDEST, ping=oldest.contact)
 
     def ping_answered(self, node_id: NodeId, now_ms: int) -> None:
         """The contact we pinged answered: it stays, as the most recently seen."""
         bucket = self._bucket(node_id)
         entry = bucket.entries.get(node_id)
         if entry is not None:
-            entry.failures = 0
+            entry.failures, entry.seen_ms = 0, now_ms
             bucket.entries.move_to_end(node_id)
             bucket.touched_ms = now_ms
 
-    def ping_failed(self, node_id: NodeId) -> Contact | None:
+    def ping_failed(self, node_id: NodeId, now_ms: int) -> Contact | None:
         """The contact we pinged did not answer: evict it; return the promoted replacement."""
-        return self._evict(node_id)
+        return self._evict(node_id, now_ms)
 
-    def rpc_failed(self, node_id: NodeId) -> Contact | None:
+    def rpc_failed(self, node_id: NodeId, now_ms: int) -> Contact | None:
         """An RPC to the contact failed; evict it once it has failed too often in a row."""
         entry = self._bucket(node_id).entries.get(node_id)
         if entry is None:
             return None
         entry.failures += 1
-        return self._evict(node_id) if entry.failures >= self._stale_after else None
+        return self._evict(node_id, now_ms) if entry.failures >= self._stale_after else None
 
     def remove(self, node_id: NodeId) -> None:
         """Forget a contact (and any replacement with the same id)."""
         bucket = self._bucket(node_id)
         bucket.entries.pop(node_id, None)
         bucket.replacements.pop(node_id, None)
+        self._flat = None
 
-    def _evict(self, node_id: NodeId) -> Contact | None:
+    def _evict(self, node_id: NodeId, now_ms: int) -> Contact | None:
         bucket = self._bucket(node_id)
         if bucket.entries.pop(node_id, None) is None:
             return None
+        self._flat = None
         if not bucket.replacements:
             return None
         _, promoted = bucket.replacements.popitem(last=True)
-        bucket.entries[promoted.node_id] = _Entry(contact=promoted)
+        bucket.entries[promoted.node_id] = _Entry(contact=promoted, seen_ms=now_ms)
         return promoted
 
     def _split(self, index: int) -> None:

@@ -23,8 +23,9 @@ def spark() -> Iterator[SparkSession]:
 
     with pytest.MonkeyPatch.context() as env:  # the JVM and its Python workers inherit these
         env.setenv("PYSPARK_PYTHON", sys.executable)
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT),
-                                                               os.environ.get("PYTHONPATH")])))
+        env.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        )
         env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         session = (
             SparkSession.builder.master("local[2]")
@@ -32,6 +33,7 @@ def spark() -> Iterator[SparkSession]:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.adaptive.enabled", "false")  # tiny data: plain plans are faster
             .config("spark.default.parallelism", "2")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.sql.session.timeZone", "UTC")

@@ -14,8 +14,9 @@ from pyspark.testing.utils import assertDataFrameEqual
 
 from audit import transforms as t
 from audit.job import run_audit
-from audit.report import AuditSummary, render_report
+from audit.report import AuditSummary
 from xdn import certs, crypto
+from xdn.errors import UsageError
 from xdn.provenance import (
     ContentFacts,
     FragmentFact,
@@ -48,15 +49,23 @@ class Node:
 def _node(name: str, ca: tuple[bytes, bytes]) -> Node:
     cert, key = certs.issue(*ca, name=name, role="site", now=NOW)
     uri = certs.node_uri(name)
-    return Node(signer=Signer(node_uri=uri, private_key=crypto.load_private_key_pem(key)),
-                cert_pem=cert)
+    return Node(
+        signer=Signer(node_uri=uri, private_key=crypto.load_private_key_pem(key)), cert_pem=cert
+    )
 
 
 def _content(document: str, ids: str) -> ContentFacts:
-    return ContentFacts(document_id=document, publisher="ACME", manifest_root=b"\x07" * 32,
-                        fragments=tuple(FragmentFact(fragment_id=f, concept=f"urn:c:{f}",
-                                                     ciphertext_sha256=crypto.sha256(f.encode()))
-                                        for f in ids.split()))
+    return ContentFacts(
+        document_id=document,
+        publisher="ACME",
+        manifest_root=b"\x07" * 32,
+        fragments=tuple(
+            FragmentFact(
+                fragment_id=f, concept=f"urn:c:{f}", ciphertext_sha256=crypto.sha256(f.encode())
+            )
+            for f in ids.split()
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +79,9 @@ class Network:
 def _write_logs(root: Path, nodes: dict[str, Node], hops: list[tuple[str, Message]]) -> Path:
     for name, message in hops:
         node = nodes[name]
-        with ProvenanceLog(root / name / "provenance.nq", node_uri=node.uri,
-                           cert_pem=node.cert_pem) as log:
+        with ProvenanceLog(
+            root / name / "provenance.nq", node_uri=node.uri, cert_pem=node.cert_pem
+        ) as log:
             log.append(message)
     return root
 
@@ -82,37 +92,93 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
     nodes = {n: _node(n, ca) for n in ("pub", "d1", "d2", "s1", "s2")}
     nodes["d9"] = _node("d9", certs.create_ca("rogue CA", now=NOW))
     n = nodes
-    m1 = originate(n["pub"].signer, message_uri=n["pub"].mid("doc1", "1"),
-                   recipient_uri=n["d1"].uri, content=_content("doc1", "f1 f2 f3"),
-                   timestamp_ms=1_000)
-    to_d2 = relay(m1, n["d1"].signer, message_uri=n["d1"].mid("doc1", "a"),
-                  recipient_uri=n["d2"].uri, fragment_ids={"f1", "f2"}, timestamp_ms=1_010)
-    to_s2 = relay(m1, n["d1"].signer, message_uri=n["d1"].mid("doc1", "b"),
-                  recipient_uri=n["s2"].uri, fragment_ids={"f3"}, timestamp_ms=1_012)
-    to_s1 = relay(to_d2, n["d2"].signer, message_uri=n["d2"].mid("doc1", "c"),
-                  recipient_uri=n["s1"].uri, fragment_ids={"f1", "f2"}, timestamp_ms=1_030)
-    doc1 = [("pub", m1), ("d1", to_d2), ("d1", to_s2), ("d2", to_s1),
-            ("s1", receipt(to_s1, n["s1"].signer, message_uri=n["s1"].mid("doc1", "r"),
-                           timestamp_ms=1_060)),
-            ("s2", receipt(to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc1", "r"),
-                           timestamp_ms=1_020))]
-    m2 = originate(n["pub"].signer, message_uri=n["pub"].mid("doc2", "1"),
-                   recipient_uri=n["d1"].uri, content=_content("doc2", "g1"), timestamp_ms=2_000)
-    via_d9 = relay(m2, n["d1"].signer, message_uri=n["d1"].mid("doc2", "a"),
-                   recipient_uri=n["d9"].uri, fragment_ids={"g1"}, timestamp_ms=2_010)
-    rogue = relay(via_d9, n["d9"].signer, message_uri=n["d9"].mid("doc2", "b"),
-                  recipient_uri=n["s1"].uri, fragment_ids={"g1"}, timestamp_ms=2_020)
+    m1 = originate(
+        n["pub"].signer,
+        message_uri=n["pub"].mid("doc1", "1"),
+        recipient_uri=n["d1"].uri,
+        content=_content("doc1", "f1 f2 f3"),
+        timestamp_ms=1_000,
+    )
+    to_d2 = relay(
+        m1,
+        n["d1"].signer,
+        message_uri=n["d1"].mid("doc1", "a"),
+        recipient_uri=n["d2"].uri,
+        fragment_ids={"f1", "f2"},
+        timestamp_ms=1_010,
+    )
+    to_s2 = relay(
+        m1,
+        n["d1"].signer,
+        message_uri=n["d1"].mid("doc1", "b"),
+        recipient_uri=n["s2"].uri,
+        fragment_ids={"f3"},
+        timestamp_ms=1_012,
+    )
+    to_s1 = relay(
+        to_d2,
+        n["d2"].signer,
+        message_uri=n["d2"].mid("doc1", "c"),
+        recipient_uri=n["s1"].uri,
+        fragment_ids={"f1", "f2"},
+        timestamp_ms=1_030,
+    )
+    doc1 = [
+        ("pub", m1),
+        ("d1", to_d2),
+        ("d1", to_s2),
+        ("d2", to_s1),
+        (
+            "s1",
+            receipt(
+                to_s1, n["s1"].signer, message_uri=n["s1"].mid("doc1", "r"), timestamp_ms=1_060
+            ),
+        ),
+        (
+            "s2",
+            receipt(
+                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc1", "r"), timestamp_ms=1_020
+            ),
+        ),
+    ]
+    m2 = originate(
+        n["pub"].signer,
+        message_uri=n["pub"].mid("doc2", "1"),
+        recipient_uri=n["d1"].uri,
+        content=_content("doc2", "g1"),
+        timestamp_ms=2_000,
+    )
+    via_d9 = relay(
+        m2,
+        n["d1"].signer,
+        message_uri=n["d1"].mid("doc2", "a"),
+        recipient_uri=n["d9"].uri,
+        fragment_ids={"g1"},
+        timestamp_ms=2_010,
+    )
+    rogue = relay(
+        via_d9,
+        n["d9"].signer,
+        message_uri=n["d9"].mid("doc2", "b"),
+        recipient_uri=n["s1"].uri,
+        fragment_ids={"g1"},
+        timestamp_ms=2_020,
+    )
     doc2 = [("pub", m2), ("d1", via_d9), ("d9", rogue)]
     root = tmp_path_factory.mktemp("logs")
-    yield Network(ca_pem=ca[0], nodes=nodes,
-                  clean=_write_logs(root / "clean", nodes, doc1),
-                  forged=_write_logs(root / "forged", nodes, doc1 + doc2))
+    yield Network(
+        ca_pem=ca[0],
+        nodes=nodes,
+        clean=_write_logs(root / "clean", nodes, doc1),
+        forged=_write_logs(root / "forged", nodes, doc1 + doc2),
+    )
 
 
 def test_clean_network_passes(spark: SparkSession, network: Network, tmp_path: Path) -> None:
     lines: list[str] = []
-    summary = run_audit([str(network.clean)], ca_pem=network.ca_pem, out_dir=tmp_path,
-                        at=NOW, progress=lines.append)
+    summary = run_audit(
+        [str(network.clean)], ca_pem=network.ca_pem, out_dir=tmp_path, at=NOW, progress=lines.append
+    )
     assert summary.failures == () and summary.ok, summary.failures
     assert (summary.messages, summary.signatures_verified, summary.signatures_failed) == (6, 7, 0)
     assert (summary.chains_ok, summary.chains_broken, summary.fragments_delivered) == (2, 0, 3)
@@ -127,83 +193,153 @@ def test_clean_network_passes(spark: SparkSession, network: Network, tmp_path: P
     latency = {(h.sender, h.receiver): h.mean_ms for h in summary.latencies}
     assert latency[(uri["d2"], uri["s1"])] == 30.0
     assert "Every chain verifies" in (tmp_path / "report.html").read_text()
-    for table in ("signatures", "chains", "failures"):
+    for table in ("signatures", "chains"):
         assert (tmp_path / table).is_dir()
 
 
-def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
-    spark: SparkSession, network: Network, tmp_path: Path
-) -> None:
-    logs = tmp_path / "logs"
-    shutil.copytree(network.clean, logs)
-    d1 = network.nodes["d1"]
-    envelope = d1.mid("doc1", "a") + "#e2"
-    log = logs / "d1" / "provenance.nq"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attacked:
+    summary: AuditSummary
+    report: str
+    tampered: str  # the envelope graph altered in d1's log
+
+
+@pytest.fixture(scope="module")
+def attacked(
+    spark: SparkSession, network: Network, tmp_path_factory: pytest.TempPathFactory
+) -> Attacked:
+    """One audit of the forged network after one quad of d1's log was altered as well."""
+    root = tmp_path_factory.mktemp("attacked")
+    shutil.copytree(network.forged, root / "logs")
+    tampered = network.nodes["d1"].mid("doc1", "a") + "#e2"
+    log = root / "logs" / "d1" / "provenance.nq"
     text = log.read_text()
-    old = f'"1010"^^<http://www.w3.org/2001/XMLSchema#long> <{envelope}> .'
+    old = f'"1010"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
     assert text.count(old) == 1
     log.write_text(text.replace(old, old.replace("1010", "1011")))
-    summary = run_audit([str(logs)], ca_pem=network.ca_pem, out_dir=tmp_path / "out", at=NOW)
-    assert [(f.graph, f.node) for f in summary.failures] == [(envelope, d1.uri)]
-    assert "does not verify" in summary.failures[0].reason
-    assert (summary.signatures_failed, summary.chains_ok, summary.chains_broken) == (1, 1, 1)
-    assert summary.fragments_delivered == 1 and not summary.ok
+    summary = run_audit([str(root / "logs")], ca_pem=network.ca_pem, out_dir=root / "out", at=NOW)
+    return Attacked(
+        summary=summary, report=(root / "out" / "report.html").read_text(), tampered=tampered
+    )
+
+
+def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
+    attacked: Attacked, network: Network
+) -> None:
+    doc1 = [f for f in attacked.summary.failures if "/doc1/" in f.graph]
+    assert [(f.graph, f.node) for f in doc1] == [(attacked.tampered, network.nodes["d1"].uri)]
+    assert "does not verify" in doc1[0].reason
+    # d1 → d2 → s1 breaks; d1 → s2 and everything else about doc1 still verifies
+    assert attacked.summary.fragments_delivered == 1 and not attacked.summary.ok
 
 
 def test_log_signed_by_uncertified_key_is_a_forged_signer(
-    spark: SparkSession, network: Network, tmp_path: Path
+    attacked: Attacked, network: Network
 ) -> None:
-    summary = run_audit([str(network.forged)], ca_pem=network.ca_pem, out_dir=tmp_path, at=NOW)
     d9 = network.nodes["d9"]
-    assert [(f.graph, f.node) for f in summary.failures] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
-    assert summary.failures[0].reason.startswith("forged signer: ")
-    assert "not issued by the trusted CA" in summary.failures[0].reason
-    assert (summary.chains_ok, summary.chains_broken, summary.fragments_delivered) == (2, 1, 3)
-    assert "forged signer" in (tmp_path / "report.html").read_text()
+    doc2 = [f for f in attacked.summary.failures if "/doc2/" in f.graph]
+    assert [(f.graph, f.node) for f in doc2] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
+    assert doc2[0].reason.startswith("forged signer: ")
+    assert "not issued by the trusted CA" in doc2[0].reason
+    summary = attacked.summary
+    assert len(summary.failures) == 2 and summary.signatures_failed == 2
+    assert (summary.messages, summary.chains_ok, summary.chains_broken) == (9, 1, 2)
+    assert "forged signer" in attacked.report and "2 failure(s)" in attacked.report
 
 
 def test_parse_and_collect_graphs(spark: SparkSession) -> None:
     g = "<https://d1.xdn.example/msg/d/a#e2>"
     lines = spark.createDataFrame(
-        [(f'<urn:b> <urn:p> "x"@EN {g} .', "log1"), ("", "log1"), ("# note", "log1"),
-         (f"<urn:a>  <urn:p>\t<urn:o> {g} .", "log2"), ("_:b <urn:p> <urn:o> .", "log2"),
-         ("<urn:a> <urn:p> <urn:o> .", "log2")],
+        [
+            (f'<urn:b> <urn:p> "x"@EN {g} .', "log1"),
+            ("", "log1"),
+            ("# note", "log1"),
+            (f"<urn:a>  <urn:p>\t<urn:o> {g} .", "log2"),
+            ("_:b <urn:p> <urn:o> .", "log2"),
+            ("<urn:a> <urn:p> <urn:o> .", "log2"),
+        ],
         ["value", "source"],
     )
     parsed = t.parse_lines(lines)
     errors = parsed.where("error IS NOT NULL").select("source", "error")
-    assertDataFrameEqual(errors, [
-        Row(source="log2", error="blank node as subject: blank nodes are not allowed"),
-        Row(source="log2", error="quad in the default graph"),
-    ])
-    assertDataFrameEqual(t.collect_graphs(parsed), [Row(
-        graph=g[1:-1],
-        lines=[f"<urn:a> <urn:p> <urn:o> {g} .", f'<urn:b> <urn:p> "x"@en {g} .'],
-        sources=["log1", "log2"],
-    )])
+    assertDataFrameEqual(
+        errors,
+        [
+            Row(source="log2", error="blank node as subject: blank nodes are not allowed"),
+            Row(source="log2", error="quad in the default graph"),
+        ],
+    )
+    assertDataFrameEqual(
+        t.collect_graphs(parsed),
+        [
+            Row(
+                graph=g[1:-1],
+                lines=[f"<urn:a> <urn:p> <urn:o> {g} .", f'<urn:b> <urn:p> "x"@en {g} .'],
+                sources=["log1", "log2"],
+            )
+        ],
+    )
 
 
 def test_reconstruct_paths_reports_missing_hops(spark: SparkSession) -> None:
-    columns = "envelope parent node kind timestamp_ms hop_ok document_id fragments".split()
-    chains = spark.createDataFrame([
-        ("e1", None, "pub", "publication", 0, True, "d", ["f"]),
-        ("e2", "e1", "d1", "relay", 5, True, "d", ["f"]),
-        ("e3", "e2", "s1", "receipt", 9, True, "d", ["f"]),
-        ("x3", "gone", "s2", "receipt", 9, True, "d", ["f"]),
-    ], columns)
-    paths = t.reconstruct_paths(chains, 3).select(
-        "leaf", "nodes", "subscriber", "missing_envelope", "chain_ok")
-    assertDataFrameEqual(paths, [
-        Row(leaf="e3", nodes=["pub", "d1", "s1"], subscriber="s1", missing_envelope=None,
-            chain_ok=True),
-        Row(leaf="x3", nodes=["s2"], subscriber="s2", missing_envelope="gone", chain_ok=False),
-    ])
+    columns = [
+        "envelope",
+        "parent",
+        "node",
+        "kind",
+        "timestamp_ms",
+        "hop_ok",
+        "document_id",
+        "fragments",
+    ]
+    chains = spark.createDataFrame(
+        [
+            ("e1", None, "pub", "publication", 0, True, "d", ["f", "g"]),
+            ("e2", "e1", "d1", "relay", 5, True, "d", ["f"]),
+            ("e3", "e2", "s1", "receipt", 9, True, "d", ["f"]),
+            ("x3", "gone", "s2", "receipt", 9, True, "d", ["g"]),
+            ("y1", None, "pub", "publication", 0, False, "other", ["h"]),
+        ],
+        columns,
+    )
+    paths = t.reconstruct_paths(chains).select(
+        "leaf", "fragment_id", "nodes", "subscriber", "missing_envelope", "chain_ok"
+    )
+    assertDataFrameEqual(
+        paths,
+        [
+            Row(
+                leaf="e3",
+                fragment_id="f",
+                nodes=["pub", "d1", "s1"],
+                subscriber="s1",
+                missing_envelope=None,
+                chain_ok=True,
+            ),
+            Row(
+                leaf="x3",
+                fragment_id="g",
+                nodes=["s2"],
+                subscriber="s2",
+                missing_envelope="gone",
+                chain_ok=False,
+            ),
+            Row(
+                leaf="y1",
+                fragment_id="h",
+                nodes=["pub"],
+                subscriber=None,
+                missing_envelope=None,
+                chain_ok=False,
+            ),
+        ],
+    )
 
 
-def test_report_is_pure_and_escapes() -> None:
-    summary = AuditSummary(messages=1, signatures_verified=0, signatures_failed=1, chains_ok=0,
-                           chains_broken=1, fragments_delivered=0,
-                           failures=(("<urn:g>", "n", "a & b"),))  # type: ignore[arg-type]
-    html = render_report(summary)
-    assert html == render_report(summary)
-    assert "&lt;urn:g&gt;" in html and "a &amp; b" in html and "<svg" not in html
+def test_unreadable_or_missing_logs_are_a_usage_error(
+    spark: SparkSession, network: Network, tmp_path: Path
+) -> None:
+    with pytest.raises(UsageError, match="cannot read provenance logs"):
+        run_audit([str(tmp_path / "absent")], ca_pem=network.ca_pem, out_dir=tmp_path, at=NOW)
+    with pytest.raises(UsageError, match="at least one log path"):
+        run_audit(str(network.clean), ca_pem=network.ca_pem, out_dir=tmp_path)

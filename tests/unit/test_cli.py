@@ -7,8 +7,16 @@ import pytest
 from xdn.cli import build_parser, main
 
 SUBCOMMANDS = (
-    "demo", "certs", "disseminator", "publish", "subscribe", "ontology", "mapping", "policy",
-    "generate", "audit",
+    "demo",
+    "certs",
+    "disseminator",
+    "publish",
+    "subscribe",
+    "ontology",
+    "mapping",
+    "policy",
+    "generate",
+    "audit",
 )
 
 

@@ -48,6 +48,7 @@ def encoded() -> EncodedDocument:
         issued_at_ms=123,
         keys=KEYS,
         signer=SIGNER,
+        concept_order=("Order", "Line"),
     )
 
 
@@ -72,6 +73,7 @@ def test_round_trip(encoded: EncodedDocument, exported: bytes) -> None:
 def test_layout_is_xml_encryption_1_1(encoded: EncodedDocument, exported: bytes) -> None:
     root = etree.fromstring(exported)
     assert root.tag == f"{{{XDN}}}encrypted-document"
+    assert [root.get(a) for a in ("format", "document", "publisher")] == ["2", "doc-9", "pub"]
     datas = root.findall("xenc:EncryptedData", NSMAP)
     assert len(datas) == 4
     for fragment, data in zip(encoded.fragments, datas, strict=True):
@@ -94,6 +96,14 @@ def test_layout_is_xml_encryption_1_1(encoded: EncodedDocument, exported: bytes)
         plain = crypto.aead_decrypt(key, base64.b64decode(value or ""))
         assert parse_bytes(plain).getroot().tag in {"order", "line"}
     assert encoded.fragments[3].parent == 2
+    manifest = root[-1]
+    assert manifest.tag == f"{{{XDN}}}manifest"  # last, so that a stream can sign at the end
+    ranges = manifest.findall("xdn:range", NSMAP)
+    assert [(r.get("concept"), r.get("first"), r.get("count")) for r in ranges] == [
+        ("Order", "0", "1"),
+        ("Line", "1", "3"),
+    ]
+    assert len(ranges[0].findall("xdn:hash", NSMAP)) == len(encoded.range_proofs["Order"].path)
 
 
 def _mutate(exported: bytes, xpath: str, change: str, value: str | None = None) -> bytes:
@@ -113,28 +123,32 @@ def _mutate(exported: bytes, xpath: str, change: str, value: str | None = None) 
 
 FIRST = "/xdn:encrypted-document/xenc:EncryptedData[1]"
 HEADER = f"{FIRST}/xenc:EncryptionProperties/xenc:EncryptionProperty/xdn:fragment"
+MANIFEST = "/xdn:encrypted-document/xdn:manifest"
 
 
 @pytest.mark.parametrize(
     ("xpath", "change", "value", "message"),
     [
-        ("/xdn:encrypted-document", "format", "2", "not an xdn encrypted document"),
-        ("/xdn:encrypted-document/xdn:manifest", "remove", None, "exactly one"),
-        ("/xdn:encrypted-document/xdn:manifest", "version", "-1", "non-negative integer"),
-        ("/xdn:encrypted-document/xdn:manifest", "leaf-count", "0", "inconsistent"),
-        ("/xdn:encrypted-document/xdn:manifest/xdn:root", "text", "!!", "base64"),
-        ("/xdn:encrypted-document/xdn:manifest/xdn:root", "text", "AAAA", "inconsistent"),
+        ("/xdn:encrypted-document", "format", "1", "not an xdn encrypted document"),
+        ("/xdn:encrypted-document", "document", None, "missing attribute"),
+        (MANIFEST, "remove", None, "exactly one manifest"),
+        (MANIFEST, "version", "-1", "non-negative integer"),
+        (MANIFEST, "leaf-count", "5", "inconsistent manifest"),
+        (f"{MANIFEST}/xdn:root", "text", "!!", "base64"),
+        (f"{MANIFEST}/xdn:root", "text", "AAAA", "inconsistent manifest"),
+        (f"{MANIFEST}/xdn:range[2]", "first", "2", "inconsistent manifest"),
+        (f"{MANIFEST}/xdn:range[1]/xdn:hash[1]", "text", "AAAA", "inconsistent manifest"),
+        (MANIFEST, "document", "doc-10", "inconsistent document"),
         (FIRST, "Type", "http://www.w3.org/2001/04/xmlenc#Content", "Type"),
         (f"{FIRST}/xenc:EncryptionMethod", "Algorithm", f"{XENC}aes256-cbc", "aes256-gcm"),
         (f"{FIRST}/xenc:CipherData/xenc:CipherValue", "text", "not base64", "base64"),
-        (f"{FIRST}/ds:KeyInfo", "remove", None, "KeyInfo"),
+        (f"{FIRST}/ds:KeyInfo", "remove", None, "exactly"),
         (HEADER, "position", "01", "integer"),
         (HEADER, "position", "2", "inconsistent"),
         (HEADER, "concept", None, "concept"),
         (HEADER, "concept", "", "invalid fragment"),
+        (HEADER, "concept", "Other", "inconsistent document"),
         (HEADER, "parent", "0", "invalid fragment"),
-        (f"{FIRST}/xenc:EncryptionProperties/xenc:EncryptionProperty/xdn:inclusion-proof",
-         "tree-size", "0", "invalid fragment"),
     ],
 )  # fmt: skip
 def test_malformed_exports_are_peer_errors(
@@ -149,6 +163,9 @@ def test_unexpected_element_and_hostile_xml(exported: bytes) -> None:
     extra = exported.replace(b"</xdn:encrypted-document>", b"<x/></xdn:encrypted-document>")
     with pytest.raises(ProtocolError, match="unexpected element"):
         from_encrypted_xml(extra)
+    commented = exported.replace(b"<ds:KeyInfo>", b"<ds:KeyInfo><!-- x -->", 1)
+    with pytest.raises(ProtocolError, match="exactly"):
+        from_encrypted_xml(commented)
     with pytest.raises(HostileXmlError):
         from_encrypted_xml(b'<!DOCTYPE a [<!ENTITY e "x">]><a>&e;</a>')
     with pytest.raises(PeerError):

@@ -120,8 +120,12 @@ def test_state_survives_reopening(tmp_path) -> None:  # type: ignore[no-untyped-
     )
     store.save_registration(
         StoredRegistration(
-            kind="subscriber", owner="", subscriber="a", certificate=b"PEM",
-            grants={"p": ["C"]}, seen_ms=5,
+            kind="subscriber",
+            owner="",
+            subscriber="a",
+            certificate=b"PEM",
+            grants={"p": ["C"]},
+            seen_ms=5,
         )
     )
     store.close()

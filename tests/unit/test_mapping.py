@@ -123,10 +123,10 @@ GOOD_NS = '[namespaces]\npd = "urn:example:production-dept"\n'
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (GOOD_NS + '[concepts]\nInvoice = ["//pd:Order"]\n', r"m\.toml: concept 'Invoice'"),
+        (GOOD_NS + '[concepts]\nInvoice = ["//pd:Order"]\n', r"m\.toml:4: concept 'Invoice'"),
         (
             GOOD_NS + '[concepts]\nWorkOrder = ["//pd:Order["]\n',
-            r"m\.toml: concept WorkOrder: XPath '//pd:Order\['",
+            r"m\.toml:4: concept WorkOrder: XPath '//pd:Order\['",
         ),
         (GOOD_NS + '[concepts]\nWorkOrder = ["//zz:Order"]\n', "Undefined namespace prefix"),
         (GOOD_NS + '[concepts]\nWorkOrder = ["count(//pd:Order)"]\n', "does not select elements"),

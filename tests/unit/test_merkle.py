@@ -1,14 +1,28 @@
-"""RFC 9162 Merkle tree: published vectors, a naive transcription of the RFC, properties."""
+"""RFC 9162 Merkle tree and range proofs: published vectors, a naive transcription, properties."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xdn.codec import InclusionProof, MerkleTree, empty_root, leaf_hash, node_hash, verify_inclusion
+from xdn.codec import (
+    InclusionProof,
+    MerkleTree,
+    RangeProof,
+    empty_root,
+    leaf_hash,
+    merge_range_proofs,
+    node_hash,
+    range_proof,
+    verify_inclusion,
+    verify_range,
+)
+from xdn.codec._ranges import range_nodes
 
 # RFC 6962 / RFC 9162 share the hashing; these are the Certificate Transparency reference
 # test vectors (leaf entries, Merkle Tree Hash of the first n entries, inclusion proofs).
@@ -174,3 +188,133 @@ def test_every_proof_verifies_and_any_alteration_fails(
         assert not verifies(leaf, InclusionProof(leaf_index=index, tree_size=size, path=path))
         shorter = InclusionProof(leaf_index=index, tree_size=size, path=proof.path[:-1])
         assert not verifies(leaf, shorter)
+
+
+# -- range proofs ----------------------------------------------------------------------------
+
+
+def naive_range_path(start: int, end: int, entries: list[bytes], offset: int = 0) -> list[bytes]:
+    """The RFC decomposition walked recursively: hashes of subtrees outside [start, end)."""
+    lo, hi = offset, offset + len(entries)
+    if hi <= start or end <= lo:
+        return [naive_mth(entries)]
+    if start <= lo and hi <= end:
+        return []
+    k = _largest_power_of_two_below(len(entries))
+    return naive_range_path(start, end, entries[:k], lo) + naive_range_path(
+        start, end, entries[k:], lo + k
+    )
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 17])
+def test_range_proofs_match_the_naive_walk_and_verify(size: int) -> None:
+    entries = [f"entry-{i}".encode() for i in range(size)]
+    tree = MerkleTree.from_entries(entries)
+    leaves = [leaf_hash(e) for e in entries]
+    for start in range(size):
+        for end in range(start + 1, size + 1):
+            proof = range_proof(tree, start, end)
+            assert list(proof.path) == naive_range_path(start, end, entries)
+            assert len(proof.path) <= 2 * max(1, (size - 1).bit_length())
+            assert verify_range(leaves[start:end], proof, root=tree.root, tree_size=size)
+
+
+@pytest.mark.parametrize(("index", "size", "path"), CT_INCLUSION)
+def test_single_leaf_range_proof_holds_the_ct_inclusion_hashes(
+    index: int, size: int, path: list[str]
+) -> None:
+    tree = MerkleTree.from_entries(CT_ENTRIES[:size])
+    proof = range_proof(tree, index, index + 1)
+    assert sorted(h.hex() for h in proof.path) == sorted(path)
+    root = bytes.fromhex(CT_ROOTS[size])
+    assert verify_range([leaf_hash(CT_ENTRIES[index])], proof, root=root, tree_size=size)
+
+
+def test_whole_tree_range_needs_no_hashes() -> None:
+    entries = [bytes([i]) for i in range(6)]
+    tree = MerkleTree.from_entries(entries)
+    proof = range_proof(tree, 0, 6)
+    assert proof.path == ()
+    assert verify_range([leaf_hash(e) for e in entries], proof, root=tree.root, tree_size=6)
+
+
+def test_range_proof_rejects_bad_shapes() -> None:
+    for start, end, size in ((0, 0, 1), (2, 1, 3), (0, 4, 3)):
+        with pytest.raises(ValueError):
+            RangeProof(start=start, end=end, tree_size=size, path=())
+    with pytest.raises(ValueError):
+        RangeProof(start=0, end=1, tree_size=2, path=(b"short",))
+    with pytest.raises(TypeError):
+        RangeProof(start=0, end=1, tree_size=2, path=[bytes(32)])  # type: ignore[arg-type]
+    tree = MerkleTree.from_entries([bytes([i]) for i in range(5)])
+    with pytest.raises(ValueError):
+        range_proof(tree, 3, 6)
+    for start, end in ((1, 3), (0, 3), (4, 6)):  # not subtrees of a 5-leaf tree
+        with pytest.raises(ValueError):
+            tree.subtree_hash(start, end)
+
+
+def test_range_proof_for_other_tree_size_or_run_is_refused() -> None:
+    entries = [bytes([i]) for i in range(7)]
+    leaves = [leaf_hash(e) for e in entries]
+    tree = MerkleTree.from_entries(entries)
+    proof = range_proof(tree, 2, 4)
+    # As for inclusion proofs, [2, 4) has the same shape in trees of 7 and 8 leaves: the
+    # trusted size (from the signed manifest) must match the proof's.
+    assert not verify_range(leaves[2:4], proof, root=tree.root, tree_size=8)
+    lying = RangeProof(start=2, end=4, tree_size=8, path=proof.path)
+    assert not verify_range(leaves[2:4], lying, root=tree.root, tree_size=7)
+    moved = RangeProof(start=3, end=5, tree_size=7, path=proof.path)
+    assert not verify_range(leaves[2:4], moved, root=tree.root, tree_size=7)
+    assert not verify_range(leaves[2:5], proof, root=tree.root, tree_size=7)
+    assert not verify_range([leaves[3], leaves[2]], proof, root=tree.root, tree_size=7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=entries_st, data=st.data())
+def test_range_proofs_verify_merge_and_refuse_alterations(
+    entries: list[bytes], data: st.DataObject
+) -> None:
+    tree = MerkleTree.from_entries(entries)
+    size = len(entries)
+    leaves = [leaf_hash(e) for e in entries]
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, size - 1)), max_size=4), label="cuts"))
+    cuts = [c for c in cuts if c < size]
+    bounds = [0, *cuts, size]
+    proofs = [range_proof(tree, a, b) for a, b in itertools.pairwise(bounds)]
+    for proof in proofs:
+        assert verify_range(leaves[proof.start : proof.end], proof, root=tree.root, tree_size=size)
+    first = data.draw(st.integers(0, len(proofs) - 1), label="first")
+    last = data.draw(st.integers(first, len(proofs) - 1), label="last")
+    merged = merge_range_proofs(proofs[first : last + 1])
+    assert merged == range_proof(tree, proofs[first].start, proofs[last].end)
+
+    proof = proofs[first]
+    run = leaves[proof.start : proof.end]
+    at = data.draw(st.integers(0, len(run) - 1), label="leaf")
+    altered = [*run[:at], leaf_hash(entries[proof.start + at] + b"!"), *run[at + 1 :]]
+    assert not verify_range(altered, proof, root=tree.root, tree_size=size)
+    if proof.path:
+        index = data.draw(st.integers(0, len(proof.path) - 1), label="hash")
+        flipped = bytearray(proof.path[index])
+        flipped[0] ^= 1
+        path = (*proof.path[:index], bytes(flipped), *proof.path[index + 1 :])
+        bad = dataclasses.replace(proof, path=path)
+        assert not verify_range(run, bad, root=tree.root, tree_size=size)
+        assert not verify_range(
+            run, dataclasses.replace(proof, path=proof.path[:-1]), root=tree.root, tree_size=size
+        )
+    longer = dataclasses.replace(proof, path=(*proof.path, bytes(32)))
+    assert not verify_range(run, longer, root=tree.root, tree_size=size)
+
+
+def test_merge_refuses_runs_that_do_not_touch() -> None:
+    tree = MerkleTree.from_entries([bytes([i]) for i in range(6)])
+    with pytest.raises(ValueError):
+        merge_range_proofs([range_proof(tree, 0, 2), range_proof(tree, 3, 4)])
+    with pytest.raises(ValueError):
+        merge_range_proofs([])
+    broken = dataclasses.replace(range_proof(tree, 0, 2), path=())
+    with pytest.raises(ValueError):
+        merge_range_proofs([broken, range_proof(tree, 2, 4)])
+    assert range_nodes(0, 6, 6) == []

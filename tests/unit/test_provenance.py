@@ -486,11 +486,8 @@ def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
                 new = Quad(parts["s"], parts["p"], parts["o"], parts["g"])  # type: ignore[arg-type]
             except TypeError:
                 new = Quad(old.s, old.p, Literal("tampered"), old.g)
-            if new in quads:  # not a change at all: drop instead
-                new = None
             quads.discard(old)
-            if new is not None:
-                quads.add(new)
+            quads.add(new)  # if ``new`` was there already, the change is a drop
 
         return change
 
@@ -505,7 +502,12 @@ def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
         assert isinstance(old.o, Literal)
         value = digits if old.o.value.isdigit() else old.o.value[:-1] + "Z" + digits
         new = Quad(old.s, old.p, Literal(value, old.o.datatype, old.o.language), old.g)
-        return lambda quads: (quads.discard(old), quads.add(new)) and None
+
+        def change(quads: set[Quad]) -> None:
+            quads.discard(old)
+            quads.add(new)
+
+        return change
 
     return st.one_of(
         st.builds(swap, index, st.sampled_from("spog"), terms),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -127,12 +128,12 @@ def test_literal_escaping_is_canonical() -> None:
     [
         (lambda: IRI("relative/path"), ValueError),
         (lambda: IRI("http://e/a b"), ValueError),
-        (lambda: IRI(3), TypeError),
+        (lambda: IRI(3), TypeError),  # type: ignore[arg-type]
         (lambda: Literal("x", language="en_GB"), ValueError),
         (lambda: Literal("x", "http://e/dt", language="en"), ValueError),
         (lambda: Literal("\ud800"), ValueError),
-        (lambda: Quad(IRI("http://e/s"), IRI("http://e/p"), "o"), TypeError),
-        (lambda: Quad(Literal("s"), IRI("http://e/p"), IRI("http://e/o")), TypeError),
+        (lambda: Quad(IRI("http://e/s"), IRI("http://e/p"), "o"), TypeError),  # type: ignore[arg-type]
+        (lambda: Quad(Literal("s"), IRI("http://e/p"), IRI("http://e/o")), TypeError),  # type: ignore[arg-type]
     ],
 )
 def test_terms_validate_on_construction(build: object, error: type[Exception]) -> None:
@@ -154,7 +155,7 @@ iris = st.builds(
     st.text(_IRI_CHARS, min_size=1, max_size=12),
 )
 languages = st.from_regex(r"\A[a-z]{2,3}(-[A-Z]{2})?\Z")
-texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=16)
+texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=16)
 literals = st.one_of(
     st.builds(Literal, texts),
     st.builds(lambda t, lang: Literal(t, language=lang), texts, languages),
@@ -184,7 +185,9 @@ def test_canonicalise_is_idempotent_sorted_and_deduplicated(dataset: list[Quad])
 
 
 @given(datasets, st.randoms(use_true_random=False))
-def test_canonical_form_ignores_order_and_duplicates(dataset: list[Quad], rnd: object) -> None:
+def test_canonical_form_ignores_order_and_duplicates(
+    dataset: list[Quad], rnd: random.Random
+) -> None:
     shuffled = dataset + dataset[:2]
-    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    rnd.shuffle(shuffled)
     assert canonicalise(shuffled) == canonicalise(dataset)

@@ -1,18 +1,28 @@
 """Fragment codec: mapped XML → signed, encrypted fragments → a subscriber's verified view.
 
-Publisher side: :func:`encode` (mapped nodes + concept group keys + signing key →
-:class:`EncodedDocument`). Disseminator side: :func:`select` (→ :class:`Delivery` for a set of
-concepts). Subscriber side: :func:`decode` (→ :class:`View`, or the opaque
-:class:`~xdn.errors.DecryptError`). Archive form: :func:`to_encrypted_xml` /
-:func:`from_encrypted_xml` (W3C XML Encryption 1.1). See ``ARCHITECTURE.md``, "Fragment codec".
+Publisher side: :func:`encode` (mapped nodes in memory → :class:`EncodedDocument`) and
+:func:`encode_file` (an XML file, streamed → its XML Encryption export). Disseminator side:
+:func:`select` (→ :class:`Delivery`: some concepts' fragments, one range proof per run of
+leaves). Subscriber side: :func:`decode` (→ :class:`View`) and :func:`decode_file` (an export,
+streamed → the view's bytes), or the opaque :class:`~xdn.errors.DecryptError`. Archive form:
+:func:`to_encrypted_xml` / :func:`from_encrypted_xml` (W3C XML Encryption 1.1).
+
+Design in brief (details in each module's docstring; see also ``ARCHITECTURE.md``, "Fragment
+codec"): leaves are sorted by concept in a depth-first order of the concept DAG
+(:func:`concept_order`), then by position, so a subscriber's fragments form few contiguous runs;
+the signed manifest carries a range table (concept → epoch, first leaf, count) against which a
+subscriber checks that it received *all* fragments of its concepts, with one range proof
+(:class:`RangeProof`) per run instead of one inclusion proof per fragment.
 """
 
 from __future__ import annotations
 
+from xdn.codec._encode import encode, select
+from xdn.codec._encode_file import EncodeReport, encode_document, encode_file
 from xdn.codec._encoding import XDN_NS
-from xdn.codec._fragments import Delivery, EncodedDocument, Fragment, encode, fragment_leaf, select
+from xdn.codec._fragments import Delivery, EncodedDocument, Fragment, fragment_leaf
 from xdn.codec._keys import ConceptKey, document_key, key_name
-from xdn.codec._manifest import Manifest, SignedManifest, sign_manifest
+from xdn.codec._manifest import ConceptRange, Manifest, SignedManifest, sign_manifest
 from xdn.codec._merkle import (
     InclusionProof,
     MerkleTree,
@@ -21,12 +31,15 @@ from xdn.codec._merkle import (
     node_hash,
     verify_inclusion,
 )
+from xdn.codec._order import concept_order
 from xdn.codec._plaintext import REF_TAG, MappedNodeLike, canonicalize, fragment_id
+from xdn.codec._ranges import RangeProof, merge_range_proofs, range_proof, verify_range
+from xdn.codec._stream_decode import DecodeReport, decode_file
+from xdn.codec._verify import DocumentKeyLookup, KeyLookup
 from xdn.codec._view import (
     VIEW_TAG,
     WITHHELD_TAG,
     HeldFragment,
-    KeyLookup,
     View,
     decode,
     fragment_concepts,
@@ -40,7 +53,11 @@ __all__ = [
     "WITHHELD_TAG",
     "XDN_NS",
     "ConceptKey",
+    "ConceptRange",
+    "DecodeReport",
     "Delivery",
+    "DocumentKeyLookup",
+    "EncodeReport",
     "EncodedDocument",
     "Fragment",
     "HeldFragment",
@@ -49,23 +66,31 @@ __all__ = [
     "Manifest",
     "MappedNodeLike",
     "MerkleTree",
+    "RangeProof",
     "SignedManifest",
     "View",
     "canonicalize",
+    "concept_order",
     "decode",
+    "decode_file",
     "document_key",
     "empty_root",
     "encode",
+    "encode_document",
+    "encode_file",
     "fragment_concepts",
     "fragment_id",
     "fragment_leaf",
     "from_encrypted_xml",
     "key_name",
     "leaf_hash",
+    "merge_range_proofs",
     "node_hash",
+    "range_proof",
     "required_keys",
     "select",
     "sign_manifest",
     "to_encrypted_xml",
     "verify_inclusion",
+    "verify_range",
 ]

@@ -9,6 +9,8 @@ field of every framed structure is a domain-separation label such as ``b"xdn/man
 
 from __future__ import annotations
 
+import struct
+
 __all__ = ["DS_NS", "XDN_NS", "XENC11_NS", "XENC_NS", "check_u64", "frame", "opt_u64", "u64"]
 
 XDN_NS = "https://xdn.example.org/ns#"
@@ -18,6 +20,7 @@ DS_NS = "http://www.w3.org/2000/09/xmldsig#"
 
 _U64_MAX = 2**64 - 1
 _FIELD_MAX = 2**32 - 1
+_LENGTH = struct.Struct(">I").pack
 
 
 def check_u64(name: str, value: object) -> int:
@@ -49,11 +52,11 @@ def frame(*fields: bytes | str) -> bytes:
 
     ``str`` fields are encoded as UTF-8.
     """
-    out = bytearray()
+    parts: list[bytes] = []
     for field in fields:
         data = field.encode("utf-8") if isinstance(field, str) else field
         if len(data) > _FIELD_MAX:
             raise ValueError("field too long to frame")
-        out += len(data).to_bytes(4, "big")
-        out += data
-    return bytes(out)
+        parts.append(_LENGTH(len(data)))
+        parts.append(data)
+    return b"".join(parts)

@@ -1,36 +1,43 @@
-"""Encrypted fragments, the encoded document, deliveries, and the publisher-side encoder.
+"""Encrypted fragments, their Merkle leaves, the encoded document and deliveries.
 
-Theory of operation
--------------------
-:func:`encode` turns mapped nodes into fragment plaintexts (:mod:`xdn.codec._plaintext`),
-encrypts each with AES-256-GCM under its concept's per-document key
-(:mod:`xdn.codec._keys`), and builds a Merkle tree (:mod:`xdn.codec._merkle`) whose leaf for a
-fragment is :func:`fragment_leaf`: the framed header (document, publisher, concept, position,
-parent, epoch, key name) followed by ``SHA-256(cipher_value)``. The publisher signs a
-:class:`~xdn.codec._manifest.Manifest` over the root. Leaves are in position order for now (a
-later version orders them so one subscriber's fragments form ranges).
-
-:func:`select` is what a disseminator does for one subscriber: it keeps the fragments of some
-concepts with their inclusion proofs, and the signed manifest, in a :class:`Delivery`.
+The Merkle leaf of a fragment is :func:`fragment_leaf`: its framed header (document, publisher,
+concept, position, parent, epoch, key name) followed by ``SHA-256(cipher_value)``. An
+:class:`EncodedDocument` holds every fragment of a document in leaf order (sorted by concept,
+then position) and one range proof per concept; a :class:`Delivery` is what one subscriber
+receives: some fragments and one range proof per run of leaves they fill. The encoders are in
+:mod:`xdn.codec._encode` and :mod:`xdn.codec._stream_encode`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
+import functools
+import hashlib
+import itertools
+import struct
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from xdn import crypto
 from xdn.codec._encoding import check_u64, frame, opt_u64, u64
-from xdn.codec._keys import ConceptKey, check_name
-from xdn.codec._manifest import Manifest, SignedManifest, sign_manifest
-from xdn.codec._merkle import InclusionProof, MerkleTree
-from xdn.codec._plaintext import MappedNodeLike, canonical_fragments, fragment_id
-from xdn.errors import UsageError
+from xdn.codec._keys import check_name
+from xdn.codec._manifest import Manifest, SignedManifest
+from xdn.codec._plaintext import fragment_id
+from xdn.codec._ranges import RangeProof
 
-__all__ = ["Delivery", "EncodedDocument", "Fragment", "encode", "fragment_leaf", "select"]
+__all__ = [
+    "Delivery",
+    "EncodedDocument",
+    "Fragment",
+    "fragment_leaf",
+    "fragment_leaf_hash",
+    "reference_leaf",
+]
 
 _LEAF_LABEL = b"xdn/fragment-leaf/v1"
+_U64_FIELD = struct.Struct(">IQ").pack  # a framed u64: length 8, then the value
+_NO_PARENT = frame(b"")
+_HASH_FIELD = struct.pack(">I", 32)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +82,52 @@ class Fragment:
 
 
 def fragment_leaf(fragment: Fragment) -> bytes:
-    """The Merkle leaf entry of ``fragment``: framed header ‖ SHA-256 of its ciphertext."""
+    """The Merkle leaf entry of ``fragment``: framed header ‖ SHA-256 of its ciphertext.
+
+    That is ``frame(b"xdn/fragment-leaf/v1", document_id, publisher, concept, u64(position),
+    opt_u64(parent), u64(epoch), key_name, SHA-256(cipher_value))``, built here from a cached
+    prefix (the first four fields repeat for every fragment of a concept).
+    """
+    f = fragment
+    parent = _NO_PARENT if f.parent is None else _U64_FIELD(8, f.parent)
+    return b"".join(
+        (
+            _leaf_prefix(f.document_id, f.publisher, f.concept),
+            _U64_FIELD(8, f.position),
+            parent,
+            _U64_FIELD(8, f.epoch),
+            frame(f.key_name),
+            _HASH_FIELD,
+            crypto.sha256(f.cipher_value),
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _leaf_prefix(document_id: str, publisher: str, concept: str) -> bytes:
+    return frame(_LEAF_LABEL, document_id, publisher, concept)
+
+
+@functools.lru_cache(maxsize=256)
+def _leaf_suffix(key_name: str) -> bytes:
+    return frame(key_name) + _HASH_FIELD
+
+
+def fragment_leaf_hash(fragment: Fragment) -> bytes:
+    """``leaf_hash(fragment_leaf(fragment))``, hashed incrementally (no entry is built)."""
+    f = fragment
+    digest = hashlib.sha256(b"\x00")
+    digest.update(_leaf_prefix(f.document_id, f.publisher, f.concept))
+    digest.update(_U64_FIELD(8, f.position))
+    digest.update(_NO_PARENT if f.parent is None else _U64_FIELD(8, f.parent))
+    digest.update(_U64_FIELD(8, f.epoch))
+    digest.update(_leaf_suffix(f.key_name))
+    digest.update(hashlib.sha256(f.cipher_value).digest())
+    return digest.digest()
+
+
+def reference_leaf(fragment: Fragment) -> bytes:
+    """:func:`fragment_leaf` spelt out with :func:`~xdn.codec._encoding.frame` (for tests)."""
     return frame(
         _LEAF_LABEL,
         fragment.document_id,
@@ -91,165 +143,83 @@ def fragment_leaf(fragment: Fragment) -> bytes:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EncodedDocument:
-    """A whole encoded document: signed manifest, every fragment, every inclusion proof.
+    """A whole encoded document: signed manifest, every fragment, each concept's range proof.
 
-    ``proofs`` is stored as a read-only mapping keyed by fragment id.
+    Attributes:
+        signed_manifest: the signed manifest (root and range table).
+        fragments: every fragment, in leaf order.
+        range_proofs: concept → the range proof of its run of leaves (read-only mapping).
     """
 
     signed_manifest: SignedManifest
     fragments: tuple[Fragment, ...]
-    proofs: Mapping[str, InclusionProof]
+    range_proofs: Mapping[str, RangeProof]
+    _by_fragment: Mapping[str, RangeProof] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.signed_manifest, SignedManifest):
             raise TypeError("signed_manifest must be a SignedManifest")
-        manifest = self.signed_manifest.manifest
+        m = self.signed_manifest.manifest
         if not isinstance(self.fragments, tuple) or not all(
             isinstance(f, Fragment) for f in self.fragments
         ):
             raise TypeError("fragments must be a tuple of Fragment")
-        if [f.position for f in self.fragments] != list(range(manifest.leaf_count)):
-            raise ValueError("fragments must be positions 0..leaf_count-1, in order")
+        if sorted(f.position for f in self.fragments) != list(range(m.leaf_count)):
+            raise ValueError("fragments must be positions 0..leaf_count-1")
+        proofs = dict(self.range_proofs)
+        if set(proofs) != {row.concept for row in m.ranges}:
+            raise ValueError("there must be exactly one range proof per concept")
+        for row in m.ranges:
+            run = self.fragments[row.first : row.end]
+            if any((f.concept, f.epoch) != (row.concept, row.epoch) for f in run):
+                raise ValueError(f"fragments {row.first}..{row.end - 1} must be {row.concept}'s")
+            if any(a.position >= b.position for a, b in itertools.pairwise(run)):
+                raise ValueError("a concept's fragments must be in position order")
+            p = proofs[row.concept]
+            if not isinstance(p, RangeProof) or (p.start, p.end, p.tree_size) != (
+                row.first,
+                row.end,
+                m.leaf_count,
+            ):
+                raise ValueError(f"the range proof of {row.concept} must prove its run")
         for f in self.fragments:
-            if (f.document_id, f.publisher) != (manifest.document_id, manifest.publisher):
+            if (f.document_id, f.publisher) != (m.document_id, m.publisher):
                 raise ValueError(f"fragment {f.fragment_id} is not of the manifest's document")
-        proofs = dict(self.proofs)
-        if set(proofs) != {f.fragment_id for f in self.fragments}:
-            raise ValueError("there must be exactly one proof per fragment")
-        for proof in proofs.values():
-            if not isinstance(proof, InclusionProof) or proof.tree_size != manifest.leaf_count:
-                raise ValueError("proofs must be InclusionProofs for the manifest's tree")
-        object.__setattr__(self, "proofs", MappingProxyType(proofs))
+        by_fragment = {f.fragment_id: proofs[f.concept] for f in self.fragments}
+        object.__setattr__(self, "range_proofs", types.MappingProxyType(proofs))
+        object.__setattr__(self, "_by_fragment", types.MappingProxyType(by_fragment))
 
     @property
     def manifest(self) -> Manifest:
         """The (signed) manifest."""
         return self.signed_manifest.manifest
 
+    @property
+    def proofs(self) -> Mapping[str, RangeProof]:
+        """fragment id → the range proof covering it (its concept's run)."""
+        return self._by_fragment
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Delivery:
-    """What one subscriber receives of a document: the signed manifest and some fragments.
+    """What one subscriber receives of a document: the signed manifest, fragments, run proofs.
 
-    Nothing here is trusted until :func:`xdn.codec.decode` has verified it.
+    ``fragments`` may come in any order; ``proofs`` holds one range proof per run of leaves the
+    fragments fill. Nothing here is trusted until :func:`xdn.codec.decode` has verified it.
     """
 
     signed_manifest: SignedManifest
-    items: tuple[tuple[Fragment, InclusionProof], ...]
+    fragments: tuple[Fragment, ...]
+    proofs: tuple[RangeProof, ...]
 
     def __post_init__(self) -> None:
         if not isinstance(self.signed_manifest, SignedManifest):
             raise TypeError("signed_manifest must be a SignedManifest")
-        if not isinstance(self.items, tuple):
-            raise TypeError("items must be a tuple of (Fragment, InclusionProof)")
-        for item in self.items:
-            if not (
-                isinstance(item, tuple)
-                and len(item) == 2
-                and isinstance(item[0], Fragment)
-                and isinstance(item[1], InclusionProof)
-            ):
-                raise TypeError("items must be a tuple of (Fragment, InclusionProof)")
-
-
-def _document_keys(
-    concepts: set[str], keys: Mapping[str, ConceptKey], *, publisher: str, document_id: str
-) -> dict[str, tuple[ConceptKey, bytes]]:
-    if not isinstance(keys, Mapping):
-        raise TypeError("keys must be a mapping concept → ConceptKey")
-    found: dict[str, tuple[ConceptKey, bytes]] = {}
-    for concept in sorted(concepts):
-        key = keys.get(concept)
-        if key is None:
-            raise UsageError(f"no group key for concept {concept!r}")
-        if not isinstance(key, ConceptKey):
-            raise TypeError(f"keys[{concept!r}] must be a ConceptKey")
-        if (key.publisher, key.concept) != (publisher, concept):
-            raise UsageError(f"keys[{concept!r}] is the key of {key.publisher}/{key.concept}")
-        found[concept] = (key, key.for_document(document_id))
-    return found
-
-
-def encode(
-    mapped: Iterable[MappedNodeLike],
-    *,
-    document_id: str,
-    publisher: str,
-    version: int,
-    issued_at_ms: int,
-    keys: Mapping[str, ConceptKey],
-    signer: crypto.PrivateKey,
-    iv_factory: Callable[[], bytes] | None = None,
-) -> EncodedDocument:
-    """Encode a mapped document into signed, encrypted fragments.
-
-    Args:
-        mapped: the mapped nodes (``.element``, ``.concept``) of one document.
-        document_id: identifier of the document.
-        publisher: identifier of the publisher (must match every key's publisher).
-        version: document version.
-        issued_at_ms: issue time in milliseconds since the Unix epoch (passed in).
-        keys: concept → current :class:`ConceptKey` for every concept mapped.
-        signer: the publisher's signing key.
-        iv_factory: returns a fresh 12-byte GCM IV per fragment (tests only; random otherwise).
-
-    Returns:
-        The encoded document.
-
-    Raises:
-        UsageError: a missing or mismatched key, or a bad mapping (see ``canonical_fragments``).
-        TypeError, ValueError: malformed arguments (empty identifiers, negative integers…).
-    """
-    check_name("document_id", document_id)
-    check_name("publisher", publisher)
-    check_u64("version", version)
-    check_u64("issued_at_ms", issued_at_ms)
-    nodes = list(mapped)
-    concepts = {check_name("concept", node.concept) for node in nodes}
-    doc_keys = _document_keys(concepts, keys, publisher=publisher, document_id=document_id)
-    fragments = []
-    for plain in canonical_fragments(nodes, document_id=document_id):
-        key, doc_key = doc_keys[plain.concept]
-        iv = iv_factory() if iv_factory is not None else None
-        fragments.append(
-            Fragment(
-                fragment_id=fragment_id(document_id, plain.position),
-                document_id=document_id,
-                publisher=publisher,
-                concept=plain.concept,
-                position=plain.position,
-                parent=plain.parent,
-                epoch=key.epoch,
-                key_name=key.name_for(document_id),
-                cipher_value=crypto.aead_encrypt(doc_key, plain.content, iv=iv),
-            )
-        )
-    tree = MerkleTree.from_entries([fragment_leaf(f) for f in fragments])
-    manifest = Manifest(
-        document_id=document_id,
-        publisher=publisher,
-        version=version,
-        issued_at_ms=issued_at_ms,
-        leaf_count=tree.size,
-        root=tree.root,
-    )
-    return EncodedDocument(
-        signed_manifest=sign_manifest(manifest, signer),
-        fragments=tuple(fragments),
-        proofs={f.fragment_id: tree.inclusion_proof(i) for i, f in enumerate(fragments)},
-    )
-
-
-def select(encoded: EncodedDocument, concepts: Iterable[str]) -> Delivery:
-    """The fragments of ``concepts`` (exact concept match) with their proofs, in position order.
-
-    Raises:
-        TypeError: ``concepts`` is a single string rather than a collection of them.
-    """
-    if isinstance(concepts, str):
-        raise TypeError("concepts must be a collection of concepts, not a single str")
-    wanted = frozenset(concepts)
-    items = tuple(
-        (f, encoded.proofs[f.fragment_id]) for f in encoded.fragments if f.concept in wanted
-    )
-    return Delivery(signed_manifest=encoded.signed_manifest, items=items)
+        if not isinstance(self.fragments, tuple) or not all(
+            isinstance(f, Fragment) for f in self.fragments
+        ):
+            raise TypeError("fragments must be a tuple of Fragment")
+        if not isinstance(self.proofs, tuple) or not all(
+            isinstance(p, RangeProof) for p in self.proofs
+        ):
+            raise TypeError("proofs must be a tuple of RangeProof")

@@ -15,6 +15,7 @@ an ontology IRI such as ``http://xdn.example.org/ontology/production#WorkOrder``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ __all__ = ["ConceptKey", "check_name", "document_key", "key_name"]
 
 _DOC_KEY_LABEL = b"xdn/doc-key/v1|"
 _MIN_GROUP_KEY = 16
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def check_name(what: str, value: object) -> str:
@@ -38,7 +40,7 @@ def check_name(what: str, value: object) -> str:
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{what} must not be empty")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _CONTROL.search(value):
         raise ValueError(f"{what} must not contain control characters: {value!r}")
     return value
 

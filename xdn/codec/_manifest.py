@@ -1,26 +1,78 @@
 """The publisher-signed manifest that binds a document's fragments together.
 
 XML Encryption's AES-GCM carries no associated data, so nothing in a ciphertext says which
-document, publisher, concept or position it belongs to. The manifest does: it commits, under
-the publisher's ECDSA P-384 / SHA-384 signature, to the root of a Merkle tree whose leaves are
-the fragments' headers and ciphertext hashes (see :func:`xdn.codec._fragments.fragment_leaf`).
+document, publisher, concept or position it belongs to. The manifest does: it commits, under the
+publisher's ECDSA P-384 / SHA-384 signature, to
+
+* the root of a Merkle tree whose leaves are the fragments' headers and ciphertext hashes (see
+  :func:`xdn.codec._fragments.fragment_leaf`), in *leaf order*: sorted by concept, then by
+  position (see :mod:`xdn.codec._order`);
+* the *range table*: for every concept present, its key epoch and the run of leaves
+  ``[first, first + count)`` holding its fragments. The runs partition ``[0, leaf_count)``.
+
+The table is what makes a partial delivery checkable for completeness: a subscriber entitled to
+concept C knows from the signed table exactly which leaves are C's, and a range proof
+(:mod:`xdn.codec._ranges`) shows it received all of them and nothing altered.
+
+What the table reveals: to anyone holding the manifest (every disseminator on the path, every
+subscriber receiving any part of the document) the concepts present in the document, the key
+epoch of each and how many fragments each has — not content, not sizes, not where withheld
+fragments sit in the document, and nothing of the publisher's schema (XPaths never leave the
+publisher). Disseminators already see each fragment's concept, position and parent in its clear
+header to route it, so the table tells them nothing new; a subscriber learns the per-concept
+fragment counts of concepts it is not entitled to. A blinded table (entries keyed by a MAC under
+each concept's document key) would hide those labels, but a subscriber could then no longer tell
+which concepts of the document it should have received unless it already knew every concept key
+to try; we chose the plain table and document the leak.
 
 :meth:`Manifest.signed_bytes` is the exact byte string signed: a framed sequence (each field
-length-prefixed, see :mod:`xdn.codec._encoding`) starting with the label ``xdn/manifest/v1``.
+length-prefixed, see :mod:`xdn.codec._encoding`) starting with the label ``xdn/manifest/v2``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from xdn import crypto
 from xdn.codec._encoding import check_u64, frame, u64
 from xdn.codec._keys import check_name
 from xdn.codec._merkle import HASH_BYTES
 
-__all__ = ["Manifest", "SignedManifest", "sign_manifest"]
+__all__ = ["ConceptRange", "Manifest", "SignedManifest", "sign_manifest"]
 
-_LABEL = b"xdn/manifest/v1"
+_LABEL = b"xdn/manifest/v2"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConceptRange:
+    """One row of the range table: concept ``concept`` owns leaves ``[first, first + count)``.
+
+    Attributes:
+        concept: the concept.
+        epoch: the key epoch every fragment of the concept is encrypted under.
+        first: index of the concept's first leaf.
+        count: number of the concept's fragments (at least one).
+    """
+
+    concept: str
+    epoch: int
+    first: int
+    count: int
+
+    def __post_init__(self) -> None:
+        check_name("concept", self.concept)
+        check_u64("epoch", self.epoch)
+        check_u64("first", self.first)
+        check_u64("count", self.count)
+        if self.count < 1:
+            raise ValueError("a concept range holds at least one leaf")
+
+    @property
+    def end(self) -> int:
+        """One past the concept's last leaf."""
+        return self.first + self.count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +86,7 @@ class Manifest:
         issued_at_ms: issue time, milliseconds since the Unix epoch (passed in, never read).
         leaf_count: number of fragments (Merkle leaves), at least one.
         root: the Merkle tree root over the fragment leaves.
+        ranges: the range table, in leaf order; it partitions ``[0, leaf_count)``.
     """
 
     document_id: str
@@ -42,6 +95,8 @@ class Manifest:
     issued_at_ms: int
     leaf_count: int
     root: bytes
+    ranges: tuple[ConceptRange, ...]
+    _by_concept: Mapping[str, ConceptRange] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name("document_id", self.document_id)
@@ -53,9 +108,31 @@ class Manifest:
             raise ValueError("a manifest covers at least one fragment")
         if not isinstance(self.root, bytes) or len(self.root) != HASH_BYTES:
             raise ValueError(f"root must be {HASH_BYTES} bytes")
+        if not isinstance(self.ranges, tuple) or not all(
+            isinstance(r, ConceptRange) for r in self.ranges
+        ):
+            raise TypeError("ranges must be a tuple of ConceptRange")
+        expected = 0
+        for row in self.ranges:
+            if row.first != expected:
+                raise ValueError("concept ranges must partition the leaves, in leaf order")
+            expected = row.end
+        if expected != self.leaf_count:
+            raise ValueError("concept ranges must cover every leaf")
+        by_concept = {row.concept: row for row in self.ranges}
+        if len(by_concept) != len(self.ranges):
+            raise ValueError("a concept appears twice in the range table")
+        object.__setattr__(self, "_by_concept", types.MappingProxyType(by_concept))
+
+    def range_of(self, concept: str) -> ConceptRange | None:
+        """The range table row of ``concept``, or ``None`` if the document has none of it."""
+        return self._by_concept.get(concept)
 
     def signed_bytes(self) -> bytes:
         """The unambiguous, domain-separated encoding the publisher signs."""
+        table = frame(
+            *(frame(r.concept, u64(r.epoch), u64(r.first), u64(r.count)) for r in self.ranges)
+        )
         return frame(
             _LABEL,
             self.document_id,
@@ -64,6 +141,7 @@ class Manifest:
             u64(self.issued_at_ms),
             u64(self.leaf_count),
             self.root,
+            table,
         )
 
 

@@ -14,6 +14,7 @@ way (linear time, every level kept) so that an inclusion proof (§2.1.3.1, the s
 from the leaf up to the root) is a walk up the stored levels. :func:`verify_inclusion` is the
 verification algorithm of §2.1.3.2 verbatim. The tests check both against a naive recursive
 transcription of the RFC's definitions and against the published RFC 6962 test vectors.
+Range proofs over runs of leaves (what deliveries carry) are in :mod:`xdn.codec._ranges`.
 """
 
 from __future__ import annotations
@@ -123,6 +124,24 @@ class MerkleTree:
     def root(self) -> bytes:
         """The Merkle Tree Hash (``SHA-256("")`` for an empty tree)."""
         return self._levels[-1][0] if self.size else empty_root()
+
+    def subtree_hash(self, start: int, end: int) -> bytes:
+        """``MTH(D[start:end])`` for a subtree of the RFC 9162 decomposition of this tree.
+
+        Such a subtree starts at a multiple of the largest power of two not smaller than its
+        size (or is the ragged right edge), so it is one stored node: level ``L`` with
+        ``2**L >= end - start``, index ``start >> L``.
+
+        Raises:
+            ValueError: ``[start, end)`` is not a subtree of this tree.
+        """
+        size = end - start
+        if not 0 <= start < end <= self.size:
+            raise ValueError(f"[{start}, {end}) is not a run of leaves of a tree of {self.size}")
+        level = (size - 1).bit_length()
+        if start % (1 << level) or (size != 1 << level and end != self.size):
+            raise ValueError(f"[{start}, {end}) is not a subtree of a tree of {self.size}")
+        return self._levels[level][start >> level]
 
     def inclusion_proof(self, leaf_index: int) -> InclusionProof:
         """The RFC 9162 §2.1.3.1 inclusion proof of leaf ``leaf_index``.

@@ -15,7 +15,7 @@ A dissemination message is an RDF dataset of named graphs only:
   base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical N-Quads.
 
 Message URIs are minted as ``<node_uri>msg/<document_id>/<hop id>`` by the node adding the
-hop. Building a :class:`Message` checks well-formedness (paper conditions 1–8, 10, 11);
+hop. Building a :class:`Message` checks well-formedness (paper conditions 1 to 8, 10, 11);
 :func:`verify_message` checks condition 9 and every signature (Algorithm 2). Errors name the
 graph at fault. Fan-out is one relayed message per downlink, each with its own URI; the audit
 (``audit/``) rebuilds the tree from the nodes' :class:`ProvenanceLog` files.

@@ -223,6 +223,7 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
     fragments = body.literals(v.CARRIES_FRAGMENT)
     if not fragments:
         raise _fail(name, "carries no fragment")
+    stamp = v.HAS_RECEIVED_TIMESTAMP if receipt else v.HAS_SENT_TIMESTAMP
     return EnvelopeInfo(
         name=name,
         message=match["msg"],
@@ -230,7 +231,7 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         kind=kind,
         sender=body.one_iri(v.HAS_SENDER),
         recipient=recipient,
-        timestamp_ms=_timestamp(body, v.HAS_RECEIVED_TIMESTAMP if receipt else v.HAS_SENT_TIMESTAMP),
+        timestamp_ms=_timestamp(body, stamp),
         contains=contains,
         remote_message=remote,
         content=content,

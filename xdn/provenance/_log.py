@@ -34,10 +34,12 @@ def node_description(node_uri: str, cert_pem: bytes) -> bytes:
     except (ValueError, UnicodeDecodeError):
         raise UsageError("cert_pem is not a PEM certificate") from None
     g, node = IRI(node_uri + "#cert"), IRI(node_uri)
-    return canonicalise([
-        Quad(g, v.RDF_TYPE, v.NODE_DESCRIPTION, g),
-        Quad(node, v.CERTIFICATE, Literal(base64.b64encode(der).decode(), v.XSD_BASE64), g),
-    ])
+    return canonicalise(
+        [
+            Quad(g, v.RDF_TYPE, v.NODE_DESCRIPTION, g),
+            Quad(node, v.CERTIFICATE, Literal(base64.b64encode(der).decode(), v.XSD_BASE64), g),
+        ]
+    )
 
 
 def read_node_description(name: str, quads: Iterable[Quad]) -> tuple[str, bytes]:

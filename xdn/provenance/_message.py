@@ -179,8 +179,10 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
         *(Quad(m, v.CARRIES_FRAGMENT, Literal(f), g) for f in sorted(hop.fragments)),
     ]
     optional = [
-        (g, v.CONTAINS_ENVELOPE, hop.contains), (m, v.HAS_RECIPIENT, hop.recipient),
-        (m, v.HAS_REMOTE_MESSAGE, hop.remote_message), (m, v.HAS_CONTENT, hop.content),
+        (g, v.CONTAINS_ENVELOPE, hop.contains),
+        (m, v.HAS_RECIPIENT, hop.recipient),
+        (m, v.HAS_REMOTE_MESSAGE, hop.remote_message),
+        (m, v.HAS_CONTENT, hop.content),
     ]
     quads += [Quad(s, p, IRI(o), g) for s, p, o in optional if o is not None]
     for index, (sig_graph, signed_graph, value) in enumerate(refs, start=1):
@@ -216,7 +218,11 @@ def _seal(signer: Signer, hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Q
 
 
 def originate(
-    signer: Signer, *, message_uri: str, recipient_uri: str, content: ContentFacts,
+    signer: Signer,
+    *,
+    message_uri: str,
+    recipient_uri: str,
+    content: ContentFacts,
     timestamp_ms: int,
 ) -> Message:
     """Publish: sign the content graph, wrap it in the first envelope and sign that."""
@@ -227,10 +233,15 @@ def originate(
     c1 = IRI(f"{message_uri}#c1")
     signature, value = _signature(signer, c1, content_quads)
     hop = _Hop(
-        message=message_uri, number=1, kind=v.PUBLICATION, sender=signer.node_uri,
-        recipient=IRI(recipient_uri).value, timestamp_ms=timestamp_ms,
+        message=message_uri,
+        number=1,
+        kind=v.PUBLICATION,
+        sender=signer.node_uri,
+        recipient=IRI(recipient_uri).value,
+        timestamp_ms=timestamp_ms,
         document_id=content.document_id,
-        fragments={f.fragment_id for f in content.fragments}, content=c1.value,
+        fragments={f.fragment_id for f in content.fragments},
+        content=c1.value,
     )
     sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])
     return Message(quads=frozenset(content_quads + signature + sealed))
@@ -249,8 +260,13 @@ def _extend(message: Message, signer: Signer, hop: _Hop) -> Message:
 
 
 def relay(
-    message: Message, signer: Signer, *, message_uri: str, recipient_uri: str,
-    fragment_ids: Collection[str], timestamp_ms: int,
+    message: Message,
+    signer: Signer,
+    *,
+    message_uri: str,
+    recipient_uri: str,
+    fragment_ids: Collection[str],
+    timestamp_ms: int,
 ) -> Message:
     """A disseminator hop: a new signed envelope around the previous one.
 
@@ -267,12 +283,22 @@ def relay(
         raise UsageError("fragment_ids must be a non-empty subset of the message's fragments")
     _check_args(signer, message_uri, message.document_id, timestamp_ms)
     outer = shape_of(message).outermost
-    return _extend(message, signer, _Hop(
-        message=message_uri, number=outer.number + 1, kind=v.RELAY, sender=signer.node_uri,
-        recipient=IRI(recipient_uri).value, timestamp_ms=timestamp_ms,
-        document_id=message.document_id, fragments=forwarded, contains=outer.name,
-        remote_message=outer.message,
-    ))
+    return _extend(
+        message,
+        signer,
+        _Hop(
+            message=message_uri,
+            number=outer.number + 1,
+            kind=v.RELAY,
+            sender=signer.node_uri,
+            recipient=IRI(recipient_uri).value,
+            timestamp_ms=timestamp_ms,
+            document_id=message.document_id,
+            fragments=forwarded,
+            contains=outer.name,
+            remote_message=outer.message,
+        ),
+    )
 
 
 def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms: int) -> Message:
@@ -281,8 +307,19 @@ def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms:
         raise TypeError("message must be a Message")
     _check_args(signer, message_uri, message.document_id, timestamp_ms)
     outer = shape_of(message).outermost
-    return _extend(message, signer, _Hop(
-        message=message_uri, number=outer.number + 1, kind=v.RECEIPT, sender=signer.node_uri,
-        recipient=None, timestamp_ms=timestamp_ms, document_id=message.document_id,
-        fragments=outer.fragments, contains=outer.name, remote_message=outer.message,
-    ))
+    return _extend(
+        message,
+        signer,
+        _Hop(
+            message=message_uri,
+            number=outer.number + 1,
+            kind=v.RECEIPT,
+            sender=signer.node_uri,
+            recipient=None,
+            timestamp_ms=timestamp_ms,
+            document_id=message.document_id,
+            fragments=outer.fragments,
+            contains=outer.name,
+            remote_message=outer.message,
+        ),
+    )

@@ -1,4 +1,4 @@
-"""Well-formedness of a whole message dataset (the paper's conditions 1–8, 10, 11).
+"""Well-formedness of a whole message dataset (the paper's conditions 1 to 8, 10 and 11).
 
 :func:`analyse` reads every graph with the strict readers of :mod:`._graphs`, then checks the
 dataset-level conditions and returns a :class:`Shape`: the envelope chain from the innermost
@@ -99,9 +99,7 @@ def _check_envelope(
     env: EnvelopeInfo, inner: EnvelopeInfo | None, sigs: Mapping[str, SignatureInfo]
 ) -> None:
     expected = set(env.content) if inner is None else {inner.name}
-    if {r.signed_graph for r in env.references} != expected or len(env.references) != len(
-        expected
-    ):
+    if {r.signed_graph for r in env.references} != expected or len(env.references) != len(expected):
         raise ProvenanceError(
             f"graph <{env.name}>: must reference exactly the signatures of {sorted(expected)}"
         )
@@ -146,7 +144,9 @@ def _read_content(
     return facts
 
 
-def _signatures(graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]) -> dict[str, SignatureInfo]:
+def _signatures(
+    graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
+) -> dict[str, SignatureInfo]:
     sigs: dict[str, SignatureInfo] = {}
     for name, kind in kinds.items():
         if kind != "signature":

@@ -7,7 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Fragment(_message.Message):
-    __slots__ = ("fragment_id", "document_id", "publisher", "concept", "position", "parent", "epoch", "key_name", "cipher_value", "leaf_index", "proof")
+    __slots__ = ("fragment_id", "document_id", "publisher", "concept", "position", "parent", "epoch", "key_name", "cipher_value", "range_proof")
+    class RangeProof(_message.Message):
+        __slots__ = ("start", "end", "path")
+        START_FIELD_NUMBER: _ClassVar[int]
+        END_FIELD_NUMBER: _ClassVar[int]
+        PATH_FIELD_NUMBER: _ClassVar[int]
+        start: int
+        end: int
+        path: _containers.RepeatedScalarFieldContainer[bytes]
+        def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., path: _Optional[_Iterable[bytes]] = ...) -> None: ...
     FRAGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
@@ -17,8 +26,7 @@ class Fragment(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEY_NAME_FIELD_NUMBER: _ClassVar[int]
     CIPHER_VALUE_FIELD_NUMBER: _ClassVar[int]
-    LEAF_INDEX_FIELD_NUMBER: _ClassVar[int]
-    PROOF_FIELD_NUMBER: _ClassVar[int]
+    RANGE_PROOF_FIELD_NUMBER: _ClassVar[int]
     fragment_id: str
     document_id: str
     publisher: str
@@ -28,12 +36,22 @@ class Fragment(_message.Message):
     epoch: int
     key_name: str
     cipher_value: bytes
-    leaf_index: int
-    proof: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, fragment_id: _Optional[str] = ..., document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., concept: _Optional[str] = ..., position: _Optional[int] = ..., parent: _Optional[int] = ..., epoch: _Optional[int] = ..., key_name: _Optional[str] = ..., cipher_value: _Optional[bytes] = ..., leaf_index: _Optional[int] = ..., proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    range_proof: Fragment.RangeProof
+    def __init__(self, fragment_id: _Optional[str] = ..., document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., concept: _Optional[str] = ..., position: _Optional[int] = ..., parent: _Optional[int] = ..., epoch: _Optional[int] = ..., key_name: _Optional[str] = ..., cipher_value: _Optional[bytes] = ..., range_proof: _Optional[_Union[Fragment.RangeProof, _Mapping]] = ...) -> None: ...
 
 class Manifest(_message.Message):
-    __slots__ = ("document_id", "publisher", "version", "issued_at_ms", "leaf_count", "root", "signature", "publisher_certificate")
+    __slots__ = ("document_id", "publisher", "version", "issued_at_ms", "leaf_count", "root", "signature", "publisher_certificate", "ranges")
+    class ConceptRange(_message.Message):
+        __slots__ = ("concept", "epoch", "first", "count")
+        CONCEPT_FIELD_NUMBER: _ClassVar[int]
+        EPOCH_FIELD_NUMBER: _ClassVar[int]
+        FIRST_FIELD_NUMBER: _ClassVar[int]
+        COUNT_FIELD_NUMBER: _ClassVar[int]
+        concept: str
+        epoch: int
+        first: int
+        count: int
+        def __init__(self, concept: _Optional[str] = ..., epoch: _Optional[int] = ..., first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +60,7 @@ class Manifest(_message.Message):
     ROOT_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    RANGES_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     publisher: str
     version: int
@@ -50,7 +69,8 @@ class Manifest(_message.Message):
     root: bytes
     signature: bytes
     publisher_certificate: bytes
-    def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
+    ranges: _containers.RepeatedCompositeFieldContainer[Manifest.ConceptRange]
+    def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., ranges: _Optional[_Iterable[_Union[Manifest.ConceptRange, _Mapping]]] = ...) -> None: ...
 
 class Dissemination(_message.Message):
     __slots__ = ("manifest", "fragments", "provenance")
@@ -137,10 +157,26 @@ class Membership(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("concepts",)
+    __slots__ = ("concepts", "resume_after")
     CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
     concepts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, concepts: _Optional[_Iterable[str]] = ...) -> None: ...
+    resume_after: int
+    def __init__(self, concepts: _Optional[_Iterable[str]] = ..., resume_after: _Optional[int] = ...) -> None: ...
+
+class UnsubscribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UnsubscribeAck(_message.Message):
+    __slots__ = ("subscriber", "site", "discarded")
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    subscriber: str
+    site: str
+    discarded: int
+    def __init__(self, subscriber: _Optional[str] = ..., site: _Optional[str] = ..., discarded: _Optional[int] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("sequence", "receipt")
@@ -159,14 +195,16 @@ class ClientMessage(_message.Message):
     def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("subscriber", "served_by", "grants")
+    __slots__ = ("subscriber", "served_by", "grants", "resumed_after")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     served_by: str
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
-    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+    resumed_after: int
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
     __slots__ = ("subscribed", "delivery")
@@ -177,12 +215,14 @@ class ServerMessage(_message.Message):
     def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ...) -> None: ...
 
 class LinkHello(_message.Message):
-    __slots__ = ("site", "block")
+    __slots__ = ("site", "block", "resume_after")
     SITE_FIELD_NUMBER: _ClassVar[int]
     BLOCK_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
     site: str
     block: str
-    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ...) -> None: ...
+    resume_after: int
+    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., resume_after: _Optional[int] = ...) -> None: ...
 
 class InterestUpdate(_message.Message):
     __slots__ = ("members",)

@@ -54,6 +54,11 @@ class DisseminatorStub:
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.LinkMessage.SerializeToString,
                 response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.Delivery.FromString,
                 _registered_method=True)
+        self.Unsubscribe = channel.unary_unary(
+                '/xdn.wire.v1.Disseminator/Unsubscribe',
+                request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.SerializeToString,
+                response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.FromString,
+                _registered_method=True)
 
 
 class DisseminatorServicer:
@@ -87,6 +92,13 @@ class DisseminatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Unsubscribe(self, request, context):
+        """A subscriber ends its (durable) subscription at the site it is registered with.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisseminatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +121,11 @@ def add_DisseminatorServicer_to_server(servicer, server):
                     servicer.Link,
                     request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.LinkMessage.FromString,
                     response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.Delivery.SerializeToString,
+            ),
+            'Unsubscribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unsubscribe,
+                    request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.FromString,
+                    response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +236,33 @@ class Disseminator:
             '/xdn.wire.v1.Disseminator/Link',
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.LinkMessage.SerializeToString,
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.Delivery.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unsubscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xdn.wire.v1.Disseminator/Unsubscribe',
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.SerializeToString,
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,187 @@
+"""audit.rows and audit.report: the pure parts of the audit, without Spark."""
+
+from __future__ import annotations
+
+import base64
+import functools
+from datetime import UTC, datetime
+from typing import Any
+
+from audit.report import AuditSummary, Failure, FanOut, HopLatency, render_report
+from audit.rows import (
+    DESCRIPTION_FIELDS,
+    check_certificate,
+    describe_graph,
+    judge_signature,
+    parse_row,
+    walk_paths,
+)
+from xdn import certs
+from xdn.provenance import ContentFacts, FragmentFact, Signer, node_description, originate
+from xdn.rdf import canonical_lines, parse_nquads
+
+NOW = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+@functools.cache
+def world() -> dict[str, Any]:
+    ca = certs.create_ca("ca", now=NOW)
+    cert, key = certs.issue(*ca, name="pub", role="publisher", now=NOW)
+    rogue_cert, _ = certs.issue(
+        *certs.create_ca("rogue", now=NOW), name="pub", role="publisher", now=NOW
+    )
+    from xdn.crypto import load_private_key_pem
+
+    signer = Signer(node_uri=certs.node_uri("pub"), private_key=load_private_key_pem(key))
+    content = ContentFacts(
+        document_id="d",
+        publisher="P",
+        manifest_root=b"\x01",
+        fragments=(FragmentFact(fragment_id="f", concept="urn:c", ciphertext_sha256=b"\x00" * 32),),
+    )
+    message = originate(
+        signer,
+        message_uri=signer.node_uri + "msg/d/1",
+        recipient_uri="https://d1.xdn.example/",
+        content=content,
+        timestamp_ms=7,
+    )
+    return {"ca": ca[0], "cert": cert.decode(), "rogue": rogue_cert.decode(), "message": message}
+
+
+def graph_lines(name: str) -> list[str]:
+    message = world()["message"]
+    return canonical_lines(q for q in message.quads if q.g is not None and q.g.value == name)
+
+
+def test_parse_row() -> None:
+    assert parse_row("  # comment") is None
+    assert parse_row("<urn:s> <urn:p> <urn:o> .") == {
+        "line": None,
+        "graph": None,
+        "error": "quad in the default graph",
+    }
+    row = parse_row('<urn:s> <urn:p> "x"@EN <urn:g> .')
+    assert row == {"line": '<urn:s> <urn:p> "x"@en <urn:g> .', "graph": "urn:g", "error": None}
+    bad = parse_row("<urn:s> <urn:p> _:o <urn:g> .")
+    assert bad is not None and str(bad["error"]).startswith("blank node as object")
+
+
+def test_describe_graph_reads_each_kind() -> None:
+    uri = world()["message"].uri
+    sig = describe_graph(uri + "#e1s", graph_lines(uri + "#e1s"))
+    assert set(sig) == {name for name, _ in DESCRIPTION_FIELDS}
+    assert (sig["kind"], sig["signed_graph"], sig["error"]) == ("signature", uri + "#e1", None)
+    env = describe_graph(uri + "#e1", graph_lines(uri + "#e1"))
+    assert (env["env_kind"], env["timestamp_ms"], env["fragments"]) == ("publication", 7, ["f"])
+    content = describe_graph(uri + "#c1", graph_lines(uri + "#c1"))
+    assert (content["kind"], content["document_id"]) == ("content", "d")
+    node = describe_graph(
+        "https://pub.xdn.example/#cert",
+        canonical_lines(
+            parse_nquads(node_description("https://pub.xdn.example/", world()["cert"].encode()))
+        ),
+    )
+    assert node["kind"] == "node" and node["cert_pem"].split() == world()["cert"].split()
+    broken = describe_graph(uri + "#e1", graph_lines(uri + "#e1")[1:])
+    assert broken["kind"] == "envelope" and broken["error"].startswith(f"graph <{uri}#e1>")
+
+
+def test_check_certificate() -> None:
+    ca, cert, rogue = world()["ca"], world()["cert"], world()["rogue"]
+    assert check_certificate("https://pub.xdn.example/", cert, ca, NOW) is None
+    assert "not <https://d1" in str(check_certificate("https://d1.xdn.example/", cert, ca, NOW))
+    assert "not issued by the trusted CA" in str(
+        check_certificate("https://pub.xdn.example/", rogue, ca, NOW)
+    )
+    assert "not valid at" in str(
+        check_certificate("https://pub.xdn.example/", cert, ca, datetime(2030, 1, 1, tzinfo=UTC))
+    )
+
+
+def test_judge_signature() -> None:
+    uri, cert, rogue = world()["message"].uri, world()["cert"], world()["rogue"]
+    lines = graph_lines(uri + "#e1")
+    value = describe_graph(uri + "#e1s", graph_lines(uri + "#e1s"))["value"]
+    signer = "https://pub.xdn.example/"
+    trusted = {"cert_pem": cert, "problem": None}
+    untrusted = {"cert_pem": rogue, "problem": "not from the CA"}
+
+    def judge(lines: list[str] | None, certs_: list[dict[str, Any]], v: str = value) -> Any:
+        return judge_signature(uri + "#e1", signer, v, lines, certs_)
+
+    assert judge(lines, [trusted]) == {"verified": True, "reason": None}
+    assert judge(lines, [untrusted, trusted])["verified"]
+    assert judge(lines[1:], [trusted])["reason"] == "signature does not verify"
+    assert judge(None, [trusted])["reason"].endswith("is in no log")
+    assert judge(lines, [])["reason"].startswith("unknown signer")
+    assert judge(lines, [untrusted])["reason"] == "forged signer: not from the CA"
+    assert judge(lines, [trusted], "%%%")["reason"] == "signature value is not base64"
+    assert judge(lines, [trusted], base64.b64encode(b"x").decode())["verified"] is False
+
+
+def hop(envelope: str, parent: str | None, kind: str = "relay", ok: bool = True) -> dict[str, Any]:
+    return {
+        "envelope": envelope,
+        "parent": parent,
+        "node": envelope.upper(),
+        "kind": kind,
+        "timestamp_ms": 1,
+        "hop_ok": ok,
+        "fragments": ["f"],
+    }
+
+
+def test_walk_paths_handles_fan_out_gaps_and_cycles() -> None:
+    paths = walk_paths(
+        [
+            hop("p", None, "publication"),
+            hop("a", "p"),
+            hop("b", "a", "receipt"),
+            hop("c", "a", ok=False),
+            hop("x", "missing", "receipt"),
+        ]
+    )
+    summary = {p["leaf"]: (p["nodes"], p["missing_envelope"], p["chain_ok"]) for p in paths}
+    assert summary == {
+        "b": (["P", "A", "B"], None, True),
+        "c": (["P", "A", "C"], None, False),
+        "x": (["X"], "missing", False),
+    }
+    assert [p["subscriber"] for p in paths] == ["B", None, "X"]
+    assert walk_paths([hop("u", "v"), hop("v", "u")]) == []  # a pure cycle has no leaf
+    looped = walk_paths([hop("u", "v"), hop("v", "u"), hop("w", "u", "receipt")])
+    assert looped[0]["leaf"] == "w" and looped[0]["chain_ok"] is False
+
+
+def test_report_is_pure_escaped_and_self_contained() -> None:
+    summary = AuditSummary(
+        messages=3,
+        signatures_verified=2,
+        signatures_failed=1,
+        chains_ok=0,
+        chains_broken=1,
+        fragments_delivered=0,
+        failures=(Failure("<urn:g>", "n", "a & b"),),
+        latencies=(
+            HopLatency(sender="https://a/", receiver="https://b/", hops=2, mean_ms=12.5, max_ms=20),
+        ),
+        fan_out=(FanOut(node="https://a/", inbound=1, outbound=2, max_fan_out=2),),
+    )
+    html = render_report(summary)
+    assert html == render_report(summary) and not summary.ok
+    assert "&lt;urn:g&gt;" in html and "a &amp; b" in html and "1 failure(s)" in html
+    assert "<svg" in html and "12.5 ms" in html and "<script" not in html
+    assert "http" not in html.replace("https://a/", "").replace("https://b/", "").replace(
+        "http://www.w3.org/2000/svg", ""
+    )
+    clean = AuditSummary(
+        messages=0,
+        signatures_verified=0,
+        signatures_failed=0,
+        chains_ok=0,
+        chains_broken=0,
+        fragments_delivered=0,
+        failures=(),
+    )
+    assert clean.ok and "Every chain verifies" in render_report(clean)
