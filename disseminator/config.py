@@ -10,7 +10,7 @@ Example ``d2.toml``::
     state_dir = "build/sites/d2"
     provenance_log = "build/logs/d2.nq"
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
-    metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port in state_dir/metrics_port)
+    metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port: state_dir/metrics_port)
 
     [tls]
     ca = "certs/ca.pem"

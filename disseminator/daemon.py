@@ -26,10 +26,10 @@ from disseminator.server import DisseminatorService
 from disseminator.store import Store
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
-from xdn.errors import ConfigError
+from xdn.errors import ConfigError, XdnError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.ontology import Ontology, load_ontology
-from xdn.policy import PolicySet, load_signed_policy
+from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
 from xdn.wire.v1 import dissemination_pb2, dissemination_pb2_grpc
 
 __all__ = ["load_policies", "serve"]
@@ -109,7 +109,7 @@ async def serve(config: SiteConfig) -> None:
             lease_s=config.lease_seconds,
         ),
         ontology=ontology,
-        policies=policies,
+        engine=PolicyEngine(policies),
         store=store,
         log_sink=log_sink,
         clock=lambda: datetime.now(UTC),
@@ -142,7 +142,11 @@ async def serve(config: SiteConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.ensure_future(_housekeeping(node, config.housekeeping_seconds))]
+    watcher = _PolicyWatcher(config, node, tls.ca_pem)
+    loop.add_signal_handler(signal.SIGHUP, watcher.reload)
+    tasks = [
+        asyncio.ensure_future(_housekeeping(node, watcher, config.housekeeping_seconds))
+    ]
     if uplink is not None:
         tasks.append(asyncio.ensure_future(uplink.run()))
     try:
@@ -157,7 +161,40 @@ async def serve(config: SiteConfig) -> None:
         log_sink.close()
 
 
-async def _housekeeping(node: SiteNode, every: float) -> None:
+async def _housekeeping(node: SiteNode, watcher: _PolicyWatcher, every: float) -> None:
     while True:
         await asyncio.sleep(every)
+        watcher.check()
         node.housekeeping()
+
+
+class _PolicyWatcher:
+    """Reload signed policies when their files change (or on SIGHUP), all or nothing."""
+
+    def __init__(self, config: SiteConfig, node: SiteNode, ca_pem: bytes) -> None:
+        self._config, self._node, self._ca_pem = config, node, ca_pem
+        self._stamp = self._stamps()
+
+    def _stamps(self) -> tuple[float, ...]:
+        stamps = []
+        for entry in self._config.publishers:
+            for path in (entry.policy, entry.policy.with_name(entry.policy.name + ".sig")):
+                try:
+                    stamps.append(path.stat().st_mtime)
+                except OSError:
+                    stamps.append(-1.0)
+        return tuple(stamps)
+
+    def check(self) -> None:
+        if self._stamps() != self._stamp:
+            self.reload()
+
+    def reload(self) -> None:
+        self._stamp = self._stamps()
+        try:
+            policies = load_policies(self._config, self._node.ontology, self._ca_pem)
+            done = self._node.reload_policies(policies)
+        except XdnError as exc:
+            log.error("policy reload refused, previous policies stay in force: %s", exc)
+            return
+        log.warning("policies reloaded (%d subscriptions changed)", len(done))

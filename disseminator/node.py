@@ -31,10 +31,10 @@ from xdn import certs, provenance
 from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
-from xdn.policy import PolicySet
+from xdn.policy import ChangeSet, PolicyEngine, PolicySet
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-__all__ = ["SiteIdentity", "SiteNode"]
+__all__ = ["SiteIdentity", "SiteNode", "to_pb_member"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,15 @@ def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> Stored
     )
 
 
+def to_pb_member(reg: Registration) -> pb.Member:
+    """The wire form of a registration."""
+    return pb.Member(
+        subscriber=reg.subscriber,
+        certificate=reg.certificate,
+        grants=[pb.Grant(publisher=p, concepts=sorted(c)) for p, c in sorted(reg.grants.items())],
+    )
+
+
 def _from_stored(stored: StoredRegistration) -> Registration:
     return Registration(
         subscriber=stored.subscriber,
@@ -76,7 +85,7 @@ class SiteNode:
         *,
         site: SiteIdentity,
         ontology: Ontology,
-        policies: PolicySet,
+        engine: PolicyEngine,
         store: Store,
         log_sink: provenance.ProvenanceLog,
         clock: Callable[[], datetime],
@@ -86,7 +95,7 @@ class SiteNode:
         self.site = site
         self.metrics = metrics or SiteMetrics(site.name)
         self.ontology = ontology
-        self.policies = policies
+        self.engine = engine
         self.store = store
         self.table = RoutingTable()
         self.served = ontology.block(site.block)
@@ -97,6 +106,9 @@ class SiteNode:
         self._generation: dict[Destination, int] = {}
         self._online: set[Destination] = set()
         self._last_seen: dict[Destination, int] = {}
+        self._requested: dict[str, frozenset[str]] = {}
+        self._link_blocks: dict[str, str] = {}
+        self._ended: dict[str, str] = {}
         self._recover()
         self.metrics.watch(self._gauges)
 
@@ -119,7 +131,7 @@ class SiteNode:
     def grants(self, cert_pem: bytes) -> dict[str, frozenset[str]]:
         """``auth_list`` of a certificate under every publisher's policy."""
         credential = certs.credential_from_pem(cert_pem)
-        return dict(self.policies.auth_lists(credential, at=self._clock()))
+        return dict(self.engine.auth_lists(credential, self._clock()))
 
     def verified_members(
         self, members: Iterable[pb.Member], served: frozenset[str]
@@ -150,7 +162,14 @@ class SiteNode:
         for stored in self.store.registrations():
             reg = _from_stored(stored)
             if stored.kind == "subscriber":
+                credential = certs.credential_from_pem(reg.certificate)
+                if not credential.valid_at(self._clock()):
+                    self.store.delete_registration("subscriber", "", reg.subscriber)
+                    self.store.drop_destination("subscriber", reg.subscriber)
+                    continue
                 self.table.local[reg.subscriber] = reg
+                self._requested[reg.subscriber] = reg.concepts()
+                self.engine.subscribe(reg.subscriber, credential, at=self._clock())
                 dest = Destination("subscriber", reg.subscriber)
             else:
                 self.table.links.setdefault(stored.owner, {})[reg.subscriber] = reg
@@ -238,7 +257,9 @@ class SiteNode:
             (fragments accepted, destinations the document reached).
         """
         appends = [a for a in map(self._plan_key, keys) if a is not None]
-        identity, graphs, reached, accepted = None, [], 0, 0
+        identity: tuple[str, str, int] | None = None
+        graphs: list[bytes] = []
+        reached = accepted = 0
         if dissemination is not None and dissemination.HasField("manifest"):
             planned = self._plan_dissemination(dissemination)
             if planned is not None:
@@ -255,7 +276,21 @@ class SiteNode:
             log.error("queue of %s %s is full; delivery refused", kind, name)
         for kind, name in last:
             self.wake(Destination(kind, name))
+        if identity is not None and dissemination is not None:
+            self._record_dissemination(dissemination, appends)
         return accepted, reached
+
+    def _record_dissemination(self, diss: pb.Dissemination, appends: Sequence[Append]) -> None:
+        """Feed the policy engine's dissemination state (temporal and separation-of-duty rules)."""
+        publisher = diss.manifest.publisher
+        changes = self.engine.mark_disseminated(publisher, {f.concept for f in diss.fragments})
+        for append in appends:
+            if append.kind == "subscriber" and append.name in self.table.local:
+                delivered = pb.Delivery.FromString(append.payload).dissemination.fragments
+                changes += self.engine.record_delivery(
+                    append.name, publisher, {f.concept for f in delivered}
+                )
+        self.apply_changes(changes)
 
     # ---- streams -------------------------------------------------------------------------
     def wake(self, destination: Destination) -> None:
@@ -317,23 +352,90 @@ class SiteNode:
                 yield delivery
 
     # ---- registrations -------------------------------------------------------------------
-    def register_local(self, registration: Registration) -> None:
-        self.table.local[registration.subscriber] = registration
-        self.store.save_registration(
-            _to_stored("subscriber", "", registration, self.now_ms())
+    def register_local(self, registration: Registration, requested: frozenset[str]) -> None:
+        """Register (or re-register) a local subscriber with the grants decided for it."""
+        name = registration.subscriber
+        if name in self.engine:
+            self.engine.unsubscribe(name)
+        self.engine.subscribe(
+            name, certs.credential_from_pem(registration.certificate), at=self._clock()
         )
+        self._ended.pop(name, None)
+        self._requested[name] = requested
+        self.table.local[name] = registration
+        self.store.save_registration(_to_stored("subscriber", "", registration, self.now_ms()))
         self._on_interest_change()
 
-    def unregister_local(self, subscriber: str) -> int:
+    def unregister_local(self, subscriber: str, *, reason: str = "") -> int:
         """Remove a subscriber and its queue; return how many deliveries were discarded."""
         destination = Destination("subscriber", subscriber)
-        self.table.local.pop(subscriber, None)
+        if self.table.local.pop(subscriber, None) is not None and subscriber in self.engine:
+            self.engine.unsubscribe(subscriber)
+        self._requested.pop(subscriber, None)
+        if reason:
+            self._ended[subscriber] = reason
         self.store.delete_registration("subscriber", "", subscriber)
         discarded = self.store.drop_destination("subscriber", subscriber)
         self.end_stream(destination)
         self._online.discard(destination)
         self._on_interest_change()
         return discarded
+
+    def ended(self, subscriber: str) -> str | None:
+        """Why a subscription was ended by the site (forced unsubscription), if it was."""
+        return self._ended.get(subscriber)
+
+    def apply_changes(self, changes: ChangeSet) -> list[str]:
+        """Act on what the policy engine says changed: narrow, widen or end subscriptions."""
+        done: list[str] = []
+        touched = {change.subscriber for change in changes}
+        for name in sorted(touched & set(self.table.local)):
+            reg = self.table.local[name]
+            wanted = self._requested.get(name, frozenset()) or self.served
+            held = self.engine.grants(name) if name in self.engine else {}
+            grants = {p: c & wanted & self.served for p, c in held.items() if c & wanted}
+            if not grants:
+                reason = (
+                    "its certificate expired"
+                    if name not in self.engine
+                    else "no policy grants it anything any more"
+                )
+                self.unregister_local(name, reason=reason)
+                done.append(f"forced unsubscription of {name}: {reason}")
+                continue
+            updated = Registration(subscriber=name, certificate=reg.certificate, grants=grants)
+            if dict(updated.grants) != dict(reg.grants):
+                self.table.local[name] = updated
+                self.store.save_registration(
+                    _to_stored("subscriber", "", updated, self.now_ms())
+                )
+                done.append(f"grants of {name} changed to {sorted(updated.concepts())}")
+        if changes:
+            self._reevaluate_links()
+            self._on_interest_change()
+        for line in done:
+            log.warning("%s", line)
+        return done
+
+    def _reevaluate_links(self) -> None:
+        for site, regs in list(self.table.links.items()):
+            members = [to_pb_member(r) for r in regs.values()]
+            block = self._link_blocks.get(site)
+            served = self.ontology.block(block) if block else self.served
+            kept = self.verified_members(members, served)
+            self.table.set_link_members(site, kept)
+            now = self.now_ms()
+            self.store.save_registrations(
+                "link", site, [_to_stored("link", site, r, now) for r in kept]
+            )
+
+    def reload_policies(self, policies: PolicySet) -> list[str]:
+        """Put new signed policies in force without a restart; all or nothing."""
+        changes = self.engine.apply(policies, at=self._clock())
+        return self.apply_changes(changes)
+
+    def set_link_block(self, site: str, block: str) -> None:
+        self._link_blocks[site] = block
 
     def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
         self.table.set_link_members(site, members)
@@ -361,13 +463,10 @@ class SiteNode:
         """Free what dead peers hold and force out expired credentials; return what was done."""
         now, now_ms, done = self._clock(), self.now_ms(), []
         lease_ms = int(self.site.lease_s * 1000)
-        for name, reg in list(self.table.local.items()):
+        done += self.apply_changes(self.engine.advance(now))
+        for name in list(self.table.local):
             destination = Destination("subscriber", name)
-            credential = certs.credential_from_pem(reg.certificate)
-            if not credential.valid_at(now):
-                self.unregister_local(name)
-                done.append(f"forced unsubscription of {name}: certificate expired")
-            elif destination not in self._online and (
+            if destination not in self._online and (
                 now_ms - self._last_seen.get(destination, now_ms) > lease_ms
             ):
                 self.unregister_local(name)

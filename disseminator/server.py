@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from disseminator.node import SiteNode
+from disseminator.node import SiteNode, to_pb_member
 from disseminator.routing import (
     Accept,
     Destination,
@@ -40,21 +40,12 @@ from xdn.grpc_tls import peer_certificate
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
-__all__ = ["REDIRECT_METADATA", "DisseminatorService", "to_member"]
+__all__ = ["REDIRECT_METADATA", "DisseminatorService"]
 
 log = logging.getLogger(__name__)
 
 REDIRECT_METADATA = "xdn-redirect"
 WINDOW = 1024
-
-
-def to_member(reg: Registration) -> pb.Member:
-    """The wire form of a registration."""
-    return pb.Member(
-        subscriber=reg.subscriber,
-        certificate=reg.certificate,
-        grants=[pb.Grant(publisher=p, concepts=sorted(c)) for p, c in sorted(reg.grants.items())],
-    )
 
 
 class _Abort(Exception):
@@ -129,14 +120,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await _abort(context, exc)
             raise
         members = [
-            to_member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
+            to_pb_member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
         ]
         return pb.Membership(members=members, site=self._node.site.name)
 
     # ---- subscribing ---------------------------------------------------------------------
     async def _admit(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> tuple[Registration, int]:
+    ) -> tuple[Registration, int, frozenset[str]]:
         """Check the subscriber and decide its subscription (paper §III.B)."""
         node = self._node
         credential = self._peer(context, role="subscriber")
@@ -164,16 +155,16 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         registration = Registration(
             subscriber=credential.name, certificate=pem, grants=decision.grants
         )
-        return registration, first.subscribe.resume_after
+        return registration, first.subscribe.resume_after, requested
 
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         node = self._node
         try:
-            registration, applied = await self._admit(request_iterator, context)
+            registration, applied, requested = await self._admit(request_iterator, context)
             destination = Destination("subscriber", registration.subscriber)
-            node.register_local(registration)
+            node.register_local(registration, requested)
             cursor = node.connect(destination, applied, WINDOW)
         except (_Abort, PeerError) as exc:
             await _abort(context, exc)
@@ -188,12 +179,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 subscribed=pb.Subscribed(
                     subscriber=registration.subscriber,
                     served_by=node.site.name,
-                    grants=to_member(registration).grants,
+                    grants=to_pb_member(registration).grants,
                     resumed_after=cursor.sent,
                 )
             )
             async for delivery in node.pump(destination, cursor, generation):
                 yield pb.ServerMessage(delivery=delivery)
+            reason = node.ended(registration.subscriber)
+            if reason is not None:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED, f"subscription ended by the site: {reason}"
+                )
         finally:
             acks.cancel()
             node.disconnect(destination, generation)
@@ -261,6 +257,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await _abort(context, exc)
             raise
         self._link_blocks[peer.name] = hello.block
+        node.set_link_block(peer.name, hello.block)
         generation = node.generation(destination)
         reader = asyncio.ensure_future(
             self._read_acks(request_iterator, destination, cursor, context)

@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from disseminator.node import SiteNode
-from disseminator.server import to_member
+from disseminator.node import SiteNode, to_pb_member
 from xdn.errors import PeerError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -40,7 +39,7 @@ class Uplink:
 
     def interest_changed(self) -> None:
         """Send our members upstream (called by the node on every change)."""
-        members = [to_member(r) for r in self._node.table.members()]
+        members = [to_pb_member(r) for r in self._node.table.members()]
         self._outgoing.put_nowait(pb.LinkMessage(interest=pb.InterestUpdate(members=members)))
 
     async def run(self) -> None:
@@ -76,7 +75,7 @@ class Uplink:
                         resume_after=node.store.counter(_APPLIED),
                     )
                 )
-                members = [to_member(r) for r in node.table.members()]
+                members = [to_pb_member(r) for r in node.table.members()]
                 yield pb.LinkMessage(interest=pb.InterestUpdate(members=members))
                 while True:
                     yield await self._outgoing.get()
