@@ -143,12 +143,12 @@ class LocalNetwork:
             signature_path(copy).write_bytes(sign_policy(copy.read_bytes(), key))
         self.logs.mkdir(parents=True, exist_ok=True)
 
-    def site_config(self, site: SiteSpec) -> Path:
+    def site_config(self, site: SiteSpec, *, port: int = 0) -> Path:
         """Write the TOML config of ``site`` (its uplink must already be running)."""
         uplink = None if site.uplink is None else f"127.0.0.1:{self.ports[site.uplink]}"
         tables: list[tuple[str, Mapping[str, object]]] = [
             ("[site]", {
-                "name": site.name, "listen": "127.0.0.1:0", "block": site.block,
+                "name": site.name, "listen": f"127.0.0.1:{port}", "block": site.block,
                 "uplink": uplink, "state_dir": f"state/{site.name}",
                 "provenance_log": f"logs/{site.name}.nq",
                 "metrics_listen": "127.0.0.1:0",
@@ -210,6 +210,31 @@ class LocalNetwork:
             for site in ready:
                 self.ports[site.name] = self._wait_port(site.name, timeout)
                 pending.remove(site)
+
+    def signal_site(self, site: str, signum: int) -> None:
+        """Send a signal to a site's process (e.g. SIGHUP: reload policies)."""
+        self._site_procs[site].send_signal(signum)
+
+    def kill_site(self, site: str) -> None:
+        """SIGKILL a site (a crash: no graceful shutdown)."""
+        proc = self._site_procs.pop(site)
+        proc.kill()
+        proc.wait()
+
+    def restart_site(self, site: str, timeout: float = 60.0) -> None:
+        """Start a stopped or killed site again on the same port, with its state on disk."""
+        spec = self.sites[site]
+        port_file = self.workdir / "state" / site / "port"
+        port_file.unlink(missing_ok=True)
+        config = self.site_config(spec, port=self.ports[site])
+        self._site_procs[site] = self._spawn(
+            site, self._xdn("disseminator", "serve", "--config", str(config))
+        )
+        self._wait_port(site, timeout)
+
+    def subscriber_running(self, name: str) -> bool:
+        proc = self._subscriber_procs.get(name)
+        return proc is not None and proc.poll() is None
 
     def address(self, site: str) -> str:
         return f"127.0.0.1:{self.ports[site]}"
