@@ -18,6 +18,7 @@ subscriber's provenance log and sent back with the acknowledgement.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,8 @@ class _Session:
         )
         self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
         self.inbox = Inbox(setup.out_dir)
+        self.inbox.reconcile(self.keyring.records())
+        self.address = setup.connect
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
         self.log = provenance.ProvenanceLog(
             setup.provenance_log, node_uri=self.signer.node_uri, cert_pem=setup.tls.cert_pem
@@ -127,9 +130,14 @@ class _Session:
         self.keyring.put(grant.publisher, grant.concept, grant.epoch, key)
         self.report.keys += 1
 
-    def on_dissemination(self, message: pb.Dissemination) -> bytes:
+    def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused)."""
         manifest = message.manifest
+        if self.keyring.version(manifest.publisher, manifest.document_id) == manifest.version:
+            log.info("%s v%d delivered again; already applied", manifest.document_id,
+                     manifest.version)
+            self.keyring.set_applied(self.address, sequence)
+            return b""
         try:
             view = open_dissemination(
                 message,
@@ -137,6 +145,7 @@ class _Session:
                 keys=self.keyring.get,
                 at=self.clock(),
                 concepts=self.report.grants.get(manifest.publisher),
+                seen=self.keyring.seen(),
             )
             received = provenance.Message.from_nquads(message.provenance)
         except PeerError as exc:
@@ -148,6 +157,7 @@ class _Session:
             self.inbox.refuse(
                 publisher=manifest.publisher, document_id=manifest.document_id, reason=str(exc)
             )
+            self.keyring.set_applied(self.address, sequence)
             return b""
         receipt = provenance.receipt(
             received,
@@ -158,23 +168,46 @@ class _Session:
             timestamp_ms=int(self.clock().timestamp() * 1000),
         )
         self.log.append(receipt)
-        self.inbox.accept(
+        self.inbox.write_view(
             publisher=view.publisher,
             document_id=view.document_id,
             version=view.version,
             view_xml=view.to_bytes(),
-            fragments=fragment_concepts(view),
         )
+        record = {
+            "publisher": view.publisher,
+            "document": view.document_id,
+            "version": view.version,
+            "fragments": fragment_concepts(view),
+            "issued_at_ms": manifest.issued_at_ms,
+            "received_at_ms": int(self.clock().timestamp() * 1000),
+        }
+        self.keyring.accept(record, address=self.address, sequence=sequence)
+        self.inbox.record(record)
         self.report.accepted += 1
         return receipt.latest_graphs_nquads()
 
 
+class _ConnectionLost(Exception):
+    """The stream to the site broke; reconnect and resume."""
+
+
 async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str | None:
-    """Run one Subscribe stream; return a redirect address, or None when finished."""
+    """Run one Subscribe stream; return a redirect address, or None when finished.
+
+    Raises:
+        _ConnectionLost: the site went away (reconnect and resume).
+        UsageError: the site refused the subscription.
+    """
     setup = session.setup
+    session.address = address
     outgoing: asyncio.Queue[pb.ClientMessage | None] = asyncio.Queue()
     outgoing.put_nowait(
-        pb.ClientMessage(subscribe=pb.SubscribeRequest(concepts=list(setup.concepts)))
+        pb.ClientMessage(
+            subscribe=pb.SubscribeRequest(
+                concepts=list(setup.concepts), resume_after=session.keyring.applied(address)
+            )
+        )
     )
 
     async def requests() -> AsyncIterator[pb.ClientMessage]:
@@ -195,7 +228,7 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
                     return None
                 message = read.result()
                 if message is grpc.aio.EOF:
-                    return None
+                    raise _ConnectionLost(f"{address} closed the stream")
                 _handle(session, message, outgoing, stop)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
@@ -203,10 +236,8 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
                     if key == _REDIRECT_METADATA:
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise UsageError(
-                    f"cannot reach disseminator at {address}: {exc.details()}"
-                ) from None
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise _ConnectionLost(f"{address}: {exc.details()}") from None
             raise UsageError(
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None
@@ -224,6 +255,9 @@ def _handle(
     setup = session.setup
     kind = message.WhichOneof("kind")
     if kind == "subscribed":
+        if message.subscribed.resumed_after < session.keyring.applied(session.address):
+            # The site lost track of our queue; dedupe by document from here on.
+            session.keyring.set_applied(session.address, message.subscribed.resumed_after)
         grants = {g.publisher: list(g.concepts) for g in message.subscribed.grants}
         session.report.served_by = message.subscribed.served_by
         session.report.grants = grants
@@ -233,6 +267,9 @@ def _handle(
         print(f"{setup.name}: subscribed at {message.subscribed.served_by}", flush=True)
         return
     delivery = message.delivery
+    if delivery.sequence <= session.keyring.applied(session.address):
+        outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence)))
+        return  # applied before a reconnect; the site did not see our ack
     receipt = b""
     body = delivery.WhichOneof("body")
     if body == "key":
@@ -240,8 +277,9 @@ def _handle(
             session.on_key(delivery.key)
         except PeerError as exc:
             print(f"{setup.name}: refused key message: {exc}", flush=True)
+        session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
-        receipt = session.on_dissemination(delivery.dissemination)
+        receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
         done = session.report.accepted + session.report.refused
         if setup.max_documents is not None and done >= setup.max_documents:
             stop.set()
@@ -256,13 +294,29 @@ async def run_subscriber(
 ) -> SubscriptionReport:
     """Subscribe and process deliveries until ``stop`` is set or max_documents arrived."""
     session = _Session(setup, clock)
-    address = setup.connect
+    address, redirects, delay = setup.connect, 0, 0.2
     try:
-        for _ in range(_MAX_REDIRECTS):
-            redirect = await _stream(session, address, stop)
+        while not stop.is_set():
+            try:
+                redirect = await _stream(session, address, stop)
+            except _ConnectionLost as exc:
+                print(f"{setup.name}: connection lost ({exc}); reconnecting", flush=True)
+                await _sleep_or_stop(stop, delay)
+                delay = min(delay * 2, 5.0)
+                continue
             if redirect is None:
-                return session.report
-            address = redirect
-        raise UsageError(f"more than {_MAX_REDIRECTS} redirects; check the sites' uplinks")
+                break
+            redirects += 1
+            if redirects > _MAX_REDIRECTS:
+                raise UsageError(
+                    f"more than {_MAX_REDIRECTS} redirects; check the sites' uplinks"
+                )
+            address, delay = redirect, 0.2
+        return session.report
     finally:
         session.close()
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

@@ -1,11 +1,20 @@
-"""A subscriber's durable state: its keyring (SQLite) and what it received (files).
+"""A subscriber's durable state (SQLite) and what it received (files).
 
-Output layout under ``OUT``::
+The state database holds the keyring (group keys by publisher, concept and epoch), the last
+delivery sequence applied from each site, and the last version accepted of each document —
+updated in one transaction per delivery, so after a crash of either side the subscriber resumes
+right after what it applied: a redelivered document is recognised and not handed to the
+application twice, an older version (a replay) is refused.
+
+Output layout under ``OUT`` (the application's view of what arrived)::
 
     subscription.json                 grants reported by the disseminator at registration
     views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view
     received.jsonl                    one line per accepted document: fragment id → concept
     refused.jsonl                     one line per refused document, with the reason
+
+``received.jsonl`` is an export of the database: at start-up it is rewritten from the database
+if a crash left the two apart.
 """
 
 from __future__ import annotations
@@ -19,17 +28,27 @@ from typing import Any
 
 __all__ = ["Inbox", "Keyring"]
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys (
+    publisher TEXT, concept TEXT, epoch INTEGER, key BLOB NOT NULL,
+    PRIMARY KEY (publisher, concept, epoch)
+);
+CREATE TABLE IF NOT EXISTS cursors (address TEXT PRIMARY KEY, applied INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
+    version INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (publisher, document)
+);
+"""
+
 
 class Keyring:
-    """Group keys this subscriber holds, by (publisher, concept, epoch)."""
+    """Keys, delivery cursors and accepted document versions of one subscriber."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS keys (publisher TEXT, concept TEXT, epoch INTEGER, "
-            "key BLOB NOT NULL, PRIMARY KEY (publisher, concept, epoch))"
-        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         self._db.close()
@@ -46,6 +65,52 @@ class Keyring:
         ).fetchone()
         return None if row is None else bytes(row[0])
 
+    # ---- delivery cursors ----------------------------------------------------------------
+    def applied(self, address: str) -> int:
+        """The last delivery sequence applied from the site at ``address`` (0: none)."""
+        row = self._db.execute(
+            "SELECT applied FROM cursors WHERE address = ?", (address,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_applied(self, address: str, sequence: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (address, sequence))
+
+    # ---- accepted documents --------------------------------------------------------------
+    def version(self, publisher: str, document: str) -> int | None:
+        """The last version of a document accepted, if any."""
+        row = self._db.execute(
+            "SELECT version FROM documents WHERE publisher = ? AND document = ?",
+            (publisher, document),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def seen(self) -> dict[tuple[str, str], int]:
+        """(publisher, document) → last version accepted."""
+        rows = self._db.execute("SELECT publisher, document, version FROM documents")
+        return {(p, d): v for p, d, v in rows}
+
+    def accept(
+        self, record: Mapping[str, Any], *, address: str, sequence: int
+    ) -> None:
+        """Record an accepted document and the delivery that carried it, atomically."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT INTO documents (publisher, document, version, record) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (publisher, document) DO UPDATE SET "
+                "version = excluded.version, record = excluded.record",
+                (record["publisher"], record["document"], record["version"],
+                 json.dumps(record, sort_keys=True)),
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO cursors VALUES (?, ?)", (address, sequence)
+            )
+
+    def records(self) -> list[str]:
+        """Every accepted document's record, oldest first (the ``received.jsonl`` lines)."""
+        return [r for (r,) in self._db.execute("SELECT record FROM documents ORDER BY id")]
+
 
 class Inbox:
     """Where verified views and the record of what arrived are written."""
@@ -60,23 +125,31 @@ class Inbox:
             out.flush()
             os.fsync(out.fileno())
 
+    def reconcile(self, records: list[str]) -> None:
+        """Rewrite ``received.jsonl`` from the database if a crash left them apart."""
+        path = self.out_dir / "received.jsonl"
+        current = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        if current != records:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in records), encoding="utf-8")
+            os.replace(tmp, path)
+
     def write_subscription(self, record: Mapping[str, Any]) -> None:
         (self.out_dir / "subscription.json").write_text(json.dumps(record, indent=2) + "\n")
 
-    def accept(
-        self, *, publisher: str, document_id: str, version: int, view_xml: bytes,
-        fragments: Mapping[str, str],
+    def write_view(
+        self, *, publisher: str, document_id: str, version: int, view_xml: bytes
     ) -> Path:
         folder = self.out_dir / "views" / publisher
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{document_id}.v{version}.xml"
-        path.write_bytes(view_xml)
-        self._append(
-            "received.jsonl",
-            {"publisher": publisher, "document": document_id, "version": version,
-             "fragments": dict(fragments)},
-        )
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(view_xml)
+        os.replace(tmp, path)
         return path
+
+    def record(self, record: Mapping[str, Any]) -> None:
+        self._append("received.jsonl", record)
 
     def refuse(self, *, publisher: str, document_id: str, reason: str) -> None:
         self._append(
