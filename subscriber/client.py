@@ -43,6 +43,17 @@ log = logging.getLogger(__name__)
 
 _REDIRECT_METADATA = "xdn-redirect"
 _MAX_REDIRECTS = 8
+# Status codes by which a site refuses a subscription; any other ends in a reconnect.
+_REFUSALS = frozenset(
+    {
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,8 +247,8 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
                     if key == _REDIRECT_METADATA:
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                raise _ConnectionLost(f"{address}: {exc.details()}") from None
+            if exc.code() not in _REFUSALS:  # the site or the connection went away
+                raise _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}") from None
             raise UsageError(
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None
