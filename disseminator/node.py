@@ -198,6 +198,14 @@ class SiteNode:
         payload = pb.Delivery(key=key).SerializeToString()
         return Append(kind=destination.kind, name=destination.name, payload=payload)
 
+    def _plan_rekey(self, rekey: pb.GroupRekey) -> list[Append]:
+        """A group rekey goes wherever a fragment of its concept would go."""
+        if rekey.concept not in self.ontology.concepts:
+            raise ProtocolError(f"rekey of unknown concept {rekey.concept!r}")
+        payload = pb.Delivery(rekey=rekey).SerializeToString()
+        plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
+        return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
+
     def _plan_dissemination(
         self, diss: pb.Dissemination
     ) -> tuple[tuple[str, str, int], list[Append], list[bytes]] | None:
@@ -249,14 +257,16 @@ class SiteNode:
         *,
         dissemination: pb.Dissemination | None = None,
         keys: Sequence[pb.KeyMessage] = (),
+        rekeys: Sequence[pb.GroupRekey] = (),
         counter: tuple[str, int] | None = None,
     ) -> tuple[int, int]:
-        """Queue key messages and a document for every destination, atomically.
+        """Queue group rekeys, key messages and a document for every destination, atomically.
 
         Returns:
             (fragments accepted, destinations the document reached).
         """
-        appends = [a for a in map(self._plan_key, keys) if a is not None]
+        appends = [a for rekey in rekeys for a in self._plan_rekey(rekey)]
+        appends += [a for a in map(self._plan_key, keys) if a is not None]
         identity: tuple[str, str, int] | None = None
         graphs: list[bytes] = []
         reached = accepted = 0

@@ -97,10 +97,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
                 )
-            if any(key.publisher != publisher.name for key in request.keys):
+            if any(m.publisher != publisher.name for m in (*request.keys, *request.rekeys)):
                 raise ProtocolError("a key message names another publisher")
             accepted, reached = self._node.route(
-                dissemination=request.dissemination, keys=list(request.keys)
+                dissemination=request.dissemination,
+                keys=list(request.keys),
+                rekeys=list(request.rekeys),
             )
         except (_Abort, PeerError) as exc:
             await _abort(context, exc)
@@ -227,7 +229,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         except _Abort as exc:
             await _abort(context, exc)
             raise
-        discarded = self._node.unregister_local(subscriber.name)
+        discarded = self._node.unregister_local(
+            subscriber.name, reason="unsubscribed at the subscriber's request"
+        )
         log.info("unsubscribed %s (%d queued deliveries dropped)", subscriber.name, discarded)
         return pb.UnsubscribeAck(
             subscriber=subscriber.name, site=self._node.site.name, discarded=discarded

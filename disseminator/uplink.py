@@ -92,6 +92,8 @@ class Uplink:
         try:
             if kind == "key":
                 self._node.route(keys=[delivery.key], counter=counter)
+            elif kind == "rekey":
+                self._node.route(rekeys=[delivery.rekey], counter=counter)
             else:
                 self._node.route(dissemination=delivery.dissemination, counter=counter)
         except PeerError as exc:

@@ -7,11 +7,15 @@ Theory of operation, per document:
    evaluates *its own* policy for it, so a disseminator cannot get keys sealed to anyone the
    policy does not authorise.
 2. Map the document (concept → XPath) into fragments; for each concept present, compare the
-   group's members with who must hold its key now and start a new epoch where they differ.
+   group's members with who must hold its key now and start a new epoch where they differ —
+   a logical key hierarchy per (publisher, concept) (:mod:`xdn.lkh`): one broadcast rekey
+   message of O(log n) wrapped keys, plus an HPKE enrolment for each joiner. New epochs and
+   their messages are committed to the key store *before* sending (an outbox), and resent
+   until the network has accepted them.
 3. Encode: encrypt each fragment under its concept's per-document key, build and sign the
    Merkle manifest; originate the signed provenance message.
-4. Send the sealed keys and the fragments in one ``Publish``; once acknowledged, store the new
-   epochs and the document version (one transaction) and append provenance to the log.
+4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
+   outbox delivered, store the document version and append provenance to the log.
 """
 
 from __future__ import annotations
@@ -26,17 +30,18 @@ from pathlib import Path
 import grpc
 
 from publisher.keystore import KeyStore
+from publisher.lkh_store import LkhStore
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
-from xdn.groupkeys import KeyGrant, plan_rekey, seal_group_key
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.lkh import EpochChange, GroupController
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
-from xdn.wireconv import dissemination_to_pb, key_grant_to_pb
+from xdn.wireconv import dissemination_to_pb, enrolment_to_pb, rekey_to_pb
 
 __all__ = ["PublishResult", "Publisher", "PublisherSetup"]
 
@@ -90,6 +95,8 @@ class Publisher:
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
         )
         self._keys = KeyStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
+        self._lkh = LkhStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
+        self._groups = self._lkh.load_all()
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
         self._log = provenance.ProvenanceLog(
             setup.provenance_log, node_uri=self._signer.node_uri, cert_pem=setup.tls.cert_pem
@@ -102,6 +109,7 @@ class Publisher:
     async def close(self) -> None:
         await self._channel.close()
         self._keys.close()
+        self._lkh.close()
         self._log.close()
 
     async def _members(self) -> tuple[str, list[_Member]]:
@@ -154,16 +162,17 @@ class Publisher:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
         present = frozenset(node.concept for node in mapped)
         site, members = await self._members()
-        wanted = {c: frozenset(m.name for m in members if c in m.concepts) for c in present}
-        current = self._keys.groups()
-        changed = plan_rekey(publisher=setup.name, current=current, members=wanted)
-        groups = {**{c: current[c] for c in present if c not in changed}, **changed}
-        by_name = {m.name: m for m in members}
-        grants: list[KeyGrant] = [
-            seal_group_key(group, subscriber, by_name[subscriber].public_key)
-            for group in changed.values()
-            for subscriber in sorted(group.members)
-        ]
+        rekeyed, enrolments = self._rekey(present, members)
+        keys = {
+            c: ConceptKey(
+                publisher=setup.name,
+                concept=c,
+                epoch=self._groups[c].epoch,
+                group_key=self._groups[c].group_key,
+            )
+            for c in present
+        }
+        outbox = self._lkh.pending()
         version = self._keys.next_version(document_id)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
@@ -172,10 +181,7 @@ class Publisher:
             publisher=setup.name,
             version=version,
             issued_at_ms=now_ms,
-            keys={
-                c: ConceptKey(publisher=setup.name, concept=c, epoch=g.epoch, group_key=g.key)
-                for c, g in groups.items()
-            },
+            keys=keys,
             signer=self._signer_key,
             concept_order=concept_order(setup.ontology),
         )
@@ -205,20 +211,47 @@ class Publisher:
                 provenance=message.to_nquads(),
                 publisher_certificate=setup.tls.cert_pem,
             ),
-            keys=[key_grant_to_pb(g) for g in grants],
+            rekeys=[rekey_to_pb(o.message) for o in outbox],
+            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
         )
         ack = await self._stub.Publish(request, timeout=120)
-        self._keys.commit(document_id, version, changed)
+        for sent in outbox:
+            self._lkh.delivered(sent.concept, sent.epoch)
+        self._keys.commit(document_id, version)
         self._log.append(message)
         return PublishResult(
             document_id=document_id,
             version=version,
             fragments=len(encoded.fragments),
             concepts=present,
-            rekeyed=frozenset(changed),
-            key_messages=len(grants),
+            rekeyed=rekeyed,
+            key_messages=enrolments + len(outbox),
             links_reached=ack.links_reached,
         )
+
+    def _rekey(
+        self, present: frozenset[str], members: list[_Member]
+    ) -> tuple[frozenset[str], int]:
+        """Start new epochs where membership changed; commit them with their messages."""
+        public_keys = {m.name: m.public_key for m in members}
+        changes: list[EpochChange] = []
+        for concept in sorted(present):
+            group = self._groups.get(concept)
+            if group is None:  # (a group with no members is falsy: it has __len__)
+                group = GroupController(publisher=self._setup.name, concept=concept)
+            wanted = {m.name for m in members if concept in m.concepts}
+            change = group.plan_members(wanted)
+            if change is None and group.epoch == 0:
+                change = group.plan()  # a group nobody may read yet still needs a key
+            if change is not None:
+                changes.append(change)
+            self._groups[concept] = group
+        enrolments = [e for c in changes for e in c.enrolments(public_keys)]
+        if changes:
+            self._lkh.commit(changes, enrolments=enrolments)
+            for change in changes:
+                self._groups[change.concept].apply(change)
+        return frozenset(c.concept for c in changes), len(enrolments)
 
     async def publish_all(self, paths: Sequence[Path]) -> list[PublishResult]:
         """Publish several documents in order."""

@@ -47,8 +47,37 @@ def _subscribe(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _unsubscribe(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from subscriber.client import unsubscribe
+    from xdn.grpc_tls import TlsFiles
+
+    certs_dir: Path = args.certs
+    tls = TlsFiles(
+        cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
+        key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
+        ca_pem=(certs_dir / "ca.pem").read_bytes(),
+    )
+    site, discarded = asyncio.run(unsubscribe(tls, args.connect))
+    print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``xdn subscribe``."""
+    """Add ``xdn subscribe`` and ``xdn unsubscribe``."""
+    unsub = subparsers.add_parser(
+        "unsubscribe",
+        help="end a subscription at the site that holds it",
+        description="Ends the (durable) subscription of this credential at a site; the site "
+        "drops its queue and the publisher rekeys the groups it leaves at the next publication.",
+    )
+    unsub.add_argument("--connect", required=True, help="the site it is registered at")
+    unsub.add_argument("--name", required=True, help="subscriber name (certificate CN)")
+    unsub.add_argument(
+        "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
+    )
+    unsub.set_defaults(func=_unsubscribe)
     parser = subparsers.add_parser(
         "subscribe",
         help="receive, decrypt and verify what a credential may see",

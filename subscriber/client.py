@@ -30,14 +30,20 @@ import grpc
 from subscriber.store import Inbox, Keyring
 from xdn import certs, crypto, provenance
 from xdn.codec import View, decode, fragment_concepts
-from xdn.errors import PeerError, ProtocolError, UsageError
-from xdn.groupkeys import open_group_key
+from xdn.errors import DecryptError, PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.lkh import EpochGapError, MemberKeys
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
-from xdn.wireconv import delivery_from_pb, key_grant_from_pb
+from xdn.wireconv import delivery_from_pb, enrolment_from_pb, rekey_from_pb
 
-__all__ = ["SubscriberSetup", "SubscriptionReport", "open_dissemination", "run_subscriber"]
+__all__ = [
+    "SubscriberSetup",
+    "SubscriptionReport",
+    "open_dissemination",
+    "run_subscriber",
+    "unsubscribe",
+]
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +141,41 @@ class _Session:
         self.keyring.close()
         self.log.close()
 
-    def on_key(self, message: pb.KeyMessage) -> None:
-        grant = key_grant_from_pb(message)
-        key = open_group_key(grant, self.setup.name, self.private_key)
-        self.keyring.put(grant.publisher, grant.concept, grant.epoch, key)
+    def on_enrolment(self, message: pb.KeyMessage) -> None:
+        """Join a group (or catch up): open our key-tree path sealed to our certificate."""
+        enrolment = enrolment_from_pb(message)
+        if enrolment.member != self.setup.name:
+            raise ProtocolError(f"key message for {enrolment.member!r} delivered to us")
+        stored = self.keyring.group_state(enrolment.publisher, enrolment.concept)
+        state = (
+            MemberKeys.enrol(enrolment, self.private_key)
+            if stored is None
+            else MemberKeys.from_bytes(stored).apply_enrolment(enrolment, self.private_key)
+        )
+        self._keep(enrolment.publisher, enrolment.concept, state)
+
+    def on_rekey(self, message: pb.GroupRekey) -> None:
+        """Apply a group's rekey broadcast to our path, if we are a member."""
+        rekey = rekey_from_pb(message)
+        stored = self.keyring.group_state(rekey.publisher, rekey.concept)
+        if stored is None:
+            return  # not (yet) a member: our enrolment carries the keys we need
+        try:
+            state = MemberKeys.from_bytes(stored).apply_rekey(rekey)
+        except EpochGapError:
+            log.warning("missed epochs of %s/%s; waiting for a path refresh",
+                        rekey.publisher, rekey.concept)
+            return
+        except DecryptError:
+            log.info("no longer a member of %s/%s", rekey.publisher, rekey.concept)
+            self.keyring.set_group(rekey.publisher, rekey.concept, None, epoch=0, key=None)
+            return
+        self._keep(rekey.publisher, rekey.concept, state)
+
+    def _keep(self, publisher: str, concept: str, state: MemberKeys) -> None:
+        self.keyring.set_group(
+            publisher, concept, state.to_bytes(), epoch=state.epoch, key=state.group_key
+        )
         self.report.keys += 1
 
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
@@ -283,11 +320,14 @@ def _handle(
         return  # applied before a reconnect; the site did not see our ack
     receipt = b""
     body = delivery.WhichOneof("body")
-    if body == "key":
+    if body in ("key", "rekey"):
         try:
-            session.on_key(delivery.key)
+            if body == "key":
+                session.on_enrolment(delivery.key)
+            else:
+                session.on_rekey(delivery.rekey)
         except PeerError as exc:
-            print(f"{setup.name}: refused key message: {exc}", flush=True)
+            print(f"{setup.name}: refused {body} message: {exc}", flush=True)
         session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
@@ -326,6 +366,21 @@ async def run_subscriber(
         return session.report
     finally:
         session.close()
+
+
+async def unsubscribe(tls: TlsFiles, address: str) -> tuple[str, int]:
+    """End this credential's subscription at ``address``; return (site, deliveries dropped)."""
+    credentials = channel_credentials(tls)
+    async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
+        try:
+            ack = await pb_grpc.DisseminatorStub(channel).Unsubscribe(
+                pb.UnsubscribeRequest(), timeout=30
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise UsageError(
+                f"unsubscribe at {address}: {exc.code().name}: {exc.details()}"
+            ) from None
+    return ack.site, ack.discarded
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

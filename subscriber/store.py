@@ -1,6 +1,7 @@
 """A subscriber's durable state (SQLite) and what it received (files).
 
-The state database holds the keyring (group keys by publisher, concept and epoch), the last
+The state database holds the keyring (group keys by publisher, concept and epoch, and this
+member's key-tree path in each group, :mod:`xdn.lkh`), the last
 delivery sequence applied from each site, and the last version accepted of each document —
 updated in one transaction per delivery, so after a crash of either side the subscriber resumes
 right after what it applied: a redelivered document is recognised and not handed to the
@@ -33,6 +34,9 @@ CREATE TABLE IF NOT EXISTS keys (
     publisher TEXT, concept TEXT, epoch INTEGER, key BLOB NOT NULL,
     PRIMARY KEY (publisher, concept, epoch)
 );
+CREATE TABLE IF NOT EXISTS groups (
+    publisher TEXT, concept TEXT, state BLOB NOT NULL, PRIMARY KEY (publisher, concept)
+);
 CREATE TABLE IF NOT EXISTS cursors (address TEXT PRIMARY KEY, applied INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
@@ -64,6 +68,34 @@ class Keyring:
             (publisher, concept, epoch),
         ).fetchone()
         return None if row is None else bytes(row[0])
+
+    # ---- key-tree state per group ---------------------------------------------------------
+    def group_state(self, publisher: str, concept: str) -> bytes | None:
+        """This member's serialised key-tree state in a (publisher, concept) group."""
+        row = self._db.execute(
+            "SELECT state FROM groups WHERE publisher = ? AND concept = ?", (publisher, concept)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def set_group(
+        self, publisher: str, concept: str, state: bytes | None, *, epoch: int, key: bytes | None
+    ) -> None:
+        """Store a group's new state and the group key of its epoch, atomically."""
+        with self._db:
+            self._db.execute("BEGIN")
+            if state is None:
+                self._db.execute(
+                    "DELETE FROM groups WHERE publisher = ? AND concept = ?", (publisher, concept)
+                )
+            else:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO groups VALUES (?, ?, ?)", (publisher, concept, state)
+                )
+            if key is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?)",
+                    (publisher, concept, epoch, key),
+                )
 
     # ---- delivery cursors ----------------------------------------------------------------
     def applied(self, address: str) -> int:

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "publisher.cli",
     "subscriber.cli",
     "xdn.admin_cli",
+    "xdn.codec_cli",
     "audit.cli",
 )
 

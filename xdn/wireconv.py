@@ -26,14 +26,16 @@ from xdn.codec import (
     merge_range_proofs,
 )
 from xdn.errors import ProtocolError
-from xdn.groupkeys import KeyGrant
+from xdn.lkh import Enrolment, RekeyMessage
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = [
     "delivery_from_pb",
     "dissemination_to_pb",
-    "key_grant_from_pb",
-    "key_grant_to_pb",
+    "enrolment_from_pb",
+    "enrolment_to_pb",
+    "rekey_from_pb",
+    "rekey_to_pb",
     "restrict_dissemination",
 ]
 
@@ -208,25 +210,47 @@ def delivery_from_pb(message: pb.Dissemination) -> Delivery:
         raise ProtocolError(f"malformed dissemination of {m.document_id!r}: {exc}") from None
 
 
-def key_grant_to_pb(grant: KeyGrant) -> pb.KeyMessage:
-    """The wire form of a sealed group key."""
-    return pb.KeyMessage(
-        publisher=grant.publisher,
-        concept=grant.concept,
-        epoch=grant.epoch,
-        subscriber=grant.subscriber,
-        sealed=grant.sealed,
-    )
-
-
-def key_grant_from_pb(message: pb.KeyMessage) -> KeyGrant:
-    """Read a received key message."""
-    if not message.publisher or not message.concept or message.epoch < 1 or not message.sealed:
-        raise ProtocolError("malformed key message: publisher, concept, epoch and seal required")
-    return KeyGrant(
+def rekey_to_pb(message: RekeyMessage) -> pb.GroupRekey:
+    """The wire form of an LKH rekey broadcast."""
+    return pb.GroupRekey(
         publisher=message.publisher,
         concept=message.concept,
         epoch=message.epoch,
-        subscriber=message.subscriber,
-        sealed=message.sealed,
+        message=message.to_bytes(),
     )
+
+
+def rekey_from_pb(message: pb.GroupRekey) -> RekeyMessage:
+    """Read a received rekey broadcast; its routing fields must match its content."""
+    rekey = RekeyMessage.from_bytes(message.message)
+    if (rekey.publisher, rekey.concept, rekey.epoch) != (
+        message.publisher,
+        message.concept,
+        message.epoch,
+    ):
+        raise ProtocolError("rekey message: routing fields do not match its content")
+    return rekey
+
+
+def enrolment_to_pb(enrolment: Enrolment) -> pb.KeyMessage:
+    """The wire form of an LKH enrolment (routed to its member only)."""
+    return pb.KeyMessage(
+        publisher=enrolment.publisher,
+        concept=enrolment.concept,
+        epoch=enrolment.epoch,
+        subscriber=enrolment.member,
+        sealed=enrolment.to_bytes(),
+    )
+
+
+def enrolment_from_pb(message: pb.KeyMessage) -> Enrolment:
+    """Read a received enrolment; its routing fields must match its content."""
+    enrolment = Enrolment.from_bytes(message.sealed)
+    if (enrolment.publisher, enrolment.concept, enrolment.epoch, enrolment.member) != (
+        message.publisher,
+        message.concept,
+        message.epoch,
+        message.subscriber,
+    ):
+        raise ProtocolError("key message: routing fields do not match its content")
+    return enrolment

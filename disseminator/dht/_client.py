@@ -89,13 +89,20 @@ class GrpcTransport:
     def _drop(self, address: str) -> None:
         entry = self._channels.pop(address, None)
         if entry is not None:
-            task = asyncio.get_running_loop().create_task(entry[0].close())
+            # let calls still running on it finish (close() would cancel them)
+            task = asyncio.get_running_loop().create_task(entry[0].close(grace=self._timeout_s))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
     async def _call(self, address: str, method: str, request: Any) -> Any:
         try:
             return await getattr(self._stub(address), method)(request, timeout=self._timeout_s)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we are being cancelled: not the peer's doing
+            self._drop(address)  # the channel was closed under the call
+            raise PeerUnavailableError(f"failed: {address} {method}: call cancelled") from None
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             what = f"{address} {method}: {code.name}: {exc.details()}"

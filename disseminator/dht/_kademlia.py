@@ -179,26 +179,46 @@ class KademliaNode:
         return result
 
     async def find_records(self, key: NodeId) -> tuple[list[SiteRecord], LookupResult]:
-        """Iterative FIND_VALUE: every verified live record under ``key``, and the lookup."""
-        result, found = await self._iterate(key, values=True)
+        """Iterative FIND_VALUE: the verified live records under ``key``, and the lookup.
+
+        Only the ``k`` nodes nearest to the key are responsible for it: records from nodes
+        met on the way there are ignored (they may hold copies that were since withdrawn),
+        and so is our own store unless we are among the ``k`` nearest. Of each site, the most
+        recently issued record wins; if that is a withdrawal, the site is left out.
+        """
+        result, replies = await self.find_value_replies(key)
         now = self.now_ms()
-        found.extend(self.store.get(key, now))
-        records = []
+        found = [r for peer in result.closest for r in replies.get(peer, ())]
+        if self._responsible(key, result):
+            found.extend(self.store.get(key, now))
+        newest: dict[str, SiteRecord] = {}
         for record in sorted(set(found), key=lambda r: (r.site, r.issued_at_ms)):
             if key_for_concept(record.block) != key:
                 log.warning("dropped a record of %r returned under a foreign key", record.site)
                 continue
             try:
-                self.check_record(record, now)
+                self.check_record(record, now, allow_withdrawal=True)
             except PeerError as exc:
                 log.warning("dropped a record a peer returned: %s", exc)
                 continue
-            records.append(record)
-        return records, result
+            newest[record.site] = record  # sorted by issue time: the last one is the newest
+        return [r for r in newest.values() if r.live_at(now)], result
+
+    async def find_value_replies(
+        self, key: NodeId
+    ) -> tuple[LookupResult, dict[Contact, tuple[SiteRecord, ...]]]:
+        """Iterative FIND_VALUE returning every responder's (unchecked) records."""
+        return await self._iterate(key, values=True)
+
+    def _responsible(self, key: NodeId, result: LookupResult) -> bool:
+        """Whether we are among the ``k`` nodes nearest to ``key`` (given a lookup of it)."""
+        if len(result.closest) < self.config.k:
+            return True
+        return self.node_id.distance(key) < result.closest[-1].node_id.distance(key)
 
     async def _iterate(
         self, target: NodeId, *, values: bool
-    ) -> tuple[LookupResult, list[SiteRecord]]:
+    ) -> tuple[LookupResult, dict[Contact, tuple[SiteRecord, ...]]]:
         self.table.touch(target, self.now_ms())
         lookup = Lookup(
             target=target,
@@ -207,7 +227,7 @@ class KademliaNode:
             k=self.config.k,
             alpha=self.config.alpha,
         )
-        found: list[SiteRecord] = []
+        replies: dict[Contact, tuple[SiteRecord, ...]] = {}
         pending: dict[asyncio.Task[ValueReply], Contact] = {}
         try:
             while not lookup.done:
@@ -217,7 +237,7 @@ class KademliaNode:
                 if not pending:
                     raise LookupStateError("lookup stalled with nothing in flight")
                 finished, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
+                for task in [t for t in pending if t in finished]:  # in query order
                     peer = pending.pop(task)
                     try:
                         reply = task.result()
@@ -227,13 +247,14 @@ class KademliaNode:
                         self.contacts.failed(peer)
                     else:
                         lookup.on_answer(peer.node_id, reply.contacts)
-                        found.extend(reply.records)
+                        if reply.records:
+                            replies[peer] = reply.records
                         self.contacts.heard_from(peer)
         finally:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        return lookup.result(), found
+        return lookup.result(), replies
 
     async def _ask(self, peer: Contact, target: NodeId, values: bool) -> ValueReply:
         if values:

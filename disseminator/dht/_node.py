@@ -39,6 +39,12 @@ class DhtNode(KademliaNode):
 
     _announced: SiteRecord | None = None
     _loop_task: asyncio.Task[None] | None = None
+    _last_issued_ms: int = -1
+
+    def _issue_time(self) -> int:
+        """Now, but strictly after anything we signed before (so newer always wins)."""
+        self._last_issued_ms = max(self.now_ms(), self._last_issued_ms + 1)
+        return self._last_issued_ms
 
     @property
     def announced(self) -> SiteRecord | None:
@@ -62,38 +68,52 @@ class DhtNode(KademliaNode):
         credentials = self._signer()
         if self.ontology.resolve(block) != block:
             raise DhtUsageError(f"cannot announce unknown block concept {block!r}")
-        previous, now = self._announced, self.now_ms()
+        previous = self._announced
         record = sign_site_record(
             credentials,
             address=self.address,
             block=block,
-            issued_at_ms=now,
+            issued_at_ms=self._issue_time(),
             ttl_ms=self.config.record_ttl_ms,
         )
         self._announced = record
         if previous is not None and previous.block != block:
-            await self._publish(self._withdrawal_of(previous, now))
+            await self._retract(previous)
         replicas = await self._publish(record)
         log.info(
             "%s announced block %s at %s (%d replicas)", record.site, block, self.address, replicas
         )
         return record
 
-    def _withdrawal_of(self, record: SiteRecord, now: int) -> SiteRecord:
+    def _withdrawal_of(self, record: SiteRecord) -> SiteRecord:
         return sign_site_record(
             self._signer(),
             address=record.address,
             block=record.block,
-            issued_at_ms=max(now, record.issued_at_ms + 1),
+            issued_at_ms=self._issue_time(),
             ttl_ms=0,
         )
 
     async def withdraw(self) -> None:
-        """Politely leave: replace our record with a signed withdrawal wherever it is stored."""
-        if self._announced is None:
-            return
-        record, self._announced = self._announced, None
-        await self._publish(self._withdrawal_of(record, self.now_ms()))
+        """Politely leave: replace our record with a signed withdrawal wherever it is stored.
+
+        "Wherever": the ``k`` nodes nearest to the key now, plus every node met on the way
+        that still returns our record (it may have been among the nearest when we announced).
+        """
+        if self._announced is not None:
+            record, self._announced = self._announced, None
+            await self._retract(record)
+
+    async def _retract(self, record: SiteRecord) -> None:
+        key = key_for_concept(record.block)
+        withdrawal = self._withdrawal_of(record)
+        self.store.put(key, withdrawal, self.now_ms())
+        result, replies = await self.find_value_replies(key)
+        holders = {
+            p for p, records in replies.items() if any(r.site == record.site for r in records)
+        }
+        targets = [*result.closest, *(p for p in holders if p not in result.closest)]
+        await asyncio.gather(*(self._store_at(p, key, withdrawal) for p in targets))
 
     async def _publish(self, record: SiteRecord) -> int:
         key = key_for_concept(record.block)
@@ -151,14 +171,12 @@ class DhtNode(KademliaNode):
     ) -> SiteRecord | None:
         """The site serving the smallest block strictly containing ``block_concept``'s block.
 
-        ``None`` when no site serves any ancestor (we are a root). Never ourselves.
+        ``None`` when no site serves any ancestor (a root block). Any node may ask on behalf
+        of any block; for our own block the answer is never ourselves.
         """
         onto = ontology or self.ontology
         records = await self._records_for(onto.ancestors(block_concept))
-        own = self.credentials.name if self.credentials else None
-        return queries.choose_uplink(
-            records, block_concept, onto, now_ms=self.now_ms(), own_site=own
-        )
+        return queries.choose_uplink(records, block_concept, onto, now_ms=self.now_ms())
 
     # ---- upkeep --------------------------------------------------------------------------------
     async def maintain(self) -> None:

@@ -82,16 +82,13 @@ def choose_uplink(
     ontology: Ontology,
     *,
     now_ms: int,
-    own_site: str | None = None,
 ) -> SiteRecord | None:
     """The site serving the smallest block that strictly contains ``block``.
 
     Ties (two sites with blocks of the same size) go to the smaller block concept id, then the
-    smaller site name, so every node picks the same uplink. ``own_site`` is never chosen.
+    smaller site name, so every node picks the same uplink.
     """
     candidates = [
-        r
-        for r in serving_sites(records, block, ontology, now_ms=now_ms)
-        if r.block != block and r.site != own_site
+        r for r in serving_sites(records, block, ontology, now_ms=now_ms) if r.block != block
     ]
     return candidates[0] if candidates else None

@@ -114,7 +114,9 @@ class SiteRecord:
         return self.expires_at_ms == self.issued_at_ms
 
     def live_at(self, now_ms: int) -> bool:
-        """Whether the record announces a site at ``now_ms``."""
+        """Whether the record announces a site at ``now_ms`` (a withdrawal never does)."""
+        if self.withdrawn:
+            return False
         return self.issued_at_ms - CLOCK_SKEW_MS <= now_ms < self.expires_at_ms
 
 

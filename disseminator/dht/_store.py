@@ -89,13 +89,15 @@ class RecordStore:
             )
 
     def get(self, key: NodeId, now_ms: int) -> tuple[SiteRecord, ...]:
-        """The live records under ``key``, by site name."""
+        """The current record of each site under ``key`` (by site name): live records and
+        withdrawals — a withdrawal tells a querier that an older live copy elsewhere is stale.
+        """
         by_site = self._records.get(key, {})
-        return tuple(r for _, r in sorted(by_site.items()) if r.live_at(now_ms))
+        return tuple(r for _, r in sorted(by_site.items()) if r.withdrawn or r.live_at(now_ms))
 
-    def get_all(self, key: NodeId) -> tuple[SiteRecord, ...]:
-        """Every record under ``key``, tombstones and expired ones included."""
-        return tuple(r for _, r in sorted(self._records.get(key, {}).items()))
+    def live(self, key: NodeId, now_ms: int) -> tuple[SiteRecord, ...]:
+        """Only the live records under ``key``."""
+        return tuple(r for r in self.get(key, now_ms) if r.live_at(now_ms))
 
     def _kept_until(self, record: SiteRecord) -> int:
         if record.withdrawn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -143,7 +144,7 @@ def test_bucket_ranges_stay_a_partition_of_the_space() -> None:
         table.observe(contact(rng.getrandbits(256)), 0)
     buckets = table.buckets()
     assert buckets[0].low == 0 and buckets[-1].high == 1 << 256
-    assert all(a.high == b.low for a, b in zip(buckets, buckets[1:], strict=False))
+    assert all(a.high == b.low for a, b in itertools.pairwise(buckets))
     for bucket in buckets:
         assert len(bucket.contacts) <= 3
         assert all(bucket.low <= own.distance(c.node_id) < bucket.high for c in bucket.contacts)
@@ -168,7 +169,9 @@ def test_closest_can_exclude_ids() -> None:
     table = RoutingTable(OWN, k=8)
     for i in (1, 2, 3):
         table.observe(contact(i), 0)
-    assert [c.node_id.value for c in table.closest(NodeId(value=0), 5, exclude=[NodeId(value=1)])] == [
+    assert [
+        c.node_id.value for c in table.closest(NodeId(value=0), 5, exclude=[NodeId(value=1)])
+    ] == [
         2,
         3,
     ]

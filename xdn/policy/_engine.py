@@ -40,7 +40,7 @@ from xdn.ontology import Ontology
 from xdn.policy._base import Decide, EngineBase
 from xdn.policy._books import Book, Rebuilt, Transitions, rebuild
 from xdn.policy._changes import Change, ChangeSet, Reason
-from xdn.policy._compiled import CompiledPolicy, OntologyBits, ProfileKey
+from xdn.policy._compiled import CompiledPolicy, ConceptSet, OntologyBits, ProfileKey
 from xdn.policy._model import Policy
 from xdn.policy._policyset import PolicySet
 
@@ -80,7 +80,8 @@ class PolicyEngine(EngineBase):
             decision = decide(book, key)
             book.add(subscriber, key)
             if decision.granted and not book.dead:
-                changes.append(_change(publisher, subscriber, decision.concepts, "subscribe"))
+                gained = ConceptSet(self._bits, decision.granted)
+                changes.append(_change(publisher, subscriber, gained, "subscribe"))
         return ChangeSet(
             changes=tuple(changes),
             reevaluated=len(self._books),
@@ -93,7 +94,7 @@ class PolicyEngine(EngineBase):
         changes: list[Change] = []
         for publisher, book in sorted(self._books.items()):
             if book.granted(subscriber):
-                lost = book.results[book.key_of[subscriber]].concepts
+                lost = ConceptSet(self._bits, book.granted(subscriber))
                 changes.append(_change(publisher, subscriber, lost, reason, gained=False))
             book.remove(subscriber)
         self._live.remove(subscriber)
@@ -282,7 +283,7 @@ class PolicyEngine(EngineBase):
 def _change(
     publisher: str,
     subscriber: str,
-    concepts: frozenset[str],
+    concepts: ConceptSet,
     reason: Reason,
     *,
     gained: bool = True,

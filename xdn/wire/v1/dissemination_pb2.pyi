@@ -96,23 +96,39 @@ class KeyMessage(_message.Message):
     sealed: bytes
     def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
 
+class GroupRekey(_message.Message):
+    __slots__ = ("publisher", "concept", "epoch", "message")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    concept: str
+    epoch: int
+    message: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., message: _Optional[bytes] = ...) -> None: ...
+
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key")
+    __slots__ = ("sequence", "dissemination", "key", "rekey")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    REKEY_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ...) -> None: ...
+    rekey: GroupRekey
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("dissemination", "keys")
+    __slots__ = ("dissemination", "keys", "rekeys")
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    REKEYS_FIELD_NUMBER: _ClassVar[int]
     dissemination: Dissemination
     keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
-    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ...) -> None: ...
+    rekeys: _containers.RepeatedCompositeFieldContainer[GroupRekey]
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ...) -> None: ...
 
 class PublishAck(_message.Message):
     __slots__ = ("document_id", "fragments_accepted", "links_reached")
