@@ -145,11 +145,15 @@ class LocalNetwork:
 
     def site_config(self, site: SiteSpec, *, port: int = 0) -> Path:
         """Write the TOML config of ``site`` (its uplink must already be running)."""
-        uplink = None if site.uplink is None else f"127.0.0.1:{self.ports[site.uplink]}"
+        # Downlinks find their uplink through the DHT, bootstrapping from the root site.
+        roots = [s.name for s in self.sites.values() if s.uplink is None]
+        bootstrap = [
+            f"127.0.0.1:{self.ports[r]}" for r in roots if r in self.ports and r != site.name
+        ]
         tables: list[tuple[str, Mapping[str, object]]] = [
             ("[site]", {
                 "name": site.name, "listen": f"127.0.0.1:{port}", "block": site.block,
-                "uplink": uplink, "state_dir": f"state/{site.name}",
+                "state_dir": f"state/{site.name}",
                 "provenance_log": f"logs/{site.name}.nq",
                 "metrics_listen": "127.0.0.1:0",
             }),
@@ -158,6 +162,7 @@ class LocalNetwork:
                 "key": f"certs/{site.name}.key",
             }),
             ("[ontology]", {"files": [str(ONTOLOGY)]}),
+            ("[dht]", {"bootstrap": bootstrap}),
         ]
         for spec in self.publishers.values():
             tables.append(("[[publisher]]", {

@@ -20,6 +20,9 @@ Example ``d2.toml``::
     [ontology]
     files = ["ontology/production.owl"]
 
+    [dht]                            # site discovery (see docs/dht.md); optional
+    bootstrap = ["127.0.0.1:50051"]  # any running site; without `uplink` the uplink is found here
+
     [[publisher]]                    # one per publisher whose policy this site enforces
     name = "production-dept"
     certificate = "certs/production-dept.pem"
@@ -32,10 +35,11 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disseminator.dht import DhtConfig
 from xdn.errors import ConfigError
 
 __all__ = ["PublisherEntry", "SiteConfig", "load_site_config"]
@@ -68,6 +72,7 @@ class SiteConfig:
     lease_seconds: float = 86_400.0
     housekeeping_seconds: float = 5.0
     metrics_listen: str | None = None
+    dht: DhtConfig = field(default_factory=DhtConfig)
 
     def __post_init__(self) -> None:
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
@@ -149,5 +154,6 @@ def load_site_config(path: Path) -> SiteConfig:
         ontology_files=tuple(resolve(f) for f in files),
         publishers=tuple(publishers),
         metrics_listen=metrics_listen,
+        dht=DhtConfig.from_mapping(data.get("dht", {}), source=f"{path} [dht]"),
         **timings,
     )

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
+from disseminator.dht import DHT_SERVICE_NAME, DhtNode, add_dht_to_server, create_grpc_node
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.server import DisseminatorService
@@ -97,10 +99,10 @@ async def serve(config: SiteConfig) -> None:
     )
     store = Store(config.state_dir / "site.sqlite")
     metrics = SiteMetrics(config.name)
-    uplink: Uplink | None = None
+    uplinks: list[Uplink] = []
 
     def interest_changed() -> None:
-        if uplink is not None:
+        for uplink in uplinks:
             uplink.interest_changed()
 
     node = SiteNode(
@@ -116,26 +118,30 @@ async def serve(config: SiteConfig) -> None:
         on_interest_change=interest_changed,
         metrics=metrics,
     )
-    if config.uplink is not None:
-        uplink = Uplink(node, config.uplink)
     service = DisseminatorService(node)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     dissemination_pb2_grpc.add_DisseminatorServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (_SERVICE_NAME, DHT_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     port = server.add_secure_port(config.listen, server_credentials(tls))
     if port == 0:
         raise ConfigError(f"cannot listen on {config.listen}")
+    dht = create_grpc_node(
+        tls=tls,
+        address=config.dht.advertise or f"{config.listen.rpartition(':')[0]}:{port}",
+        ontology=ontology,
+        config=config.dht,
+    )
+    add_dht_to_server(server, dht)
     await server.start()
     await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     if config.metrics_listen:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
-    _write_port(config.state_dir, port)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
     stop = asyncio.Event()
@@ -145,20 +151,64 @@ async def serve(config: SiteConfig) -> None:
     watcher = _PolicyWatcher(config, node, tls.ca_pem)
     loop.add_signal_handler(signal.SIGHUP, watcher.reload)
     tasks = [
-        asyncio.ensure_future(_housekeeping(node, watcher, config.housekeeping_seconds))
+        asyncio.ensure_future(_housekeeping(node, watcher, config.housekeeping_seconds)),
+        asyncio.ensure_future(
+            _discovery(config, node, dht, uplinks, lambda: _write_port(config.state_dir, port))
+        ),
     ]
-    if uplink is not None:
-        tasks.append(asyncio.ensure_future(uplink.run()))
     try:
         await stop.wait()
     finally:
         log.info("site %s stopping", config.name)
         for task in tasks:
             task.cancel()
+        await dht.stop(leave=True)
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=1.0)
         store.close()
         log_sink.close()
+
+
+async def _discovery(
+    config: SiteConfig,
+    node: SiteNode,
+    dht: DhtNode,
+    uplinks: list[Uplink],
+    on_joined: Callable[[], None],
+) -> None:
+    """Join the DHT, announce our block, find our uplink (unless configured), link to it.
+
+    ``on_joined`` runs once the site is announced (the launcher's readiness signal).
+    """
+    delay = 0.2
+    while True:
+        try:
+            if config.dht.bootstrap:
+                await dht.bootstrap()
+            await dht.announce(config.block)
+            on_joined()
+            break
+        except XdnError as exc:
+            log.warning("DHT join failed: %s; retrying in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    dht.start()
+    address = config.uplink
+    delay = 0.2
+    while address is None and node.ontology.parents(config.block):
+        record = await dht.find_uplink(config.block)
+        if record is not None:
+            address = record.address
+            log.info("uplink found through the DHT: %s at %s", record.site, address)
+            break
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+    if address is None:
+        return  # a root site
+    node.uplink_address = address
+    uplink = Uplink(node, address)
+    uplinks.append(uplink)
+    await uplink.run()
 
 
 async def _housekeeping(node: SiteNode, watcher: _PolicyWatcher, every: float) -> None:

@@ -93,6 +93,7 @@ class SiteNode:
         metrics: SiteMetrics | None = None,
     ) -> None:
         self.site = site
+        self.uplink_address = site.uplink  # found through the DHT when not configured
         self.metrics = metrics or SiteMetrics(site.name)
         self.ontology = ontology
         self.engine = engine

@@ -143,7 +143,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown concept {concept!r}")
             requested |= node.ontology.block(concept)
         decision = decide_subscription(
-            node.grants(pem), requested=requested, served=node.served, uplink=node.site.uplink
+            node.grants(pem), requested=requested, served=node.served, uplink=node.uplink_address
         )
         if isinstance(decision, Redirect):
             raise _Abort(
