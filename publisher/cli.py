@@ -19,12 +19,7 @@ def _publish(args: argparse.Namespace) -> int:
     from xdn.ontology import load_ontology
     from xdn.policy import load_policy
 
-    certs_dir: Path = args.certs
-    tls = TlsFiles(
-        cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
-        key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
-        ca_pem=(certs_dir / "ca.pem").read_bytes(),
-    )
+    tls = TlsFiles.from_dir(args.certs, args.name)
     ontology = load_ontology(args.ontology)
     setup = PublisherSetup(
         name=args.name,

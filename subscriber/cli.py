@@ -15,14 +15,9 @@ def _subscribe(args: argparse.Namespace) -> int:
     from subscriber.client import SubscriberSetup, run_subscriber
     from xdn.grpc_tls import TlsFiles
 
-    certs_dir: Path = args.certs
     setup = SubscriberSetup(
         name=args.name,
-        tls=TlsFiles(
-            cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
-            key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
-            ca_pem=(certs_dir / "ca.pem").read_bytes(),
-        ),
+        tls=TlsFiles.from_dir(args.certs, args.name),
         connect=args.connect,
         out_dir=args.out,
         state_dir=args.state_dir / args.name,
@@ -53,12 +48,7 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     from subscriber.client import unsubscribe
     from xdn.grpc_tls import TlsFiles
 
-    certs_dir: Path = args.certs
-    tls = TlsFiles(
-        cert_pem=(certs_dir / f"{args.name}.pem").read_bytes(),
-        key_pem=(certs_dir / f"{args.name}.key").read_bytes(),
-        ca_pem=(certs_dir / "ca.pem").read_bytes(),
-    )
+    tls = TlsFiles.from_dir(args.certs, args.name)
     site, discarded = asyncio.run(unsubscribe(tls, args.connect))
     print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
@@ -42,6 +43,15 @@ class TlsFiles:
 
     def __repr__(self) -> str:
         return "TlsFiles(<redacted>)"
+
+    @classmethod
+    def from_dir(cls, directory: Path, name: str) -> TlsFiles:
+        """Read ``NAME.pem``, ``NAME.key`` and ``ca.pem`` from a certificate directory."""
+        return cls(
+            cert_pem=(directory / f"{name}.pem").read_bytes(),
+            key_pem=(directory / f"{name}.key").read_bytes(),
+            ca_pem=(directory / "ca.pem").read_bytes(),
+        )
 
 
 def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
