@@ -321,9 +321,17 @@ E2 = mid("d1", "a") + "#e2"
 C1 = mid("pub", "1") + "#c1"
 
 
+def _alter_first_digest(quads: set[Quad]) -> None:
+    (table,) = [q for q in quads if q.p.value == XDN + "fragmentTable"]
+    first, *rest = table.o.value.split("\n")
+    fragment_id, concept, _ = first.split("\t")
+    altered = "\n".join([f"{fragment_id}\t{concept}\t{'AB' * 32}", *rest])
+    quads.remove(table)
+    quads.add(Quad(table.s, table.p, Literal(altered), table.g))
+
+
 def test_altered_content_quad_is_refused_naming_the_graph() -> None:
-    digest = Literal("AB" * 32, "http://www.w3.org/2001/XMLSchema#hexBinary")
-    data = edit(full(), replace_object("#c1", XDN + "ciphertextSha256", digest, "#fragment1"))
+    data = edit(full(), _alter_first_digest)
     with pytest.raises(SignatureError, match=rf"<{C1}s> does not verify graph <{C1}>"):
         verify_bytes(data)
 

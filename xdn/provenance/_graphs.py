@@ -220,9 +220,10 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         raise _fail(name, f"a {kind} envelope has the wrong msg:hasRemoteMessage/hasContent")
     if publication != (contains is None):
         raise _fail(name, "only a publication envelope may contain no other envelope")
-    fragments = body.literals(v.CARRIES_FRAGMENT)
-    if not fragments:
-        raise _fail(name, "carries no fragment")
+    carried = body.one_literal(v.CARRIES_FRAGMENTS).split("\n")
+    fragments = set(carried)
+    if carried != sorted(fragments) or "" in fragments:
+        raise _fail(name, "xdn:carriesFragments must list distinct fragment ids, sorted")
     stamp = v.HAS_RECEIVED_TIMESTAMP if receipt else v.HAS_SENT_TIMESTAMP
     return EnvelopeInfo(
         name=name,
@@ -268,26 +269,21 @@ def _hex(node: _Node, predicate: IRI) -> bytes:
     return bytes.fromhex(lexical)
 
 
-def _concept(node: _Node) -> str:
-    terms = node.terms(v.CONCEPT)
-    if len(terms) != 1 or (isinstance(terms[0], Literal) and terms[0].datatype != XSD_STRING):
-        raise node._err(v.CONCEPT, "needs exactly one IRI or string for")
-    return terms[0].value
-
-
-def _fragment(name: str, message: str, nodes: dict[str, _Node], uri: str) -> FragmentFact:
-    if not uri.startswith(f"{message}#fragment") or uri not in nodes:
-        raise _fail(name, f"fragment <{uri}> is not described in the content graph")
-    node = nodes[uri]
-    if node.iris(v.RDF_TYPE) != [v.FRAGMENT.value]:
-        raise _fail(name, f"<{uri}> must have exactly the type xdn:Fragment")
-    fact = FragmentFact(
-        fragment_id=node.one_literal(v.FRAGMENT_ID),
-        concept=_concept(node),
-        ciphertext_sha256=_hex(node, v.CIPHERTEXT_SHA256),
-    )
-    node.done()
-    return fact
+def _fragment_table(name: str, table: str) -> list[FragmentFact]:
+    facts, ids = [], []
+    for number, line in enumerate(table.split("\n"), start=1):
+        parts = line.split("\t")
+        if len(parts) != 3 or not _HEX.fullmatch(parts[2]) or len(parts[2]) != 64:
+            raise _fail(name, f"fragment table line {number} is not 'id TAB concept TAB sha256'")
+        ids.append(parts[0])
+        facts.append(
+            FragmentFact(
+                fragment_id=parts[0], concept=parts[1], ciphertext_sha256=bytes.fromhex(parts[2])
+            )
+        )
+    if ids != sorted(set(ids)):
+        raise _fail(name, "the fragment table must list distinct fragment ids, sorted")
+    return facts
 
 
 def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
@@ -301,10 +297,9 @@ def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
     doc = nodes[doc_uri]
     if doc.iris(v.RDF_TYPE) != [v.DOCUMENT.value]:
         raise _fail(name, "the document must have exactly the type xdn:Document")
-    members = doc.iris(v.HAS_FRAGMENT)
-    _only(name, nodes, {doc_uri, *members})
+    _only(name, nodes, {doc_uri})
     try:
-        fragments = [_fragment(name, match["msg"], nodes, uri) for uri in members]
+        fragments = _fragment_table(name, doc.one_literal(v.FRAGMENT_TABLE))
         facts = ContentFacts(
             document_id=doc.one_literal(v.DOCUMENT_ID),
             publisher=doc.one_literal(v.PUBLISHER),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from xdn import crypto
 from xdn.errors import UsageError
 from xdn.provenance import _vocab as v
-from xdn.provenance._facts import ContentFacts, Signer
+from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
 from xdn.provenance._shape import Shape, analyse, message_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
 
@@ -124,6 +124,14 @@ def _hex(data: bytes) -> Literal:
     return Literal(data.hex().upper(), v.XSD_HEX)
 
 
+def fragment_line(fact: FragmentFact) -> str:
+    """One line of a content graph's fragment table."""
+    for text in (fact.fragment_id, fact.concept):
+        if not text or "\t" in text or "\n" in text:
+            raise ValueError("fragment ids and concepts must be non-empty, with no tab or newline")
+    return f"{fact.fragment_id}\t{fact.concept}\t{fact.ciphertext_sha256.hex().upper()}"
+
+
 def _content_quads(message: str, content: ContentFacts) -> list[Quad]:
     g, doc = IRI(f"{message}#c1"), IRI(f"{message}#document")
     quads = [
@@ -133,19 +141,8 @@ def _content_quads(message: str, content: ContentFacts) -> list[Quad]:
         Quad(doc, v.MANIFEST_ROOT, _hex(content.manifest_root), g),
     ]
     ordered = sorted(content.fragments, key=lambda f: f.fragment_id)
-    for index, fact in enumerate(ordered, start=1):
-        node = IRI(f"{message}#fragment{index}")
-        try:
-            concept: IRI | Literal = IRI(fact.concept)
-        except ValueError:
-            concept = Literal(fact.concept)
-        quads += [
-            Quad(doc, v.HAS_FRAGMENT, node, g),
-            Quad(node, v.RDF_TYPE, v.FRAGMENT, g),
-            Quad(node, v.FRAGMENT_ID, Literal(fact.fragment_id), g),
-            Quad(node, v.CONCEPT, concept, g),
-            Quad(node, v.CIPHERTEXT_SHA256, _hex(fact.ciphertext_sha256), g),
-        ]
+    table = "\n".join(fragment_line(f) for f in ordered)
+    quads.append(Quad(doc, v.FRAGMENT_TABLE, Literal(table), g))
     return quads
 
 
@@ -176,7 +173,7 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
         Quad(m, v.HAS_SENDER, IRI(hop.sender), g),
         Quad(m, stamp, Literal(str(hop.timestamp_ms), v.XSD_LONG), g),
         Quad(m, v.DOCUMENT_ID, Literal(hop.document_id), g),
-        *(Quad(m, v.CARRIES_FRAGMENT, Literal(f), g) for f in sorted(hop.fragments)),
+        Quad(m, v.CARRIES_FRAGMENTS, Literal("\n".join(sorted(hop.fragments))), g),
     ]
     optional = [
         (g, v.CONTAINS_ENVELOPE, hop.contains),

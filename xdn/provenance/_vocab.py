@@ -46,15 +46,15 @@ PUBLICATION: Final = IRI(XDN + "Publication")
 RELAY: Final = IRI(XDN + "Relay")
 RECEIPT: Final = IRI(XDN + "Receipt")
 DOCUMENT: Final = IRI(XDN + "Document")
-FRAGMENT: Final = IRI(XDN + "Fragment")
 DOCUMENT_ID: Final = IRI(XDN + "documentId")
 PUBLISHER: Final = IRI(XDN + "publisher")
 MANIFEST_ROOT: Final = IRI(XDN + "manifestRoot")
-HAS_FRAGMENT: Final = IRI(XDN + "hasFragment")
-FRAGMENT_ID: Final = IRI(XDN + "fragmentId")
 CONCEPT: Final = IRI(XDN + "concept")
-CIPHERTEXT_SHA256: Final = IRI(XDN + "ciphertextSha256")
-CARRIES_FRAGMENT: Final = IRI(XDN + "carriesFragment")
+#: Compact forms (one literal however many fragments): the content graph's fragment table,
+#: one line ``id TAB concept TAB SHA-256 hex`` per fragment sorted by id, and an envelope's
+#: carried fragment ids, one per line, sorted.
+FRAGMENT_TABLE: Final = IRI(XDN + "fragmentTable")
+CARRIES_FRAGMENTS: Final = IRI(XDN + "carriesFragments")
 NODE_DESCRIPTION: Final = IRI(XDN + "NodeDescription")
 CERTIFICATE: Final = IRI(XDN + "certificate")
 
