@@ -13,6 +13,7 @@ import json
 import pkgutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import benchmarks
@@ -30,13 +31,20 @@ def main() -> int:
     )
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     results = {r["name"]: r for r in previous}
+    failed: list[str] = []
     for name in modules:
         if args.only not in name:
             continue
         print(f"== {name}", flush=True)
         started = time.perf_counter()
-        module = importlib.import_module(f"benchmarks.{name}")
-        for result in module.run(quick=args.quick):
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+            produced = module.run(quick=args.quick)
+        except Exception:  # one broken benchmark must not lose the others' figures
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        for result in produced:
             results[result.name] = result.as_json()
             print(
                 f"   {result.name:<40} {result.value:>12.4g} {result.unit:<10} "
@@ -45,9 +53,12 @@ def main() -> int:
                 flush=True,
             )
         print(f"   ({time.perf_counter() - started:.1f}s)", flush=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(list(results.values()), indent=2) + "\n")
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(list(results.values()), indent=2) + "\n")
     print(f"results: {RESULTS}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

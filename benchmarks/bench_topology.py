@@ -143,7 +143,7 @@ def run(quick: bool) -> list[Result]:
     )
     sites = sum(1 for c in tree.nodes if tree.out_degree(c) > 0)
     note = (
-        f"{len(grants)} subscribers, {sites} sites, {len(docs)} documents × 60 fragments; "
+        f"{len(grants)} subscribers, {sites} sites, {len(docs)} documents x 60 fragments; "
         f"star {star}, p2p {p2p}, broadcast {broadcast} bytes; DAG duplicate sends {duplicates}"
     )
     return [

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from deploy.pki import Party, ensure_ca, issue_party
+from deploy.pki import Party, ensure_ca, issue_party, write_crl
 from xdn import crypto
 from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
@@ -134,6 +134,8 @@ class LocalNetwork:
         ]
         for party in parties:
             issue_party(self.certs, party, now=now)
+        if not (self.certs / "crl.pem").exists():
+            write_crl(self.certs, now=now)  # empty; `xdn certs revoke` rewrites it
         policy_dir = self.workdir / "policies"
         policy_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.publishers.values():
@@ -160,6 +162,7 @@ class LocalNetwork:
             ("[tls]", {
                 "ca": "certs/ca.pem", "cert": f"certs/{site.name}.pem",
                 "key": f"certs/{site.name}.key",
+                "crl": "certs/crl.pem" if (self.certs / "crl.pem").exists() else None,
             }),
             ("[ontology]", {"files": [str(ONTOLOGY)]}),
             ("[dht]", {"bootstrap": bootstrap}),
@@ -283,7 +286,7 @@ class LocalNetwork:
 
     def publish(
         self, publisher: str, documents: Sequence[Path], *, site: str = "d1",
-        wait_for: Sequence[str] = (), timeout: float = 120.0,
+        wait_for: Sequence[str] = (), timeout: float = 120.0, rate: float | None = None,
     ) -> str:
         """Run ``xdn publish`` to completion; return its output."""
         spec = self.publishers[publisher]
@@ -295,6 +298,8 @@ class LocalNetwork:
         )
         for name in wait_for:
             args += ["--wait-for", name]
+        if rate is not None:
+            args += ["--rate", str(rate)]
         done = subprocess.run(
             args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
         )

@@ -37,7 +37,11 @@ def _publish(args: argparse.Namespace) -> int:
         try:
             if args.wait_for:
                 await publisher.wait_for_members(args.wait_for, timeout=args.wait_timeout)
-            for doc in args.documents:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for index, doc in enumerate(args.documents):
+                if args.rate:  # pace the documents: the n-th leaves at n / rate seconds
+                    await asyncio.sleep(max(0.0, start + index / args.rate - loop.time()))
                 result = await publisher.publish(doc)
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
                 print(
@@ -86,5 +90,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--wait-timeout", type=float, default=30.0, help="seconds --wait-for waits (default 30)"
+    )
+    parser.add_argument(
+        "--rate", type=float, help="publish at most this many documents per second"
     )
     parser.set_defaults(func=_publish)
