@@ -24,6 +24,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = (
     "deploy.demo_cli",
     "deploy.certs_cli",
+    "deploy.cluster_cli",
     "disseminator.cli",
     "publisher.cli",
     "subscriber.cli",
