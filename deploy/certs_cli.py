@@ -1,4 +1,4 @@
-"""``xdn certs``: create a development CA and issue certificates."""
+"""``xdn certs``: create a development CA, issue certificates, revoke them (CRL)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.pki import Party, ensure_ca, issue_party
+from deploy.pki import CRL_DAYS, Party, ensure_ca, issue_party, revoke_party, write_crl
 from xdn import certs
 from xdn.errors import UsageError
 
@@ -49,8 +49,20 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _revoke(args: argparse.Namespace) -> int:
+    serial = revoke_party(args.dir, args.name, now=datetime.now(UTC), days=args.days)
+    print(f"revoked certificate of {args.name} (serial {serial:x})")
+    print(f"CRL: {args.dir / 'crl.pem'}")
+    return 0
+
+
+def _crl(args: argparse.Namespace) -> int:
+    print(f"CRL: {write_crl(args.dir, now=datetime.now(UTC), days=args.days)}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``xdn certs init|issue|show``."""
+    """Add ``xdn certs init|issue|show|revoke|crl``."""
     parser = subparsers.add_parser(
         "certs", help="development CA and certificates", description=__doc__
     )
@@ -79,3 +91,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show = sub.add_parser("show", help="print what a certificate says (role, subject, validity)")
     show.add_argument("cert", type=Path, help="certificate PEM file")
     show.set_defaults(func=_show)
+    revoke = sub.add_parser(
+        "revoke",
+        help="revoke NAME's certificate and rewrite the CRL (crl.pem) in --dir",
+        description="Appends NAME's serial to revoked.txt and rewrites crl.pem, signed by the "
+        "CA. Sites with `[tls] crl` reload it at once and end NAME's connections.",
+    )
+    revoke.add_argument("--dir", type=Path, required=True, help="certificate directory with the CA")
+    revoke.add_argument("--name", required=True, help="whose certificate (NAME.pem) to revoke")
+    crl = sub.add_parser("crl", help="re-sign crl.pem from revoked.txt (before it goes stale)")
+    crl.add_argument("--dir", type=Path, required=True, help="certificate directory with the CA")
+    for action in (revoke, crl):
+        action.add_argument(
+            "--days", type=int, default=CRL_DAYS,
+            help=f"days until the CRL goes stale (default {CRL_DAYS})",
+        )
+    revoke.set_defaults(func=_revoke)
+    crl.set_defaults(func=_crl)

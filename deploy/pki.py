@@ -4,6 +4,8 @@ Layout of a certificate directory::
 
     ca.pem  ca.key            the development CA
     NAME.pem NAME.key         one pair per party (site, publisher, subscriber)
+    revoked.txt               revoked certificates, one ``SERIAL-HEX NAME ISO-TIME`` a line
+    crl.pem                   the CA-signed CRL made from revoked.txt (sites reload it)
 
 Keys are written with mode 0600. This is tooling for development networks and tests; a real
 deployment brings its own CA and only uses ``xdn certs issue``-style requests against it.
@@ -14,13 +16,24 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from xdn import certs
 from xdn.errors import UsageError
 
-__all__ = ["Party", "PartyFiles", "ensure_ca", "issue_party", "party_files"]
+__all__ = [
+    "CRL_DAYS",
+    "Party",
+    "PartyFiles",
+    "ensure_ca",
+    "issue_party",
+    "party_files",
+    "revoke_party",
+    "write_crl",
+]
+
+CRL_DAYS = 30
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,3 +104,57 @@ def issue_party(directory: Path, party: Party, *, now: datetime, days: int = 365
     _write_private(files.key, key_pem)
     files.cert.write_bytes(cert_pem)
     return files
+
+
+def _ca_pair(directory: Path) -> tuple[bytes, bytes]:
+    cert, key = directory / "ca.pem", directory / "ca.key"
+    if not cert.exists() or not key.exists():
+        raise UsageError(f"{directory}: no CA here; run `xdn certs init --dir {directory}` first")
+    return cert.read_bytes(), key.read_bytes()
+
+
+def _revoked(directory: Path) -> list[tuple[int, str, datetime]]:
+    path = directory / "revoked.txt"
+    if not path.exists():
+        return []
+    entries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            serial, name, when = line.split()
+            entries.append((int(serial, 16), name, datetime.fromisoformat(when)))
+        except ValueError:
+            raise UsageError(f"{path}:{number}: expected `SERIAL-HEX NAME ISO-TIME`") from None
+    return entries
+
+
+def write_crl(directory: Path, *, now: datetime, days: int = CRL_DAYS) -> Path:
+    """(Re)write ``crl.pem`` from ``revoked.txt``, signed by the CA; return its path.
+
+    The file is replaced atomically, so a site watching it never reads half a CRL.
+    """
+    if days <= 0:
+        raise UsageError("a CRL must be valid for at least one day")
+    ca_cert, ca_key = _ca_pair(directory)
+    pem = certs.create_crl(
+        ca_cert, ca_key, [(serial, when) for serial, _, when in _revoked(directory)],
+        now=now, next_update=now + timedelta(days=days),
+    )
+    path, tmp = directory / "crl.pem", directory / "crl.pem.tmp"
+    tmp.write_bytes(pem)
+    os.replace(tmp, path)
+    return path
+
+
+def revoke_party(directory: Path, name: str, *, now: datetime, days: int = CRL_DAYS) -> int:
+    """Revoke the current certificate of ``name`` and rewrite the CRL; return its serial."""
+    cert = party_files(directory, name).cert
+    if not cert.exists():
+        raise UsageError(f"{directory}: no certificate {cert.name} to revoke")
+    serial = certs.credential_from_pem(cert.read_bytes()).serial
+    if all(serial != known for known, _, _ in _revoked(directory)):
+        with open(directory / "revoked.txt", "a", encoding="utf-8") as out:
+            out.write(f"{serial:x} {name} {now.isoformat()}\n")
+    write_crl(directory, now=now, days=days)
+    return serial

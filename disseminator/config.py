@@ -16,6 +16,7 @@ Example ``d2.toml``::
     ca = "certs/ca.pem"
     cert = "certs/d2.pem"
     key = "certs/d2.key"
+    crl = "certs/crl.pem"            # optional; reloaded when it changes or on SIGHUP
 
     [ontology]
     files = ["ontology/production.owl"]
@@ -73,6 +74,7 @@ class SiteConfig:
     housekeeping_seconds: float = 5.0
     metrics_listen: str | None = None
     dht: DhtConfig = field(default_factory=DhtConfig)
+    crl: Path | None = None
 
     def __post_init__(self) -> None:
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
@@ -135,6 +137,9 @@ def load_site_config(path: Path) -> SiteConfig:
     if uplink is not None and not isinstance(uplink, str):
         raise ConfigError(f"{path}: [site] uplink must be HOST:PORT")
     name = _str(site, "name", path, "site")
+    crl = tls.get("crl")
+    if crl is not None and (not isinstance(crl, str) or not crl):
+        raise ConfigError(f"{path}: [tls] crl must be the path of a PEM CRL")
     timings = {}
     for key in ("lease_seconds", "housekeeping_seconds"):
         if key in site:
@@ -151,6 +156,7 @@ def load_site_config(path: Path) -> SiteConfig:
         ca=resolve(_str(tls, "ca", path, "tls")),
         cert=resolve(_str(tls, "cert", path, "tls")),
         key=resolve(_str(tls, "key", path, "tls")),
+        crl=resolve(crl) if crl else None,
         ontology_files=tuple(resolve(f) for f in files),
         publishers=tuple(publishers),
         metrics_listen=metrics_listen,

@@ -4,6 +4,10 @@ The I/O edge of the disseminator: reads the configuration's files (CA, certifica
 signed policies), opens the provenance log, binds the gRPC server with mutual TLS plus the
 standard health and reflection services, writes the bound port to ``STATE_DIR/port`` (so
 launchers can use port 0), keeps the uplink link open, and drains on SIGTERM / SIGINT.
+
+Credential changes reach live connections without a restart: signed policies and the CA's
+CRL (``[tls] crl``) are reloaded when their files change or on SIGHUP; a bad new file is
+refused and the one in force stays.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ from disseminator.server import DisseminatorService
 from disseminator.store import Store
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
-from xdn.errors import ConfigError, XdnError
+from xdn.errors import CertificateError, ConfigError, XdnError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.ontology import Ontology, load_ontology
 from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
 from xdn.wire.v1 import dissemination_pb2, dissemination_pb2_grpc
 
-__all__ = ["load_policies", "serve"]
+__all__ = ["load_policies", "load_revoked", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,21 @@ def load_policies(config: SiteConfig, ontology: Ontology, ca_pem: bytes) -> Poli
             )
         )
     return PolicySet.of(ontology, policies)
+
+
+def load_revoked(config: SiteConfig, ca_pem: bytes) -> frozenset[int]:
+    """The serials revoked by the site's CRL (none without ``[tls] crl``).
+
+    Raises:
+        ConfigError: the CRL cannot be read, is not the CA's, or is stale.
+    """
+    if config.crl is None:
+        return frozenset()
+    crl_pem = _read(config.crl, "CRL")
+    try:
+        return certs.load_crl(crl_pem, ca_pem, at=datetime.now(UTC))
+    except CertificateError as exc:
+        raise ConfigError(f"{config.crl}: {exc}") from None
 
 
 def _write_port(state_dir: Path, port: int, *, name: str = "port") -> None:
@@ -118,6 +137,7 @@ async def serve(config: SiteConfig) -> None:
         on_interest_change=interest_changed,
         metrics=metrics,
     )
+    node.set_revoked(load_revoked(config, tls.ca_pem))
     service = DisseminatorService(node)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     dissemination_pb2_grpc.add_DisseminatorServicer_to_server(service, server)
@@ -149,9 +169,16 @@ async def serve(config: SiteConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watcher = _PolicyWatcher(config, node, tls.ca_pem)
-    loop.add_signal_handler(signal.SIGHUP, watcher.reload)
+    crl_watcher = _CrlWatcher(config, node, tls.ca_pem)
+
+    def on_sighup() -> None:
+        watcher.reload()
+        crl_watcher.reload()
+
+    loop.add_signal_handler(signal.SIGHUP, on_sighup)
     tasks = [
         asyncio.ensure_future(_housekeeping(node, watcher, config.housekeeping_seconds)),
+        asyncio.ensure_future(crl_watcher.watch(min(1.0, config.housekeeping_seconds))),
         asyncio.ensure_future(
             _discovery(config, node, dht, uplinks, lambda: _write_port(config.state_dir, port))
         ),
@@ -248,3 +275,39 @@ class _PolicyWatcher:
             log.error("policy reload refused, previous policies stay in force: %s", exc)
             return
         log.warning("policies reloaded (%d subscriptions changed)", len(done))
+
+
+class _CrlWatcher:
+    """Reload the CRL when its file changes (or on SIGHUP); a bad CRL leaves the old in force."""
+
+    def __init__(self, config: SiteConfig, node: SiteNode, ca_pem: bytes) -> None:
+        self._config, self._node, self._ca_pem = config, node, ca_pem
+        self._stamp = self._stamps()
+
+    def _stamps(self) -> tuple[int, int, int]:
+        if self._config.crl is None:
+            return (0, 0, 0)
+        try:
+            st = self._config.crl.stat()
+        except OSError:
+            return (-1, -1, -1)
+        return (st.st_mtime_ns, st.st_ino, st.st_size)
+
+    async def watch(self, every: float) -> None:
+        """Poll the CRL file's stamp every ``every`` seconds (cheap: one stat)."""
+        while self._config.crl is not None:
+            await asyncio.sleep(every)
+            if self._stamps() != self._stamp:
+                self.reload()
+
+    def reload(self) -> None:
+        if self._config.crl is None:
+            return
+        self._stamp = self._stamps()
+        try:
+            revoked = load_revoked(self._config, self._ca_pem)
+        except XdnError as exc:
+            log.error("CRL reload refused, the previous CRL stays in force: %s", exc)
+            return
+        done = self._node.set_revoked(revoked)
+        log.warning("CRL reloaded: %d certificates revoked (%d changes)", len(revoked), len(done))

@@ -12,7 +12,7 @@ without locks.
   the connection's cursor, within its flow-control window, and sleeps until woken.
 * Registrations are durable: a subscriber that disconnects stays registered (its queue fills)
   until it unsubscribes, its lease runs out, or its certificate expires
-  (:meth:`housekeeping`).
+  (:meth:`housekeeping`) or is revoked (:meth:`set_revoked`, from a reloaded CRL).
 """
 
 from __future__ import annotations
@@ -110,11 +110,16 @@ class SiteNode:
         self._requested: dict[str, frozenset[str]] = {}
         self._link_blocks: dict[str, str] = {}
         self._ended: dict[str, str] = {}
+        self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self._recover()
-        self.metrics.watch(self._gauges)
+        self._gauges: dict[str, float] = {}
+        self.refresh_gauges()
+        # Scrapes run on the HTTP server's thread: they read a snapshot, never the live state.
+        self.metrics.watch(lambda: dict(self._gauges))
 
-    def _gauges(self) -> dict[str, float]:
-        return {
+    def refresh_gauges(self) -> None:
+        """Snapshot the state gauges (on the event loop; scrapes read the snapshot)."""
+        self._gauges = {
             "local_subscribers": len(self.table.local),
             "downlinks": len(self.table.links),
             "members": len(self.table.members()),
@@ -142,7 +147,8 @@ class SiteNode:
         for member in members:
             try:
                 credential = certs.verify_certificate(
-                    member.certificate, self.site.tls.ca_pem, at=self._clock(), role="subscriber"
+                    member.certificate, self.site.tls.ca_pem, at=self._clock(),
+                    role="subscriber", revoked=self.revoked,
                 )
             except CertificateError as exc:
                 log.warning("downlink member refused: %s", exc)
@@ -440,6 +446,28 @@ class SiteNode:
                 "link", site, [_to_stored("link", site, r, now) for r in kept]
             )
 
+    def set_revoked(self, serials: frozenset[int]) -> list[str]:
+        """Put a CRL's revoked serials in force at once; return what was done.
+
+        Local subscribers holding a revoked certificate are force-unsubscribed (their live
+        streams end with the reason); downlink members holding one are dropped.
+        """
+        self.revoked = serials
+        done: list[str] = []
+        for name, reg in list(self.table.local.items()):
+            if certs.credential_from_pem(reg.certificate).serial in serials:
+                self.unregister_local(name, reason="its certificate was revoked")
+                done.append(f"forced unsubscription of {name}: its certificate was revoked")
+        before = sum(len(regs) for regs in self.table.links.values())
+        self._reevaluate_links()
+        dropped = before - sum(len(regs) for regs in self.table.links.values())
+        if dropped:
+            done.append(f"{dropped} downlink members dropped: revoked certificates")
+            self._on_interest_change()
+        for line in done:
+            log.warning("%s", line)
+        return done
+
     def reload_policies(self, policies: PolicySet) -> list[str]:
         """Put new signed policies in force without a restart; all or nothing."""
         changes = self.engine.apply(policies, at=self._clock())
@@ -491,4 +519,5 @@ class SiteNode:
                 done.append(f"downlink {site} gone for longer than its lease; freed")
         for line in done:
             log.warning("%s", line)
+        self.refresh_gauges()
         return done

@@ -1,8 +1,8 @@
 """The disseminator's gRPC servicer: checks peers, converts messages, calls the site node.
 
 Every call is mutual TLS; each handler first checks the peer's certificate (issuer,
-validity, role), then converts protobuf into the routing core's values and back. Errors map to
-status codes in one place (:func:`_abort`).
+revocation, validity, role), then converts protobuf into the routing core's values and back.
+Errors map to status codes in one place (:func:`_abort`).
 
 * ``Publish`` (publisher → root): queue the key messages and the document's fragments.
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
@@ -79,7 +79,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             pem = peer_certificate(context.auth_context())
             return certs.verify_certificate(
-                pem, self._node.site.tls.ca_pem, at=self._node.now(), role=role
+                pem, self._node.site.tls.ca_pem, at=self._node.now(), role=role,
+                revoked=self._node.revoked,
             )
         except CertificateError as exc:
             log.warning("refused peer: %s", exc)

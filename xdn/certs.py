@@ -15,7 +15,7 @@ subject and issuer fields exposed by :class:`Credential`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from ipaddress import ip_address
@@ -31,8 +31,10 @@ __all__ = [
     "ROLES",
     "Credential",
     "create_ca",
+    "create_crl",
     "credential_from_pem",
     "issue",
+    "load_crl",
     "node_uri",
     "public_key_of",
     "verify_certificate",
@@ -205,12 +207,20 @@ def credential_from_pem(cert_pem: bytes) -> Credential:
 
 
 def verify_certificate(
-    cert_pem: bytes, ca_pem: bytes, *, at: datetime, role: str | None = None
+    cert_pem: bytes,
+    ca_pem: bytes,
+    *,
+    at: datetime,
+    role: str | None = None,
+    revoked: frozenset[int] = frozenset(),
 ) -> Credential:
     """Check that ``cert_pem`` was issued by the CA, is valid at ``at`` and has ``role``.
 
+    Args:
+        revoked: serial numbers the CA has revoked (from :func:`load_crl`).
+
     Raises:
-        CertificateError: naming what is wrong (issuer, signature, validity, role).
+        CertificateError: naming what is wrong (issuer, signature, revocation, validity, role).
     """
     cert, ca = _load(cert_pem), _load(ca_pem)
     if cert.issuer != ca.subject:
@@ -224,6 +234,8 @@ def verify_certificate(
             f"certificate of {cert.subject.rfc4514_string()} has an invalid CA signature"
         ) from None
     credential = credential_from_pem(cert_pem)
+    if credential.serial in revoked:
+        raise CertificateError(f"certificate of {credential.name!r} was revoked")
     if not credential.valid_at(at):
         raise CertificateError(
             f"certificate of {credential.name!r} is not valid at {at.isoformat()} "
@@ -234,6 +246,71 @@ def verify_certificate(
             f"certificate of {credential.name!r} has role {credential.role!r}, expected {role!r}"
         )
     return credential
+
+
+def create_crl(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    revoked: Iterable[tuple[int, datetime]],
+    *,
+    now: datetime,
+    next_update: datetime,
+) -> bytes:
+    """Sign a PEM X.509 CRL listing ``revoked`` ``(serial, revocation time)`` pairs.
+
+    Args:
+        now: the CRL's ``thisUpdate``; also its CRL number (seconds since the epoch).
+        next_update: when the CRL goes stale; sites refuse it afterwards.
+    """
+    if now.tzinfo is None or next_update.tzinfo is None:
+        raise UsageError("CRL times must be timezone-aware")
+    if next_update <= now:
+        raise UsageError("a CRL's next update must come after its issue time")
+    ca_cert = _load(ca_cert_pem)
+    ca_key = crypto.load_private_key_pem(ca_key_pem)
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now)
+        .next_update(next_update)
+        .add_extension(x509.CRLNumber(int(now.timestamp())), critical=False)
+    )
+    for serial, when in revoked:
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(when).build()
+        )
+    return builder.sign(ca_key, crypto.certificate_hash()).public_bytes(crypto.PEM)
+
+
+def load_crl(crl_pem: bytes, ca_pem: bytes, *, at: datetime) -> frozenset[int]:
+    """The serial numbers a CRL revokes, once it is shown to be the CA's and current at ``at``.
+
+    Raises:
+        CertificateError: the CRL is malformed, not signed by the CA, or outside its validity
+            window (not yet issued, or stale after its next update).
+    """
+    ca = _load(ca_pem)
+    try:  # the binding parses lazily: read every field we use inside the try
+        crl = x509.load_pem_x509_crl(crl_pem)
+        issuer, issued, stale = crl.issuer, crl.last_update_utc, crl.next_update_utc
+        serials = frozenset(entry.serial_number for entry in crl)
+    except ValueError as exc:
+        raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
+    if issuer != ca.subject:
+        raise CertificateError("CRL was not issued by the trusted CA")
+    try:
+        valid = crl.is_signature_valid(public_key_of(ca_pem))
+    except (UsageError, ValueError, TypeError):
+        valid = False
+    if not valid:
+        raise CertificateError("CRL has an invalid CA signature")
+    if at < issued - timedelta(minutes=5):
+        raise CertificateError(f"CRL is not valid yet at {at.isoformat()} (issued {issued})")
+    if stale is None or at > stale:
+        raise CertificateError(
+            f"CRL is stale at {at.isoformat()} (next update was due {stale})"
+        )
+    return serials
 
 
 def public_key_of(cert_pem: bytes) -> crypto.PublicKey:
