@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-fast bench proto lint java xmlsec1 clean
+.PHONY: demo test test-fast bench proto lint java xmlsec1 iproute2 clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,10 +38,21 @@ xmlsec1:
 	  else echo "error: install xmlsec1 (e.g. apt-get install xmlsec1) and rerun" >&2; exit 1; fi; \
 	fi
 
+# The network-namespace integration test runs sites as separate hosts with iproute2's `ip netns`.
+iproute2:
+	@if ! command -v ip >/dev/null 2>&1; then \
+	  echo "== ip not found: installing iproute2 (needed by the network-namespace test)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
+	  else echo "error: install iproute2 (e.g. apt-get install iproute2) and rerun" >&2; exit 1; fi; \
+	fi
+
 demo: $(STAMP) java
 	$(VENV)/bin/xdn demo
 
-test: $(STAMP) java xmlsec1
+test: $(STAMP) java xmlsec1 iproute2
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)
