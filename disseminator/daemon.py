@@ -28,7 +28,7 @@ from disseminator.config import SiteConfig
 from disseminator.dht import DHT_SERVICE_NAME, DhtNode, add_dht_to_server, create_grpc_node
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
-from disseminator.server import DisseminatorService
+from disseminator.server import DisseminatorService, add_to_server
 from disseminator.store import Store
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
@@ -36,7 +36,7 @@ from xdn.errors import CertificateError, ConfigError, XdnError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.ontology import Ontology, load_ontology
 from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
-from xdn.wire.v1 import dissemination_pb2, dissemination_pb2_grpc
+from xdn.wire.v1 import dissemination_pb2
 
 __all__ = ["load_policies", "load_revoked", "serve"]
 
@@ -140,7 +140,7 @@ async def serve(config: SiteConfig) -> None:
     node.set_revoked(load_revoked(config, tls.ca_pem))
     service = DisseminatorService(node)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
-    dissemination_pb2_grpc.add_DisseminatorServicer_to_server(service, server)
+    add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -225,7 +225,9 @@ class SiteNode:
             if (fragment.publisher, fragment.document_id) != identity[:2]:
                 raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
             if fragment.concept not in self.ontology.concepts:
-                raise ProtocolError(f"fragment {fragment.fragment_id!r}: unknown concept")
+                raise ProtocolError(
+                    f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
+                )
         message = provenance.Message.from_nquads(diss.provenance)
         plan = self.table.plan(
             manifest.publisher, [(f.fragment_id, f.concept) for f in diss.fragments]

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from disseminator.node import SiteNode, to_pb_member
 from disseminator.routing import (
@@ -40,12 +41,75 @@ from xdn.grpc_tls import peer_certificate
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
-__all__ = ["REDIRECT_METADATA", "DisseminatorService"]
+__all__ = ["REDIRECT_METADATA", "DisseminatorService", "Malformed", "add_to_server"]
 
 log = logging.getLogger(__name__)
 
 REDIRECT_METADATA = "xdn-redirect"
 WINDOW = 1024
+
+
+class Malformed:
+    """A request whose bytes are not a valid protobuf message.
+
+    grpc.aio turns a failing request deserializer into status UNKNOWN before any handler runs;
+    :func:`add_to_server` decodes leniently instead and hands the handler this marker, so the
+    caller gets INVALID_ARGUMENT with a clear message.
+    """
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _lenient(message_type: Any) -> Any:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError:
+            return Malformed(message_type.DESCRIPTOR.full_name)
+
+    return parse
+
+
+def _well_formed(message: Any) -> None:
+    if isinstance(message, Malformed):
+        raise ProtocolError(
+            f"malformed {message.type_name}: the bytes are not a valid protobuf message"
+        )
+
+
+def add_to_server(service: DisseminatorService, server: grpc.aio.Server) -> None:
+    """Register the Disseminator service with lenient request decoding."""
+    handlers = {
+        "Publish": grpc.unary_unary_rpc_method_handler(
+            service.Publish,
+            request_deserializer=_lenient(pb.PublishRequest),
+            response_serializer=pb.PublishAck.SerializeToString,
+        ),
+        "GetMembership": grpc.unary_unary_rpc_method_handler(
+            service.GetMembership,
+            request_deserializer=_lenient(pb.MembershipRequest),
+            response_serializer=pb.Membership.SerializeToString,
+        ),
+        "Subscribe": grpc.stream_stream_rpc_method_handler(
+            service.Subscribe,
+            request_deserializer=_lenient(pb.ClientMessage),
+            response_serializer=pb.ServerMessage.SerializeToString,
+        ),
+        "Link": grpc.stream_stream_rpc_method_handler(
+            service.Link,
+            request_deserializer=_lenient(pb.LinkMessage),
+            response_serializer=pb.Delivery.SerializeToString,
+        ),
+        "Unsubscribe": grpc.unary_unary_rpc_method_handler(
+            service.Unsubscribe,
+            request_deserializer=_lenient(pb.UnsubscribeRequest),
+            response_serializer=pb.UnsubscribeAck.SerializeToString,
+        ),
+    }
+    name = pb.DESCRIPTOR.services_by_name["Disseminator"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
 
 
 class _Abort(Exception):
@@ -74,6 +138,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def __init__(self, node: SiteNode) -> None:
         self._node = node
         self._link_blocks: dict[str, str] = {}
+        self._stream_errors: dict[Destination, str] = {}
 
     def _peer(self, context: grpc.aio.ServicerContext, role: str) -> certs.Credential:
         try:
@@ -91,7 +156,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
     ) -> pb.PublishAck:
         try:
+            _well_formed(request)
             publisher = self._peer(context, role="publisher")
+            if not request.dissemination.HasField("manifest"):
+                raise ProtocolError("a PublishRequest needs a dissemination with a manifest")
             manifest = request.dissemination.manifest
             if manifest.publisher != publisher.name:
                 raise _Abort(
@@ -116,10 +184,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
     ) -> pb.Membership:
         try:
+            _well_formed(request)
             publisher = self._peer(context, role="publisher")
             if request.publisher != publisher.name:
                 raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own membership")
-        except _Abort as exc:
+        except (_Abort, PeerError) as exc:
             await _abort(context, exc)
             raise
         members = [
@@ -136,6 +205,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         credential = self._peer(context, role="subscriber")
         pem = peer_certificate(context.auth_context())
         first = await anext(aiter(request_iterator), None)
+        _well_formed(first)
         if first is None or first.WhichOneof("kind") != "subscribe":
             raise ProtocolError("a Subscribe stream must start with a SubscribeRequest")
         requested: frozenset[str] = frozenset()
@@ -188,6 +258,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             )
             async for delivery in node.pump(destination, cursor, generation):
                 yield pb.ServerMessage(delivery=delivery)
+            error = self._stream_errors.pop(destination, None)
+            if error is not None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
             reason = node.ended(registration.subscriber)
             if reason is not None:
                 await context.abort(
@@ -208,6 +281,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
             try:
                 async for message in requests:
+                    _well_formed(message)
                     kind = message.WhichOneof("kind")
                     if kind == "ack":
                         self._node.on_ack(destination, cursor, message.ack.sequence)
@@ -215,19 +289,21 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         self._on_interest(destination.name, message.interest)
             except ProtocolError as exc:
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)
+                self._stream_errors[destination] = str(exc)
                 self._node.end_stream(destination)
 
     async def Unsubscribe(
         self, request: pb.UnsubscribeRequest, context: grpc.aio.ServicerContext
     ) -> pb.UnsubscribeAck:
         try:
+            _well_formed(request)
             subscriber = self._peer(context, role="subscriber")
             if subscriber.name not in self._node.table.local:
                 raise _Abort(
                     grpc.StatusCode.NOT_FOUND,
                     f"{subscriber.name!r} has no subscription at site {self._node.site.name}",
                 )
-        except _Abort as exc:
+        except (_Abort, PeerError) as exc:
             await _abort(context, exc)
             raise
         discarded = self._node.unregister_local(
@@ -246,6 +322,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             peer = self._peer(context, role="site")
             first = await anext(aiter(request_iterator), None)
+            _well_formed(first)
             if first is None or first.WhichOneof("kind") != "hello":
                 raise ProtocolError("a Link stream must start with LinkHello")
             hello = first.hello
@@ -271,6 +348,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             async for delivery in node.pump(destination, cursor, generation):
                 yield delivery
+            error = self._stream_errors.pop(destination, None)
+            if error is not None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
         finally:
             reader.cancel()
             node.disconnect(destination, generation)
