@@ -140,6 +140,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self._link_blocks: dict[str, str] = {}
         self._stream_errors: dict[Destination, str] = {}
 
+    async def _refuse(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+        """Count a refused call, then end it with its status (always raises)."""
+        reason = type(exc).__name__ if not isinstance(exc, _Abort) else exc.code.name.lower()
+        self._node.metrics.refused_peers.labels(reason=reason).inc()
+        await _abort(context, exc)
+
     def _peer(self, context: grpc.aio.ServicerContext, role: str) -> certs.Credential:
         try:
             pem = peer_certificate(context.auth_context())
@@ -174,7 +180,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 rekeys=list(request.rekeys),
             )
         except (_Abort, PeerError) as exc:
-            await _abort(context, exc)
+            await self._refuse(context, exc)
             raise
         return pb.PublishAck(
             document_id=manifest.document_id, fragments_accepted=accepted, links_reached=reached
@@ -189,7 +195,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             if request.publisher != publisher.name:
                 raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own membership")
         except (_Abort, PeerError) as exc:
-            await _abort(context, exc)
+            await self._refuse(context, exc)
             raise
         members = [
             to_pb_member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
@@ -240,7 +246,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             node.register_local(registration, requested)
             cursor = node.connect(destination, applied, WINDOW)
         except (_Abort, PeerError) as exc:
-            await _abort(context, exc)
+            await self._refuse(context, exc)
             raise
         generation = node.generation(destination)
         log.info("registered %s for %s", registration.subscriber, dict(registration.grants))
@@ -304,7 +310,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     f"{subscriber.name!r} has no subscription at site {self._node.site.name}",
                 )
         except (_Abort, PeerError) as exc:
-            await _abort(context, exc)
+            await self._refuse(context, exc)
             raise
         discarded = self._node.unregister_local(
             subscriber.name, reason="unsubscribed at the subscriber's request"
@@ -336,7 +342,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             destination = Destination("link", peer.name)
             cursor = node.connect(destination, hello.resume_after, WINDOW)
         except (_Abort, PeerError) as exc:
-            await _abort(context, exc)
+            await self._refuse(context, exc)
             raise
         self._link_blocks[peer.name] = hello.block
         node.set_link_block(peer.name, hello.block)

@@ -359,3 +359,18 @@ def test_after_the_abuse_alice_still_receives_exactly_her_grant(net: LocalNetwor
     lines = (net.inbox("alice") / "received.jsonl").read_text().splitlines()
     assert len(lines) == 1, [json.loads(line)["document"] for line in lines]
 
+
+
+def test_refused_calls_are_counted_in_the_metrics(net: LocalNetwork) -> None:
+    import urllib.request
+
+    _run(_raw_call(net, "Publish", GARBAGE["truncated"]))
+    port = (net.workdir / "state" / "d1" / "metrics_port").read_text().strip()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    counted = [
+        line for line in text.splitlines()
+        if line.startswith('xdn_refused_calls_total{reason="ProtocolError"}')
+    ]
+    assert counted and float(counted[0].split()[-1]) >= 1
+    assert "xdn_queued_deliveries" in text
