@@ -181,7 +181,8 @@ class _Session:
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused)."""
         manifest = message.manifest
-        if self.keyring.version(manifest.publisher, manifest.document_id) == manifest.version:
+        last = self.keyring.version(manifest.publisher, manifest.document_id)
+        if last == manifest.version:
             log.info("%s v%d delivered again; already applied", manifest.document_id,
                      manifest.version)
             self.keyring.set_applied(self.address, sequence)
@@ -193,7 +194,7 @@ class _Session:
                 keys=self.keyring.get,
                 at=self.clock(),
                 concepts=self.report.grants.get(manifest.publisher),
-                seen=self.keyring.seen(),
+                seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
             )
             received = provenance.Message.from_nquads(message.provenance)
         except PeerError as exc:

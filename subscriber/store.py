@@ -117,11 +117,6 @@ class Keyring:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def seen(self) -> dict[tuple[str, str], int]:
-        """(publisher, document) → last version accepted."""
-        rows = self._db.execute("SELECT publisher, document, version FROM documents")
-        return {(p, d): v for p, d, v in rows}
-
     def accept(
         self, record: Mapping[str, Any], *, address: str, sequence: int
     ) -> None:
