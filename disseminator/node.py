@@ -215,7 +215,8 @@ class SiteNode:
 
     def _plan_dissemination(
         self, diss: pb.Dissemination
-    ) -> tuple[tuple[str, str, int], list[Append], list[bytes]] | None:
+    ) -> tuple[tuple[str, str, int], list[Append], list[bytes], dict[str, set[str]]] | None:
+        """Plan one document: (identity, appends, log graphs, concepts per local subscriber)."""
         manifest = diss.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         if self.store.is_routed(*identity):
@@ -233,8 +234,12 @@ class SiteNode:
             manifest.publisher, [(f.fragment_id, f.concept) for f in diss.fragments]
         )
         appends, graphs = [], []
+        concept_of = {f.fragment_id: f.concept for f in diss.fragments}
+        delivered: dict[str, set[str]] = {}
         for destination, ids in plan.items():
             wanted = set(ids)
+            if destination.kind == "subscriber":
+                delivered[destination.name] = {concept_of[i] for i in ids}
             relayed = provenance.relay(
                 message,
                 self.site.signer,
@@ -259,7 +264,7 @@ class SiteNode:
                     payload=pb.Delivery(dissemination=out).SerializeToString(),
                 )
             )
-        return identity, appends, graphs
+        return identity, appends, graphs, delivered
 
     def route(
         self,
@@ -278,11 +283,12 @@ class SiteNode:
         appends += [a for a in map(self._plan_key, keys) if a is not None]
         identity: tuple[str, str, int] | None = None
         graphs: list[bytes] = []
+        delivered: dict[str, set[str]] = {}
         reached = accepted = 0
         if dissemination is not None and dissemination.HasField("manifest"):
             planned = self._plan_dissemination(dissemination)
             if planned is not None:
-                identity, document_appends, graphs = planned
+                identity, document_appends, graphs, delivered = planned
                 appends += document_appends
                 reached, accepted = len(document_appends), len(dissemination.fragments)
                 self.metrics.routed.inc()
@@ -296,19 +302,18 @@ class SiteNode:
         for kind, name in last:
             self.wake(Destination(kind, name))
         if identity is not None and dissemination is not None:
-            self._record_dissemination(dissemination, appends)
+            self._record_dissemination(dissemination, delivered)
         return accepted, reached
 
-    def _record_dissemination(self, diss: pb.Dissemination, appends: Sequence[Append]) -> None:
+    def _record_dissemination(
+        self, diss: pb.Dissemination, delivered: dict[str, set[str]]
+    ) -> None:
         """Feed the policy engine's dissemination state (temporal and separation-of-duty rules)."""
         publisher = diss.manifest.publisher
         changes = self.engine.mark_disseminated(publisher, {f.concept for f in diss.fragments})
-        for append in appends:
-            if append.kind == "subscriber" and append.name in self.table.local:
-                delivered = pb.Delivery.FromString(append.payload).dissemination.fragments
-                changes += self.engine.record_delivery(
-                    append.name, publisher, {f.concept for f in delivered}
-                )
+        for name, concepts in delivered.items():
+            if name in self.table.local:
+                changes += self.engine.record_delivery(name, publisher, concepts)
         self.apply_changes(changes)
 
     # ---- streams -------------------------------------------------------------------------
