@@ -108,27 +108,51 @@ class GroupRekey(_message.Message):
     message: bytes
     def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., message: _Optional[bytes] = ...) -> None: ...
 
+class DocumentKeys(_message.Message):
+    __slots__ = ("publisher", "concept", "subscriber", "sealed")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPT_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    concept: str
+    subscriber: str
+    sealed: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("interval_ms",)
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    interval_ms: int
+    def __init__(self, interval_ms: _Optional[int] = ...) -> None: ...
+
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     REKEY_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
     rekey: GroupRekey
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ...) -> None: ...
+    document_keys: DocumentKeys
+    heartbeat: Heartbeat
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("dissemination", "keys", "rekeys")
+    __slots__ = ("dissemination", "keys", "rekeys", "document_keys")
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     REKEYS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
     dissemination: Dissemination
     keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
     rekeys: _containers.RepeatedCompositeFieldContainer[GroupRekey]
-    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ...) -> None: ...
+    document_keys: _containers.RepeatedCompositeFieldContainer[DocumentKeys]
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ...) -> None: ...
 
 class PublishAck(_message.Message):
     __slots__ = ("document_id", "fragments_accepted", "links_reached")
@@ -173,12 +197,14 @@ class Membership(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("concepts", "resume_after")
+    __slots__ = ("concepts", "resume_after", "retained")
     CONCEPTS_FIELD_NUMBER: _ClassVar[int]
     RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIELD_NUMBER: _ClassVar[int]
     concepts: _containers.RepeatedScalarFieldContainer[str]
     resume_after: int
-    def __init__(self, concepts: _Optional[_Iterable[str]] = ..., resume_after: _Optional[int] = ...) -> None: ...
+    retained: bool
+    def __init__(self, concepts: _Optional[_Iterable[str]] = ..., resume_after: _Optional[int] = ..., retained: _Optional[bool] = ...) -> None: ...
 
 class UnsubscribeRequest(_message.Message):
     __slots__ = ()
@@ -203,32 +229,38 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
 
 class ClientMessage(_message.Message):
-    __slots__ = ("subscribe", "ack")
+    __slots__ = ("subscribe", "ack", "heartbeat")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     subscribe: SubscribeRequest
     ack: Ack
-    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("subscriber", "served_by", "grants", "resumed_after")
+    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     RESUMED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     served_by: str
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     resumed_after: int
-    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ...) -> None: ...
+    retained: int
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
-    __slots__ = ("subscribed", "delivery")
+    __slots__ = ("subscribed", "delivery", "heartbeat")
     SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     subscribed: Subscribed
     delivery: Delivery
-    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, subscribed: _Optional[_Union[Subscribed, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class LinkHello(_message.Message):
     __slots__ = ("site", "block", "resume_after")
@@ -247,11 +279,13 @@ class InterestUpdate(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
 
 class LinkMessage(_message.Message):
-    __slots__ = ("hello", "interest", "ack")
+    __slots__ = ("hello", "interest", "ack", "heartbeat")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     INTEREST_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     hello: LinkHello
     interest: InterestUpdate
     ack: Ack
-    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., interest: _Optional[_Union[InterestUpdate, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., interest: _Optional[_Union[InterestUpdate, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...

@@ -65,7 +65,8 @@ class DisseminatorServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Publish(self, request, context):
-        """A publisher pushes one document (and the key messages it needs) to its root disseminator.
+        """A publisher pushes one document (and the key messages it needs) to its root disseminator;
+        a request without a dissemination carries key messages only (a key service catching up).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
