@@ -11,6 +11,7 @@ Example ``d2.toml``::
     provenance_log = "build/logs/d2.nq"
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
     metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port: state_dir/metrics_port)
+    retain_documents = 10            # recent documents kept per publisher for new subscribers
 
     [tls]
     ca = "certs/ca.pem"
@@ -75,8 +76,11 @@ class SiteConfig:
     metrics_listen: str | None = None
     dht: DhtConfig = field(default_factory=DhtConfig)
     crl: Path | None = None
+    retain_documents: int = 10
 
     def __post_init__(self) -> None:
+        if self.retain_documents < 0:
+            raise ConfigError("site.retain_documents must be 0 or more")
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
             raise ConfigError("site.lease_seconds and site.housekeeping_seconds must be positive")
         if not self.name or "/" in self.name:
@@ -146,6 +150,9 @@ def load_site_config(path: Path) -> SiteConfig:
             if not isinstance(site[key], int | float) or isinstance(site[key], bool):
                 raise ConfigError(f"{path}: [site] {key} must be a number of seconds")
             timings[key] = float(site[key])
+    retain = site.get("retain_documents", 10)
+    if not isinstance(retain, int) or isinstance(retain, bool):
+        raise ConfigError(f"{path}: [site] retain_documents must be a whole number")
     return SiteConfig(
         name=name,
         listen=_str(site, "listen", path, "site"),
@@ -161,5 +168,6 @@ def load_site_config(path: Path) -> SiteConfig:
         publishers=tuple(publishers),
         metrics_listen=metrics_listen,
         dht=DhtConfig.from_mapping(data.get("dht", {}), source=f"{path} [dht]"),
+        retain_documents=retain,
         **timings,
     )

@@ -116,7 +116,7 @@ async def serve(config: SiteConfig) -> None:
     log_sink = provenance.ProvenanceLog(
         config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
     )
-    store = Store(config.state_dir / "site.sqlite")
+    store = Store(config.state_dir / "site.sqlite", retain=config.retain_documents)
     metrics = SiteMetrics(config.name)
     uplinks: list[Uplink] = []
 

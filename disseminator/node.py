@@ -26,7 +26,7 @@ from datetime import datetime
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.metrics import SiteMetrics
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Append, Store, StoredRegistration
+from disseminator.store import Append, Retained, Store, StoredRegistration
 from xdn import certs, provenance
 from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -197,13 +197,53 @@ class SiteNode:
             self.store.clear_log_outbox(i for i, _ in staged)
 
     # ---- routing -------------------------------------------------------------------------
-    def _plan_key(self, key: pb.KeyMessage) -> Append | None:
+    def _plan_key(self, key: pb.KeyMessage | pb.DocumentKeys) -> Append | None:
+        """An enrolment or a document-key grant goes to its one subscriber only."""
         destination = self.table.route_key(key.subscriber)
         if destination is None:
             log.warning("no route for key message to %s; dropped", key.subscriber)
             return None
-        payload = pb.Delivery(key=key).SerializeToString()
+        if isinstance(key, pb.KeyMessage):
+            delivery = pb.Delivery(key=key)
+        else:
+            delivery = pb.Delivery(document_keys=key)
+        payload = delivery.SerializeToString()
         return Append(kind=destination.kind, name=destination.name, payload=payload)
+
+    def _relay(
+        self,
+        message: provenance.Message,
+        diss: pb.Dissemination,
+        destination: Destination,
+        fragment_ids: Sequence[str],
+        *,
+        hop: str,
+    ) -> tuple[Append, bytes]:
+        """The delivery of ``fragment_ids`` to ``destination`` and its signed provenance hop."""
+        manifest = diss.manifest
+        wanted = set(fragment_ids)
+        relayed = provenance.relay(
+            message,
+            self.site.signer,
+            message_uri=(
+                f"{self.site.signer.node_uri}msg/{manifest.document_id}/"
+                f"v{manifest.version}/{hop}"
+            ),
+            recipient_uri=certs.node_uri(destination.name),
+            fragment_ids=fragment_ids,
+            timestamp_ms=self.now_ms(),
+        )
+        out = pb.Dissemination(
+            manifest=manifest,
+            fragments=[f for f in diss.fragments if f.fragment_id in wanted],
+            provenance=relayed.to_nquads(),
+        )
+        append = Append(
+            kind=destination.kind,
+            name=destination.name,
+            payload=pb.Delivery(dissemination=out).SerializeToString(),
+        )
+        return append, relayed.latest_graphs_nquads()
 
     def _plan_rekey(self, rekey: pb.GroupRekey) -> list[Append]:
         """A group rekey goes wherever a fragment of its concept would go."""
@@ -237,33 +277,13 @@ class SiteNode:
         concept_of = {f.fragment_id: f.concept for f in diss.fragments}
         delivered: dict[str, set[str]] = {}
         for destination, ids in plan.items():
-            wanted = set(ids)
             if destination.kind == "subscriber":
                 delivered[destination.name] = {concept_of[i] for i in ids}
-            relayed = provenance.relay(
-                message,
-                self.site.signer,
-                message_uri=(
-                    f"{self.site.signer.node_uri}msg/{manifest.document_id}/"
-                    f"v{manifest.version}/{destination.kind}-{destination.name}"
-                ),
-                recipient_uri=certs.node_uri(destination.name),
-                fragment_ids=ids,
-                timestamp_ms=self.now_ms(),
+            append, graph = self._relay(
+                message, diss, destination, ids, hop=f"{destination.kind}-{destination.name}"
             )
-            graphs.append(relayed.latest_graphs_nquads())
-            out = pb.Dissemination(
-                manifest=manifest,
-                fragments=[f for f in diss.fragments if f.fragment_id in wanted],
-                provenance=relayed.to_nquads(),
-            )
-            appends.append(
-                Append(
-                    kind=destination.kind,
-                    name=destination.name,
-                    payload=pb.Delivery(dissemination=out).SerializeToString(),
-                )
-            )
+            appends.append(append)
+            graphs.append(graph)
         return identity, appends, graphs, delivered
 
     def route(
@@ -272,16 +292,23 @@ class SiteNode:
         dissemination: pb.Dissemination | None = None,
         keys: Sequence[pb.KeyMessage] = (),
         rekeys: Sequence[pb.GroupRekey] = (),
+        document_keys: Sequence[pb.DocumentKeys] = (),
         counter: tuple[str, int] | None = None,
     ) -> tuple[int, int]:
         """Queue group rekeys, key messages and a document for every destination, atomically.
+
+        The document is retained (when the site retains documents) for new subscribers.
 
         Returns:
             (fragments accepted, destinations the document reached).
         """
         appends = [a for rekey in rekeys for a in self._plan_rekey(rekey)]
-        appends += [a for a in map(self._plan_key, keys) if a is not None]
+        addressed: list[pb.KeyMessage | pb.DocumentKeys] = [*keys, *document_keys]
+        for key in addressed:
+            if (append := self._plan_key(key)) is not None:
+                appends.append(append)
         identity: tuple[str, str, int] | None = None
+        retained: Retained | None = None
         graphs: list[bytes] = []
         delivered: dict[str, set[str]] = {}
         reached = accepted = 0
@@ -292,8 +319,14 @@ class SiteNode:
                 appends += document_appends
                 reached, accepted = len(document_appends), len(dissemination.fragments)
                 self.metrics.routed.inc()
+                if self.store.retain > 0:
+                    retained = Retained(
+                        publisher=identity[0], document=identity[1], version=identity[2],
+                        payload=dissemination.SerializeToString(),
+                    )
         last, full = self.store.commit_routing(
-            document=identity, appends=appends, log_graphs=graphs, counter=counter
+            document=identity, appends=appends, log_graphs=graphs, counter=counter,
+            retained=retained,
         )
         self.flush_log()
         for kind, name in full:
@@ -389,6 +422,32 @@ class SiteNode:
         self.table.local[name] = registration
         self.store.save_registration(_to_stored("subscriber", "", registration, self.now_ms()))
         self._on_interest_change()
+
+    def replay_retained(self, registration: Registration) -> int:
+        """Queue the retained documents ``registration`` may read (state at subscribe time).
+
+        Each goes restricted to the subscriber's grants, with a signed provenance hop of its
+        own; returns how many documents were queued.
+        """
+        destination = Destination("subscriber", registration.subscriber)
+        appends, graphs = [], []
+        for doc in self.store.retained():
+            granted = registration.grants.get(doc.publisher, frozenset())
+            diss = pb.Dissemination.FromString(doc.payload)
+            ids = [f.fragment_id for f in diss.fragments if f.concept in granted]
+            if not ids:
+                continue
+            append, graph = self._relay(
+                provenance.Message.from_nquads(diss.provenance), diss, destination, ids,
+                hop=f"retained-{registration.subscriber}-{self.now_ms()}",
+            )
+            appends.append(append)
+            graphs.append(graph)
+        if appends:
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.flush_log()
+            self.wake(destination)
+        return len(appends)
 
     def unregister_local(self, subscriber: str, *, reason: str = "") -> int:
         """Remove a subscriber and its queue; return how many deliveries were discarded."""

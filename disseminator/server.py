@@ -4,11 +4,13 @@ Every call is mutual TLS; each handler first checks the peer's certificate (issu
 revocation, validity, role), then converts protobuf into the routing core's values and back.
 Errors map to status codes in one place (:func:`_abort`).
 
-* ``Publish`` (publisher → root): queue the key messages and the document's fragments.
+* ``Publish`` (publisher → root): queue the key messages and the document's fragments (a
+  request may carry key messages only).
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
   when ``auth_list ⊆ served_list``, otherwise fail with ``FAILED_PRECONDITION`` carrying the
-  uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); then stream the
-  subscriber's queue, resuming after what it last applied.
+  uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); a new subscriber
+  that asks for it first gets the retained recent documents it may read (state at subscribe
+  time); then stream the subscriber's queue, resuming after what it last applied.
 * ``Unsubscribe``: end the subscription, drop its queue, acknowledge (paper §III.D); the
   interest sent upstream shrinks accordingly.
 * ``Link`` (downlink → uplink): the downlink states the members behind it (re-evaluated here,
@@ -164,20 +166,25 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             _well_formed(request)
             publisher = self._peer(context, role="publisher")
-            if not request.dissemination.HasField("manifest"):
-                raise ProtocolError("a PublishRequest needs a dissemination with a manifest")
+            has_document = request.HasField("dissemination")
+            if has_document and not request.dissemination.HasField("manifest"):
+                raise ProtocolError("a PublishRequest's dissemination needs a manifest")
             manifest = request.dissemination.manifest
-            if manifest.publisher != publisher.name:
+            if has_document and manifest.publisher != publisher.name:
                 raise _Abort(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
                 )
-            if any(m.publisher != publisher.name for m in (*request.keys, *request.rekeys)):
+            addressed = (*request.keys, *request.rekeys, *request.document_keys)
+            if any(m.publisher != publisher.name for m in addressed):
                 raise ProtocolError("a key message names another publisher")
+            if not has_document and not addressed:
+                raise ProtocolError("a PublishRequest carries neither a document nor keys")
             accepted, reached = self._node.route(
-                dissemination=request.dissemination,
+                dissemination=request.dissemination if has_document else None,
                 keys=list(request.keys),
                 rekeys=list(request.rekeys),
+                document_keys=list(request.document_keys),
             )
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
@@ -205,7 +212,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     # ---- subscribing ---------------------------------------------------------------------
     async def _admit(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> tuple[Registration, int, frozenset[str]]:
+    ) -> tuple[Registration, pb.SubscribeRequest, frozenset[str]]:
         """Check the subscriber and decide its subscription (paper §III.B)."""
         node = self._node
         credential = self._peer(context, role="subscriber")
@@ -234,17 +241,19 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         registration = Registration(
             subscriber=credential.name, certificate=pem, grants=decision.grants
         )
-        return registration, first.subscribe.resume_after, requested
+        return registration, first.subscribe, requested
 
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         node = self._node
         try:
-            registration, applied, requested = await self._admit(request_iterator, context)
+            registration, request, requested = await self._admit(request_iterator, context)
             destination = Destination("subscriber", registration.subscriber)
+            new = registration.subscriber not in node.table.local
             node.register_local(registration, requested)
-            cursor = node.connect(destination, applied, WINDOW)
+            retained = node.replay_retained(registration) if new and request.retained else 0
+            cursor = node.connect(destination, request.resume_after, WINDOW)
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
@@ -260,6 +269,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     served_by=node.site.name,
                     grants=to_pb_member(registration).grants,
                     resumed_after=cursor.sent,
+                    retained=retained,
                 )
             )
             async for delivery in node.pump(destination, cursor, generation):

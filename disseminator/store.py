@@ -14,6 +14,10 @@ durable subscribers before they reconnect. Queues are bounded per destination; a
 refuses further deliveries for that destination only (counted and logged), never stalling
 siblings.
 
+The last ``retain`` documents of each publisher (latest version of each, as this site received
+them) are retained in the same transaction, for new subscribers that ask for the state at
+subscribe time.
+
 ``Store(":memory:")`` is the in-memory implementation for tests.
 """
 
@@ -25,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Append", "QueueFull", "Store", "StoredRegistration"]
+__all__ = ["Append", "QueueFull", "Retained", "Store", "StoredRegistration"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS destinations (
@@ -49,6 +53,12 @@ CREATE TABLE IF NOT EXISTS routed (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_outbox (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS retained (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    publisher TEXT NOT NULL, document TEXT NOT NULL, version INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    UNIQUE (publisher, document)
+);
 """
 
 
@@ -62,6 +72,16 @@ class Append:
 
     kind: str
     name: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retained:
+    """A document kept for new subscribers: the serialised Dissemination this site received."""
+
+    publisher: str
+    document: str
+    version: int
     payload: bytes
 
 
@@ -80,7 +100,7 @@ class StoredRegistration:
 class Store:
     """The SQLite-backed state of one site."""
 
-    def __init__(self, path: Path | str, *, max_queue: int = 1_000_000) -> None:
+    def __init__(self, path: Path | str, *, max_queue: int = 1_000_000, retain: int = 0) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None)
@@ -88,6 +108,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._max_queue = max_queue
+        self.retain = retain
 
     def close(self) -> None:
         self._db.close()
@@ -107,8 +128,9 @@ class Store:
         appends: Sequence[Append],
         log_graphs: Iterable[bytes] = (),
         counter: tuple[str, int] | None = None,
+        retained: Retained | None = None,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
-        """Queue ``appends``, mark ``document`` routed and stage log graphs, atomically.
+        """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
         ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
         of the uplink delivery this routing applies, so it is applied exactly once.
@@ -148,7 +170,33 @@ class Store:
             )
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
+            if retained is not None and self.retain > 0:
+                self._retain(retained)
         return last, full
+
+    def _retain(self, doc: Retained) -> None:
+        self._db.execute(
+            "DELETE FROM retained WHERE publisher = ? AND document = ?",
+            (doc.publisher, doc.document),
+        )
+        self._db.execute(
+            "INSERT INTO retained (publisher, document, version, payload) VALUES (?, ?, ?, ?)",
+            (doc.publisher, doc.document, doc.version, doc.payload),
+        )
+        self._db.execute(
+            "DELETE FROM retained WHERE publisher = ? AND seq NOT IN "
+            "(SELECT seq FROM retained WHERE publisher = ? ORDER BY seq DESC LIMIT ?)",
+            (doc.publisher, doc.publisher, self.retain),
+        )
+
+    def retained(self) -> list[Retained]:
+        """The retained documents of every publisher, oldest first."""
+        rows = self._db.execute(
+            "SELECT publisher, document, version, payload FROM retained ORDER BY seq"
+        )
+        return [
+            Retained(publisher=p, document=d, version=v, payload=bytes(b)) for p, d, v, b in rows
+        ]
 
     def counter(self, name: str) -> int:
         """A value stored with :meth:`commit_routing` (0 if never stored)."""

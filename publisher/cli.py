@@ -30,6 +30,7 @@ def _publish(args: argparse.Namespace) -> int:
         state_dir=args.state_dir / args.name,
         provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
         connect=args.connect,
+        retain=args.retain,
     )
 
     async def run() -> None:
@@ -37,6 +38,14 @@ def _publish(args: argparse.Namespace) -> int:
         try:
             if args.wait_for:
                 await publisher.wait_for_members(args.wait_for, timeout=args.wait_timeout)
+            if not args.documents:
+                groups, sent = await publisher.sync_keys()
+                print(
+                    f"keys synchronised: rekeyed {', '.join(sorted(groups)) or 'none'}, "
+                    f"{sent} key messages",
+                    flush=True,
+                )
+                return
             loop = asyncio.get_running_loop()
             start = loop.time()
             for index, doc in enumerate(args.documents):
@@ -61,12 +70,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``xdn publish``."""
     parser = subparsers.add_parser(
         "publish",
-        help="encrypt and publish XML documents",
+        help="encrypt and publish XML documents (or, without DOC, only update group keys)",
         description="Map each document to ontology concepts, rekey groups whose membership "
         "changed, encrypt every fragment with its concept's key, sign the manifest and push "
-        "it to the root disseminator.",
+        "it to the root disseminator. Without DOC, only bring the group keys up to date: "
+        "enrol subscribers registered since the last publication (granting them the retained "
+        "recent documents' keys) and rekey after leaves.",
     )
-    parser.add_argument("documents", type=Path, nargs="+", metavar="DOC", help="XML documents")
+    parser.add_argument(
+        "documents", type=Path, nargs="*", metavar="DOC",
+        help="XML documents (none: only synchronise group keys)",
+    )
     parser.add_argument("--connect", required=True, help="root disseminator HOST:PORT")
     parser.add_argument("--name", required=True, help="publisher name (certificate CN)")
     parser.add_argument(
@@ -90,6 +104,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--wait-timeout", type=float, default=30.0, help="seconds --wait-for waits (default 30)"
+    )
+    parser.add_argument(
+        "--retain", type=int, default=10, metavar="N",
+        help="grant joiners the keys of the last N documents, which sites retain for new "
+        "subscribers (default 10; 0: none)",
     )
     parser.add_argument(
         "--rate", type=float, help="publish at most this many documents per second"

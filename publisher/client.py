@@ -16,6 +16,12 @@ Theory of operation, per document:
    Merkle manifest; originate the signed provenance message.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
    outbox delivered, store the document version and append provenance to the log.
+
+State at subscribe time: sites retain the last few documents. The key service keeps the same
+documents' per-document keys and, with each enrolment of a joiner, sends it a sealed grant of
+those keys for the concept it joined (never a group key of an earlier epoch), so the joiner can
+open what its site replays. :meth:`Publisher.sync_keys` runs the same membership check without
+a document, so joiners need not wait for the next publication.
 """
 
 from __future__ import annotations
@@ -30,18 +36,23 @@ from pathlib import Path
 import grpc
 
 from publisher.keystore import KeyStore
-from publisher.lkh_store import LkhStore
+from publisher.lkh_store import LkhStore, Outgoing
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
-from xdn.lkh import EpochChange, GroupController
+from xdn.lkh import EpochChange, GroupController, seal_document_keys
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
-from xdn.wireconv import dissemination_to_pb, enrolment_to_pb, rekey_to_pb
+from xdn.wireconv import (
+    dissemination_to_pb,
+    document_keys_to_pb,
+    enrolment_to_pb,
+    rekey_to_pb,
+)
 
 __all__ = ["PublishResult", "Publisher", "PublisherSetup"]
 
@@ -60,6 +71,7 @@ class PublisherSetup:
     state_dir: Path
     provenance_log: Path
     connect: str
+    retain: int = 10  # recent documents whose keys a joiner is granted (0: none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +106,9 @@ class Publisher:
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
         )
-        self._keys = KeyStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
+        self._keys = KeyStore(
+            setup.state_dir / "keys.sqlite", publisher=setup.name, retain=setup.retain
+        )
         self._lkh = LkhStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
         self._groups = self._lkh.load_all()
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +176,7 @@ class Publisher:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
         present = frozenset(node.concept for node in mapped)
         site, members = await self._members()
-        rekeyed, enrolments = self._rekey(present, members)
+        rekeyed, _ = self._rekey(present, members)
         keys = {
             c: ConceptKey(
                 publisher=setup.name,
@@ -172,7 +186,6 @@ class Publisher:
             )
             for c in present
         }
-        outbox = self._lkh.pending()
         version = self._keys.next_version(document_id)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
@@ -204,20 +217,23 @@ class Publisher:
             ),
             timestamp_ms=now_ms,
         )
-        request = pb.PublishRequest(
-            dissemination=dissemination_to_pb(
+        request, outbox = self._key_messages(members)
+        request.dissemination.CopyFrom(
+            dissemination_to_pb(
                 encoded.signed_manifest,
                 [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
                 provenance=message.to_nquads(),
                 publisher_certificate=setup.tls.cert_pem,
-            ),
-            rekeys=[rekey_to_pb(o.message) for o in outbox],
-            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
+            )
         )
         ack = await self._stub.Publish(request, timeout=120)
         for sent in outbox:
             self._lkh.delivered(sent.concept, sent.epoch)
-        self._keys.commit(document_id, version)
+        document_keys = [
+            (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
+            for c, k in keys.items()
+        ]
+        self._keys.commit(document_id, version, document_keys)
         self._log.append(message)
         return PublishResult(
             document_id=document_id,
@@ -225,9 +241,45 @@ class Publisher:
             fragments=len(encoded.fragments),
             concepts=present,
             rekeyed=rekeyed,
-            key_messages=enrolments + len(outbox),
+            key_messages=len(request.keys) + len(request.rekeys) + len(request.document_keys),
             links_reached=ack.links_reached,
         )
+
+    def _key_messages(self, members: list[_Member]) -> tuple[pb.PublishRequest, list[Outgoing]]:
+        """A request carrying the key outbox: rekeys, enrolments and retained documents' keys."""
+        outbox = self._lkh.pending()
+        public_keys = {m.name: m.public_key for m in members}
+        grants = []
+        for enrolment in (e for o in outbox for e in o.enrolments):
+            keys = self._keys.retained_keys(enrolment.concept, before_epoch=enrolment.epoch)
+            if keys and enrolment.member in public_keys:
+                grants.append(
+                    seal_document_keys(
+                        publisher=self._setup.name,
+                        concept=enrolment.concept,
+                        member=enrolment.member,
+                        keys=keys,
+                        public_key=public_keys[enrolment.member],
+                    )
+                )
+        request = pb.PublishRequest(
+            rekeys=[rekey_to_pb(o.message) for o in outbox],
+            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
+            document_keys=[document_keys_to_pb(g) for g in grants],
+        )
+        return request, outbox
+
+    async def sync_keys(self) -> tuple[frozenset[str], int]:
+        """Bring every group up to date without publishing: enrol joiners (granting them the
+        retained documents' keys), rekey after leaves. Returns (groups rekeyed, key messages)."""
+        _, members = await self._members()
+        rekeyed, _ = self._rekey(frozenset(self._groups), members)
+        request, outbox = self._key_messages(members)
+        if outbox:
+            await self._stub.Publish(request, timeout=120)
+            for sent in outbox:
+                self._lkh.delivered(sent.concept, sent.epoch)
+        return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)
 
     def _rekey(
         self, present: frozenset[str], members: list[_Member]

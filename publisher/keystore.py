@@ -1,30 +1,50 @@
-"""The publisher's document versions (SQLite; group key trees live in :mod:`publisher.lkh_store`).
+"""The publisher's document versions and retained documents' keys (SQLite; group key trees
+live in :mod:`publisher.lkh_store`).
 
 A document's version is stored once the network accepted it, so the next publication of the
 same document gets the next version and subscribers can refuse replays of older ones.
+
+The per-document keys of the last ``retain`` documents (latest version of each) are kept too:
+sites retain the same recent documents, and a member that joins a concept's group is granted
+those documents' keys for that concept (:mod:`xdn.lkh._grants`) — state at subscribe time.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["KeyStore"]
+__all__ = ["DocumentKey", "KeyStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     document_id TEXT PRIMARY KEY,
     version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS retained (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id TEXT NOT NULL UNIQUE,
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS retained_keys (
+    seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
+    key_name TEXT NOT NULL, key BLOB NOT NULL,
+    PRIMARY KEY (seq, concept)
+);
 """
+
+# (concept, epoch, key name, 32-byte per-document key)
+DocumentKey = tuple[str, int, str, bytes]
 
 
 class KeyStore:
-    """The last version of each of one publisher's documents."""
+    """The last version of each of one publisher's documents, and the retained ones' keys."""
 
-    def __init__(self, path: Path, *, publisher: str) -> None:
+    def __init__(self, path: Path, *, publisher: str, retain: int = 0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._publisher = publisher
+        self._retain = retain
         self._db = sqlite3.connect(path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
@@ -39,9 +59,44 @@ class KeyStore:
         ).fetchone()
         return 1 if row is None else int(row[0]) + 1
 
-    def commit(self, document_id: str, version: int) -> None:
-        """Record that ``version`` of ``document_id`` was published."""
+    def commit(
+        self, document_id: str, version: int, keys: Iterable[DocumentKey] = ()
+    ) -> None:
+        """Record that ``version`` of ``document_id`` was published, with its document keys."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT OR REPLACE INTO documents (document_id, version) VALUES (?, ?)",
+                (document_id, version),
+            )
+            if self._retain > 0:
+                self._retain_keys(document_id, version, keys)
+
+    def _retain_keys(self, document_id: str, version: int, keys: Iterable[DocumentKey]) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO documents (document_id, version) VALUES (?, ?)",
-            (document_id, version),
+            "DELETE FROM retained_keys WHERE seq IN "
+            "(SELECT seq FROM retained WHERE document_id = ?)",
+            (document_id,),
         )
+        self._db.execute("DELETE FROM retained WHERE document_id = ?", (document_id,))
+        seq = self._db.execute(
+            "INSERT INTO retained (document_id, version) VALUES (?, ?)", (document_id, version)
+        ).lastrowid
+        self._db.executemany(
+            "INSERT INTO retained_keys VALUES (?, ?, ?, ?, ?)",
+            [(seq, concept, epoch, name, key) for concept, epoch, name, key in keys],
+        )
+        kept = "SELECT seq FROM retained ORDER BY seq DESC LIMIT ?"
+        self._db.execute(
+            f"DELETE FROM retained_keys WHERE seq NOT IN ({kept})", (self._retain,)
+        )
+        self._db.execute(f"DELETE FROM retained WHERE seq NOT IN ({kept})", (self._retain,))
+
+    def retained_keys(self, concept: str, *, before_epoch: int) -> dict[str, bytes]:
+        """Key name → document key of the retained documents' ``concept`` fragments that were
+        encrypted in an epoch before ``before_epoch`` (a joiner's own epochs it reads anyway)."""
+        rows = self._db.execute(
+            "SELECT key_name, key FROM retained_keys WHERE concept = ? AND epoch < ?",
+            (concept, before_epoch),
+        )
+        return {name: bytes(key) for name, key in rows}

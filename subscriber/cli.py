@@ -24,6 +24,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
         concepts=tuple(args.concept),
         max_documents=args.max_documents,
+        retained=args.retained,
     )
 
     async def run() -> int:
@@ -34,7 +35,8 @@ def _subscribe(args: argparse.Namespace) -> int:
         report = await run_subscriber(setup, stop)
         print(
             f"{setup.name}: {report.accepted} documents accepted, {report.refused} refused, "
-            f"{report.keys} keys received (views in {setup.out_dir / 'views'})",
+            f"{report.keys} keys received (views in {setup.out_dir / 'views'})"
+            + (f"; {report.held} held waiting for their keys" if report.held else ""),
             flush=True,
         )
         return 0 if report.refused == 0 else 2
@@ -86,6 +88,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only this concept's block (repeatable; default: everything granted)",
     )
     parser.add_argument("--max-documents", type=int, help="stop after this many documents")
+    parser.add_argument(
+        "--retained", action="store_true",
+        help="when first registering, also receive the recent documents the site retains "
+        "(state at subscribe time; their keys come with the publisher's next key update: "
+        "`xdn publish` with no DOC, or the next publication)",
+    )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
     )

@@ -9,7 +9,15 @@ the client follows such redirects. Deliveries then arrive in order:
 * a dissemination is checked end to end: the publisher certificate against the CA, then the
   codec verifies the manifest signature, every inclusion proof and every GCM tag before the
   view is rebuilt. Anything that fails is refused — recorded with the reason, never written
-  as a view — and the stream goes on.
+  as a view — and the stream goes on;
+* a dissemination whose keys have not arrived yet is held (durably) and opened as soon as a
+  key message brings them.
+
+State at subscribe time: a new subscriber may ask its site for the retained recent documents
+(``retained``). Their keys come as document-key grants with the publisher's enrolment. The
+site holds only the concepts that were flowing to it, so for documents issued before the
+subscription began each concept that arrived must be whole, and concepts granted but absent are
+recorded as ``missing``; for every later document, every granted concept must arrive whole.
 
 Each accepted document gets a signed receipt envelope (the RECEIVED stage), appended to the
 subscriber's provenance log and sent back with the acknowledgement.
@@ -29,13 +37,18 @@ import grpc
 
 from subscriber.store import Inbox, Keyring
 from xdn import certs, crypto, provenance
-from xdn.codec import View, decode, fragment_concepts
+from xdn.codec import View, decode, fragment_concepts, key_name
 from xdn.errors import DecryptError, PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
-from xdn.lkh import EpochGapError, MemberKeys
+from xdn.lkh import EpochGapError, MemberKeys, open_document_keys
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
-from xdn.wireconv import delivery_from_pb, enrolment_from_pb, rekey_from_pb
+from xdn.wireconv import (
+    delivery_from_pb,
+    document_keys_from_pb,
+    enrolment_from_pb,
+    rekey_from_pb,
+)
 
 __all__ = [
     "SubscriberSetup",
@@ -74,6 +87,7 @@ class SubscriberSetup:
     provenance_log: Path
     concepts: tuple[str, ...] = ()
     max_documents: int | None = None
+    retained: bool = False  # ask for the retained recent documents when first registering
 
 
 @dataclass(slots=True)
@@ -85,6 +99,8 @@ class SubscriptionReport:
     accepted: int = 0
     refused: int = 0
     keys: int = 0
+    held: int = 0  # documents waiting for their keys
+    retained: int = 0  # retained documents the site queued at registration
 
 
 def open_dissemination(
@@ -95,11 +111,13 @@ def open_dissemination(
     at: datetime,
     concepts: Iterable[str] | None = None,
     seen: Mapping[tuple[str, str], int] | None = None,
+    document_keys: Callable[[str], bytes | None] | None = None,
 ) -> View:
     """Verify and decrypt one received dissemination; raise a PeerError if anything is wrong.
 
     ``concepts`` are the concepts granted from this publisher (each must arrive whole; default:
-    those a key is held for); ``seen`` the last version accepted per (publisher, document).
+    those a key is held for); ``seen`` the last version accepted per (publisher, document);
+    ``document_keys`` per-document keys by key name (granted for retained documents).
     """
     manifest = message.manifest
     publisher = certs.verify_certificate(
@@ -114,6 +132,7 @@ def open_dissemination(
         delivery,
         publisher_key=certs.public_key_of(manifest.publisher_certificate),
         keys=keys,
+        document_keys=document_keys,
         concepts=concepts,
         seen=seen,
     )
@@ -136,6 +155,7 @@ class _Session:
             setup.provenance_log, node_uri=self.signer.node_uri, cert_pem=setup.tls.cert_pem
         )
         self.report = SubscriptionReport()
+        self.subscribed_at_ms: int | None = None  # set when asking for retained documents
 
     def close(self) -> None:
         self.keyring.close()
@@ -172,14 +192,31 @@ class _Session:
             return
         self._keep(rekey.publisher, rekey.concept, state)
 
+    def on_document_keys(self, message: pb.DocumentKeys) -> None:
+        """Keep the keys of retained documents granted to us with an enrolment."""
+        grant = document_keys_from_pb(message)
+        if grant.member != self.setup.name:
+            raise ProtocolError(f"document keys for {grant.member!r} delivered to us")
+        self.keyring.put_document_keys(open_document_keys(grant, self.private_key))
+        self.report.keys += 1
+
     def _keep(self, publisher: str, concept: str, state: MemberKeys) -> None:
         self.keyring.set_group(
             publisher, concept, state.to_bytes(), epoch=state.epoch, key=state.group_key
         )
         self.report.keys += 1
 
+    def _missing_keys(self, message: pb.Dissemination) -> list[str]:
+        """Names of the keys the delivered fragments need that we do not hold (yet)."""
+        needed = {(f.publisher, f.concept, f.epoch, f.document_id) for f in message.fragments}
+        return sorted(
+            key_name(*n)
+            for n in needed
+            if self.keyring.get(*n[:3]) is None and self.keyring.document_key(key_name(*n)) is None
+        )
+
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
-        """Handle one document; return the receipt to send back (empty if refused)."""
+        """Handle one document; return the receipt to send back (empty if refused or held)."""
         manifest = message.manifest
         last = self.keyring.version(manifest.publisher, manifest.document_id)
         if last == manifest.version:
@@ -187,13 +224,56 @@ class _Session:
                      manifest.version)
             self.keyring.set_applied(self.address, sequence)
             return b""
+        missing = self._missing_keys(message)
+        if missing:
+            self.keyring.hold(
+                manifest.publisher, manifest.document_id, manifest.version,
+                message.SerializeToString(),
+            )
+            self.keyring.set_applied(self.address, sequence)
+            print(
+                f"{self.setup.name}: holding {manifest.publisher}/{manifest.document_id} "
+                f"v{manifest.version} until its keys arrive ({', '.join(missing)})",
+                flush=True,
+            )
+            return b""
+        return self._open(message, sequence, last)
+
+    def release_held(self, sequence: int) -> None:
+        """Open the held documents whose keys have arrived (``sequence``: the key delivery)."""
+        for payload in self.keyring.held():
+            message = pb.Dissemination.FromString(payload)
+            m = message.manifest
+            last = self.keyring.version(m.publisher, m.document_id)
+            if last is None or last < m.version:
+                if self._missing_keys(message):
+                    continue
+                self._open(message, sequence, last)
+            self.keyring.release(m.publisher, m.document_id, m.version)
+
+    def _expected(self, manifest: pb.Manifest, delivered: set[str]) -> tuple[list[str], list[str]]:
+        """(concepts that must arrive whole, granted concepts the site did not retain)."""
+        granted = self.report.grants.get(manifest.publisher, [])
+        retained = self.subscribed_at_ms is not None and (
+            manifest.issued_at_ms < self.subscribed_at_ms
+        )
+        if not retained:
+            return granted, []
+        in_document = {r.concept for r in manifest.ranges}
+        absent = sorted(set(granted) & in_document - delivered)
+        return sorted(set(granted) & delivered), absent
+
+    def _open(self, message: pb.Dissemination, sequence: int, last: int | None) -> bytes:
+        manifest = message.manifest
+        concepts, absent = self._expected(manifest, {f.concept for f in message.fragments})
         try:
             view = open_dissemination(
                 message,
                 ca_pem=self.setup.tls.ca_pem,
                 keys=self.keyring.get,
+                document_keys=self.keyring.document_key,
                 at=self.clock(),
-                concepts=self.report.grants.get(manifest.publisher),
+                concepts=concepts if manifest.publisher in self.report.grants else None,
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
             )
             received = provenance.Message.from_nquads(message.provenance)
@@ -231,6 +311,8 @@ class _Session:
             "issued_at_ms": manifest.issued_at_ms,
             "received_at_ms": int(self.clock().timestamp() * 1000),
         }
+        if absent:
+            record["missing"] = absent  # retained state: concepts this site did not hold
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1
@@ -254,7 +336,9 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
     outgoing.put_nowait(
         pb.ClientMessage(
             subscribe=pb.SubscribeRequest(
-                concepts=list(setup.concepts), resume_after=session.keyring.applied(address)
+                concepts=list(setup.concepts),
+                resume_after=session.keyring.applied(address),
+                retained=setup.retained,
             )
         )
     )
@@ -310,10 +394,19 @@ def _handle(
         grants = {g.publisher: list(g.concepts) for g in message.subscribed.grants}
         session.report.served_by = message.subscribed.served_by
         session.report.grants = grants
+        session.report.retained += message.subscribed.retained
+        if setup.retained:
+            now_ms = int(session.clock().timestamp() * 1000)
+            session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
         session.inbox.write_subscription(
             {"subscriber": setup.name, "served_by": message.subscribed.served_by, "grants": grants}
         )
-        print(f"{setup.name}: subscribed at {message.subscribed.served_by}", flush=True)
+        retained = message.subscribed.retained
+        print(
+            f"{setup.name}: subscribed at {message.subscribed.served_by}"
+            + (f" ({retained} retained documents queued)" if retained else ""),
+            flush=True,
+        )
         return
     delivery = message.delivery
     if delivery.sequence <= session.keyring.applied(session.address):
@@ -321,14 +414,17 @@ def _handle(
         return  # applied before a reconnect; the site did not see our ack
     receipt = b""
     body = delivery.WhichOneof("body")
-    if body in ("key", "rekey"):
+    if body in ("key", "rekey", "document_keys"):
         try:
             if body == "key":
                 session.on_enrolment(delivery.key)
-            else:
+            elif body == "rekey":
                 session.on_rekey(delivery.rekey)
+            else:
+                session.on_document_keys(delivery.document_keys)
         except PeerError as exc:
             print(f"{setup.name}: refused {body} message: {exc}", flush=True)
+        session.release_held(delivery.sequence)
         session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
@@ -366,6 +462,7 @@ async def run_subscriber(
             address, delay = redirect, 0.2
         return session.report
     finally:
+        session.report.held = len(session.keyring.held())
         session.close()
 
 

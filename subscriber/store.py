@@ -1,7 +1,8 @@
 """A subscriber's durable state (SQLite) and what it received (files).
 
-The state database holds the keyring (group keys by publisher, concept and epoch, and this
-member's key-tree path in each group, :mod:`xdn.lkh`), the last
+The state database holds the keyring (group keys by publisher, concept and epoch, this
+member's key-tree path in each group, :mod:`xdn.lkh`, and the per-document keys granted for
+retained documents), the documents held until their keys arrive, the last
 delivery sequence applied from each site, and the last version accepted of each document —
 updated in one transaction per delivery, so after a crash of either side the subscriber resumes
 right after what it applied: a redelivered document is recognised and not handed to the
@@ -42,6 +43,12 @@ CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
     version INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (publisher, document)
 );
+CREATE TABLE IF NOT EXISTS document_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS held (
+    id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
+    version INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE (publisher, document, version)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
 
@@ -68,6 +75,41 @@ class Keyring:
             (publisher, concept, epoch),
         ).fetchone()
         return None if row is None else bytes(row[0])
+
+    def put_document_keys(self, keys: Mapping[str, bytes]) -> None:
+        """Keep granted per-document keys (by XML Encryption key name)."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO document_keys VALUES (?, ?)", sorted(keys.items())
+        )
+
+    def document_key(self, name: str) -> bytes | None:
+        row = self._db.execute("SELECT key FROM document_keys WHERE name = ?", (name,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    # ---- documents held until their keys arrive ------------------------------------------
+    def hold(self, publisher: str, document: str, version: int, payload: bytes) -> None:
+        self._db.execute(
+            "INSERT OR IGNORE INTO held (publisher, document, version, payload) "
+            "VALUES (?, ?, ?, ?)",
+            (publisher, document, version, payload),
+        )
+
+    def held(self) -> list[bytes]:
+        """The held documents' serialised disseminations, oldest first."""
+        return [bytes(p) for (p,) in self._db.execute("SELECT payload FROM held ORDER BY id")]
+
+    def release(self, publisher: str, document: str, version: int) -> None:
+        self._db.execute(
+            "DELETE FROM held WHERE publisher = ? AND document = ? AND version = ?",
+            (publisher, document, version),
+        )
+
+    # ---- when this subscription started --------------------------------------------------
+    def subscribed_since_ms(self, now_ms: int) -> int:
+        """The time of the first registration (``now_ms`` is stored if there was none)."""
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('subscribed_at_ms', ?)", (now_ms,))
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'subscribed_at_ms'").fetchone()
+        return int(row[0])
 
     # ---- key-tree state per group ---------------------------------------------------------
     def group_state(self, publisher: str, concept: str) -> bytes | None:

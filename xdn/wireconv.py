@@ -26,12 +26,14 @@ from xdn.codec import (
     merge_range_proofs,
 )
 from xdn.errors import ProtocolError
-from xdn.lkh import Enrolment, RekeyMessage
+from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = [
     "delivery_from_pb",
     "dissemination_to_pb",
+    "document_keys_from_pb",
+    "document_keys_to_pb",
     "enrolment_from_pb",
     "enrolment_to_pb",
     "rekey_from_pb",
@@ -254,3 +256,25 @@ def enrolment_from_pb(message: pb.KeyMessage) -> Enrolment:
     ):
         raise ProtocolError("key message: routing fields do not match its content")
     return enrolment
+
+
+def document_keys_to_pb(grant: DocumentKeyGrant) -> pb.DocumentKeys:
+    """The wire form of a document-key grant (routed to its member only)."""
+    return pb.DocumentKeys(
+        publisher=grant.publisher,
+        concept=grant.concept,
+        subscriber=grant.member,
+        sealed=grant.to_bytes(),
+    )
+
+
+def document_keys_from_pb(message: pb.DocumentKeys) -> DocumentKeyGrant:
+    """Read a received document-key grant; its routing fields must match its content."""
+    grant = DocumentKeyGrant.from_bytes(message.sealed)
+    if (grant.publisher, grant.concept, grant.member) != (
+        message.publisher,
+        message.concept,
+        message.subscriber,
+    ):
+        raise ProtocolError("document keys: routing fields do not match their content")
+    return grant

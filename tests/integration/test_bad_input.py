@@ -225,6 +225,28 @@ def test_publish_of_an_unknown_concept_is_invalid(net: LocalNetwork) -> None:
     _assert_serving(net)
 
 
+def test_publish_of_nothing_is_invalid(net: LocalNetwork) -> None:
+    error = _run(_call_error(
+        net, "d1", "production-dept",
+        lambda stub: stub.Publish(pb.PublishRequest(), timeout=TIMEOUT),
+    ))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "neither a document nor keys" in (error.details() or "")
+    _assert_serving(net)
+
+
+def test_document_keys_in_another_publishers_name_are_invalid(net: LocalNetwork) -> None:
+    grant = pb.DocumentKeys(publisher="qa-company", concept="WorkOrder", subscriber="alice",
+                            sealed=b"XLG1")
+    request = pb.PublishRequest(document_keys=[grant])
+    error = _run(_call_error(
+        net, "d1", "production-dept", lambda stub: stub.Publish(request, timeout=TIMEOUT)
+    ))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "names another publisher" in (error.details() or "")
+    _assert_serving(net)
+
+
 def test_get_membership_of_another_publisher_is_denied(net: LocalNetwork) -> None:
     error = _run(_call_error(
         net, "d1", "production-dept",

@@ -332,12 +332,25 @@ def test_per_document_keys_by_key_name(encoded: EncodedDocument) -> None:
     assert set(fragment_concepts(view).values()) == {"WorkOrder", "Step"}
     with pytest.raises(TypeError):
         decode(select(encoded, ["Step"]), publisher_key=SIGNER.public_key())
-    with pytest.raises(TypeError):
+    # Both: a held document key comes first (here the only right key for Step: its group key
+    # is wrong), group keys open the rest (WorkOrder has no document key here).
+    step_only = {n: k for n, k in names.items() if ".Step." in n}
+    wrong_step = {**SUBSCRIBER_KEYS, (PUBLISHER, "Step", 3): crypto.sha256(b"not the key")}
+    both = decode(
+        select(encoded, ["WorkOrder", "Step"]),
+        publisher_key=SIGNER.public_key(),
+        keys=wrong_step,
+        document_keys=step_only,
+        concepts=["WorkOrder", "Step"],
+    )
+    assert fragment_concepts(both) == fragment_concepts(view)
+    with pytest.raises(DecryptError):  # and without the document key the wrong one is used
         decode(
-            select(encoded, ["Step"]),
+            select(encoded, ["WorkOrder", "Step"]),
             publisher_key=SIGNER.public_key(),
-            keys=SUBSCRIBER_KEYS,
-            document_keys=names,
+            keys=wrong_step,
+            document_keys={},
+            concepts=["WorkOrder", "Step"],
         )
     short = {name: key[:31] for name, key in names.items()}
     with pytest.raises(UsageError, match="32 bytes"):

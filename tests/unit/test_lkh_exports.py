@@ -5,6 +5,7 @@ from __future__ import annotations
 import xdn.lkh
 
 PUBLIC = {
+    "DocumentKeyGrant",
     "Enrolment",
     "EpochChange",
     "EpochGapError",
@@ -18,7 +19,9 @@ PUBLIC = {
     "WrappedKey",
     "ceil_log2",
     "group_key_of",
+    "open_document_keys",
     "open_enrolment",
+    "seal_document_keys",
     "seal_path",
 }
 

@@ -67,8 +67,9 @@ def fail(reason: str, *args: object) -> DecryptError:
 class KeySource:
     """The per-document keys a decoder may use for one document.
 
-    Exactly one of ``keys`` (group keys; per-document keys are derived) and ``document_keys``
-    (per-document keys by key name, e.g. files written by ``xdn encode --keys-out``) is given.
+    At least one of ``keys`` (group keys; per-document keys are derived) and ``document_keys``
+    (per-document keys by key name: files written by ``xdn encode --keys-out``, or a member's
+    grant for retained documents) is given; a document key, when held, is used first.
     """
 
     __slots__ = ("_cache", "_document_id", "_document_keys", "_keys", "_names", "_publisher")
@@ -81,8 +82,8 @@ class KeySource:
         keys: KeyLookup | None,
         document_keys: DocumentKeyLookup | None,
     ) -> None:
-        if (keys is None) == (document_keys is None):
-            raise TypeError("give exactly one of keys= (group keys) and document_keys=")
+        if keys is None and document_keys is None:
+            raise TypeError("give keys= (group keys), document_keys= or both")
         self._publisher = publisher
         self._document_id = document_id
         self._keys = keys
@@ -106,7 +107,8 @@ class KeySource:
             raw = lookup.get(name) if isinstance(lookup, Mapping) else lookup(name)
             if raw is not None and (not isinstance(raw, bytes) or len(raw) != crypto.KEY_BYTES):
                 raise UsageError(f"document key {name} must be {crypto.KEY_BYTES} bytes")
-            return raw
+            if raw is not None or self._keys is None:
+                return raw
         wanted = (self._publisher, concept, epoch)
         group = self._keys
         found: bytes | None = None

@@ -145,7 +145,7 @@ def decode(
         publisher_key: the publisher's public key (looked up by the caller from a trusted
             source for ``delivery.signed_manifest.manifest.publisher``).
         keys: group keys by (publisher, concept, epoch); see :func:`required_keys`.
-        document_keys: instead of ``keys``, per-document keys by key name.
+        document_keys: per-document keys by key name (used first when both are given).
         concepts: the concepts the caller is entitled to from this publisher; each one the
             document holds must be delivered whole. Default: every concept it holds a key for.
         seen: the last version accepted per (publisher, document id); the delivery must be
@@ -159,7 +159,7 @@ def decode(
         DecryptError: any signature, freshness, header, range, proof, completeness, key or
             decryption check failed (opaque).
         HostileXmlError: authentic plaintext is XML the hardened parser refuses.
-        TypeError: misuse (both or neither of ``keys`` and ``document_keys``…).
+        TypeError: misuse (neither ``keys`` nor ``document_keys``…).
     """
     if not isinstance(delivery, Delivery):
         raise TypeError("delivery must be a Delivery")

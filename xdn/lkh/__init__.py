@@ -12,7 +12,9 @@ What travels (see ``docs/group-keys.md``):
 * a :class:`RekeyMessage` per epoch, broadcast to anyone (members, former members,
   disseminators): retired node ids and every new node key wrapped under each child's key;
 * an :class:`Enrolment` per joiner (and per :meth:`GroupController.path_refresh` for a member
-  that missed epochs): its :class:`MemberPath` sealed with HPKE to its certificate key.
+  that missed epochs): its :class:`MemberPath` sealed with HPKE to its certificate key;
+* with an enrolment, a :class:`DocumentKeyGrant`: the per-document keys of the publisher's
+  retained recent documents, so a joiner can read those (and only those) earlier documents.
 
 A member keeps a :class:`MemberKeys` and calls :meth:`MemberKeys.apply_rekey` per message.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 from xdn.lkh._controller import GroupController
 from xdn.lkh._epoch import Rand
+from xdn.lkh._grants import DocumentKeyGrant, open_document_keys, seal_document_keys
 from xdn.lkh._member import EpochGapError, MemberKeys
 from xdn.lkh._messages import (
     Enrolment,
@@ -57,6 +60,7 @@ from xdn.lkh._state import EpochChange, GroupHeader, NodeRow
 from xdn.lkh._tree import ceil_log2
 
 __all__ = [
+    "DocumentKeyGrant",
     "Enrolment",
     "EpochChange",
     "EpochGapError",
@@ -70,6 +74,8 @@ __all__ = [
     "WrappedKey",
     "ceil_log2",
     "group_key_of",
+    "open_document_keys",
     "open_enrolment",
+    "seal_document_keys",
     "seal_path",
 ]
