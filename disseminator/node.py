@@ -109,6 +109,7 @@ class SiteNode:
         self._last_seen: dict[Destination, int] = {}
         self._requested: dict[str, frozenset[str]] = {}
         self._link_blocks: dict[str, str] = {}
+        self._link_serials: dict[str, int] = {}  # certificate serial of each linked downlink
         self._ended: dict[str, str] = {}
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self._recover()
@@ -465,7 +466,7 @@ class SiteNode:
         return discarded
 
     def ended(self, subscriber: str) -> str | None:
-        """Why a subscription was ended by the site (forced unsubscription), if it was."""
+        """Why the site ended a subscription or a downlink's link (forced), if it did."""
         return self._ended.get(subscriber)
 
     def apply_changes(self, changes: ChangeSet) -> list[str]:
@@ -516,10 +517,16 @@ class SiteNode:
         """Put a CRL's revoked serials in force at once; return what was done.
 
         Local subscribers holding a revoked certificate are force-unsubscribed (their live
-        streams end with the reason); downlink members holding one are dropped.
+        streams end with the reason); a downlink site holding one is cut off (its stream ends,
+        its queue and members are dropped); downlink members holding one are dropped.
         """
         self.revoked = serials
         done: list[str] = []
+        for site, serial in list(self._link_serials.items()):
+            if serial in serials:
+                self._ended[site] = "its certificate was revoked"
+                self.drop_link(site)
+                done.append(f"downlink {site} cut off: its certificate was revoked")
         for name, reg in list(self.table.local.items()):
             if certs.credential_from_pem(reg.certificate).serial in serials:
                 self.unregister_local(name, reason="its certificate was revoked")
@@ -539,8 +546,11 @@ class SiteNode:
         changes = self.engine.apply(policies, at=self._clock())
         return self.apply_changes(changes)
 
-    def set_link_block(self, site: str, block: str) -> None:
+    def set_link_block(self, site: str, block: str, serial: int) -> None:
+        """A downlink site connected: the block it serves and its certificate's serial."""
         self._link_blocks[site] = block
+        self._link_serials[site] = serial
+        self._ended.pop(site, None)
 
     def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
         self.table.set_link_members(site, members)
@@ -551,6 +561,7 @@ class SiteNode:
         self._on_interest_change()
 
     def drop_link(self, site: str) -> None:
+        self._link_serials.pop(site, None)
         self.table.drop_link(site)
         self.store.save_registrations("link", site, [])
         self.store.drop_destination("link", site)

@@ -355,7 +355,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await self._refuse(context, exc)
             raise
         self._link_blocks[peer.name] = hello.block
-        node.set_link_block(peer.name, hello.block)
+        node.set_link_block(peer.name, hello.block, peer.serial)
         generation = node.generation(destination)
         reader = asyncio.ensure_future(
             self._read_acks(request_iterator, destination, cursor, context)
@@ -367,6 +367,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+            reason = node.ended(peer.name)
+            if reason is not None:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED, f"link ended by the site: {reason}"
+                )
         finally:
             reader.cancel()
             node.disconnect(destination, generation)

@@ -101,3 +101,30 @@ def test_a_bad_crl_is_refused_and_the_previous_one_stays_in_force(
     _wait(lambda: not network.subscriber_running("alice"), timeout=5)
     assert "its certificate was revoked" in network.output("alice")
     assert network.subscriber_running("carol")
+
+
+def test_revoking_a_site_certificate_cuts_its_link_at_once(network: LocalNetwork) -> None:
+    """d1 stops forwarding to d2 (and so to alice behind it); carol, at d1 itself, still gets
+    every document."""
+    issue_party(
+        network.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
+        now=datetime.now(UTC),
+    )
+    network.subscribers["carol"] = SubscriberSpec(name="carol", site="d1")
+    for name in ("alice", "carol"):
+        network.start_subscriber(name)
+        network.wait_subscribed(name)
+    network.publish("production-dept", [SAMPLE], wait_for=("alice", "carol"))
+    _wait(lambda: len(_documents(network, "alice")) == 1 and len(_documents(network, "carol")) == 1)
+
+    done = _xdn("certs", "revoke", "--dir", str(network.certs), "--name", "d2")
+    assert done.returncode == 0, done.stderr
+    _wait(lambda: "downlink d2 cut off: its certificate was revoked" in network.output("d1"),
+          timeout=10)
+    _wait(lambda: "link ended by the site: its certificate was revoked" in network.output("d2"),
+          timeout=10)
+
+    network.publish("production-dept", [SAMPLE], wait_for=("carol",))
+    _wait(lambda: len(_documents(network, "carol")) == 2)
+    time.sleep(1.0)
+    assert len(_documents(network, "alice")) == 1  # nothing reached d2 after the revocation
