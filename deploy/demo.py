@@ -8,7 +8,10 @@
 4. both organisations publish their sample document and a generated one;
 5. each subscriber must have received exactly the fragments its credential is granted (computed
    here independently from the mappings and policies) and nothing refused;
-6. the Spark audit verifies every provenance signature chain and writes its report.
+6. carol (Cred1) joins d2 late and asks for the retained documents (state at subscribe time):
+   the key service grants her exactly those documents' keys, and she must end up with what
+   alice has;
+7. the Spark audit verifies every provenance signature chain and writes its report.
 
 Exit status 0 only if every check passes; every process is stopped on the way out.
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.network import ONTOLOGY, LocalNetwork
+from deploy.network import DEFAULT_SUBSCRIBERS, ONTOLOGY, LocalNetwork, SubscriberSpec
 from xdn import certs, xmlsafe
 from xdn.codec import fragment_id
 from xdn.docgen import generate
@@ -33,6 +36,8 @@ from xdn.paths import REPO_ROOT
 from xdn.policy import auth_list, load_policy
 
 __all__ = ["DemoResult", "Expectation", "expected_deliveries", "read_received", "run_demo"]
+
+LATE = SubscriberSpec(name="carol", site="d2", attributes={"OU": "Cred1"})
 
 Deliveries = dict[tuple[str, str], dict[str, str]]  # (publisher, document) → fragment → concept
 
@@ -122,6 +127,19 @@ def _documents(workdir: Path, generated_bytes: int) -> dict[str, list[Path]]:
     return published
 
 
+def _late_joiner(net: LocalNetwork, say: Callable[[str], None]) -> None:
+    """carol subscribes after the publications and asks for the retained documents."""
+    say(f"[6/7] {LATE.name} (Cred1) joins {LATE.site} late and asks for the retained documents")
+    net.start_subscriber(LATE.name, extra=["--retained"])
+    info = net.wait_subscribed(LATE.name)
+    say(f"      {LATE.name} registered at {info['served_by']}: {info['grants']}")
+    grants = info["grants"]
+    assert isinstance(grants, dict)
+    for publisher in grants:
+        output = net.publish(publisher, [])  # no document: enrol her, grant retained keys
+        say(f"      {publisher}: {output.strip()}")
+
+
 def run_demo(
     workdir: Path,
     *,
@@ -134,21 +152,22 @@ def run_demo(
     workdir = workdir.resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    net = LocalNetwork(workdir)
-    say("[1/6] development PKI, signed policies, site configs")
+    net = LocalNetwork(workdir, subscribers=(*DEFAULT_SUBSCRIBERS, LATE))
+    first = [s.name for s in DEFAULT_SUBSCRIBERS]
+    say("[1/7] development PKI, signed policies, site configs")
     net.prepare()
     published = _documents(workdir, generated_bytes)
     with net:
-        say("[2/6] starting disseminators d1 (root), d2 (WorkOrder), d3 (ResourceDetails)")
+        say("[2/7] starting disseminators d1 (root), d2 (WorkOrder), d3 (ResourceDetails)")
         net.start_sites()
         say("      " + ", ".join(f"{s}={net.address(s)}" for s in net.sites))
-        say("[3/6] subscribers: alice (Cred1) at d2, bob (Cred2) at d3")
-        for name in net.subscribers:
+        say("[3/7] subscribers: alice (Cred1) at d2, bob (Cred2) at d3")
+        for name in first:
             net.start_subscriber(name)
-        for name in net.subscribers:
+        for name in first:
             info = net.wait_subscribed(name)
             say(f"      {name} registered at {info['served_by']}: {info['grants']}")
-        say("[4/6] publishing")
+        say("[4/7] publishing")
         for publisher, documents in published.items():
             output = net.publish(
                 publisher, documents, wait_for=net.granted_subscribers(publisher)
@@ -159,10 +178,13 @@ def run_demo(
         expected = {
             name: expected_deliveries(net, ontology, name, published) for name in net.subscribers
         }
-        say("[5/6] waiting for deliveries and checking them against the policies")
-        for name in net.subscribers:
+        say("[5/7] waiting for deliveries and checking them against the policies")
+        for name in first:
             inbox, want = net.inbox(name), len(expected[name])
             _wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)  # noqa: B023
+        _late_joiner(net, say)
+        inbox, want = net.inbox(LATE.name), len(expected[LATE.name])
+        _wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)
         time.sleep(0.5)  # anything extra (a policy violation) would arrive by now
     checks = []
     for name in net.subscribers:
@@ -175,7 +197,7 @@ def run_demo(
     report = workdir / "audit" / "report.html"
     audit_ok = True
     if audit:
-        say("[6/6] Spark audit of every provenance log")
+        say("[7/7] Spark audit of every provenance log")
         from audit.job import run_audit
 
         summary = run_audit(
