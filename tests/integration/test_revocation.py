@@ -38,13 +38,13 @@ def _xdn(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _alice_and_carol(network: LocalNetwork) -> None:
-    """alice and carol (same credential attributes, same site d2) subscribed and receiving."""
+def _alice_and_carol(network: LocalNetwork, carol_site: str = "d2") -> None:
+    """alice (at d2) and carol (same credential attributes) subscribed and receiving."""
     issue_party(
         network.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
         now=datetime.now(UTC),
     )
-    network.subscribers["carol"] = SubscriberSpec(name="carol", site="d2")
+    network.subscribers["carol"] = SubscriberSpec(name="carol", site=carol_site)
     for name in ("alice", "carol"):
         network.start_subscriber(name)
         network.wait_subscribed(name)
@@ -106,16 +106,7 @@ def test_a_bad_crl_is_refused_and_the_previous_one_stays_in_force(
 def test_revoking_a_site_certificate_cuts_its_link_at_once(network: LocalNetwork) -> None:
     """d1 stops forwarding to d2 (and so to alice behind it); carol, at d1 itself, still gets
     every document."""
-    issue_party(
-        network.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
-        now=datetime.now(UTC),
-    )
-    network.subscribers["carol"] = SubscriberSpec(name="carol", site="d1")
-    for name in ("alice", "carol"):
-        network.start_subscriber(name)
-        network.wait_subscribed(name)
-    network.publish("production-dept", [SAMPLE], wait_for=("alice", "carol"))
-    _wait(lambda: len(_documents(network, "alice")) == 1 and len(_documents(network, "carol")) == 1)
+    _alice_and_carol(network, carol_site="d1")
 
     done = _xdn("certs", "revoke", "--dir", str(network.certs), "--name", "d2")
     assert done.returncode == 0, done.stderr

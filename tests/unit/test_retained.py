@@ -226,6 +226,15 @@ def test_document_keys_for_another_member_are_refused(
         session.close()
 
 
+def _keyed_session(
+    tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list[str]
+) -> _Session:
+    session = _session(tmp_path, pki, sorted(concepts))
+    for concept in concepts:
+        session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
+    return session
+
+
 def _partial(diss: pb.Dissemination) -> tuple[pb.Dissemination, list[str], list[str]]:
     concepts = sorted({f.concept for f in diss.fragments})
     kept, dropped = concepts[: len(concepts) // 2], concepts[len(concepts) // 2 :]
@@ -237,12 +246,9 @@ def test_a_retained_document_may_lack_concepts_the_site_did_not_hold(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]],
     document: tuple[pb.Dissemination, dict[str, bytes]],
 ) -> None:
-    diss, _ = document
-    partial, kept, dropped = _partial(diss)
-    session = _session(tmp_path, pki, sorted(kept + dropped))
+    partial, kept, dropped = _partial(document[0])
+    session = _keyed_session(tmp_path, pki, kept + dropped)
     try:
-        for concept in kept + dropped:
-            session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
         session.subscribed_at_ms = 5000  # the document (issued at 1000) predates us
         assert session.on_dissemination(partial, sequence=1)
         (record,) = _records(tmp_path)
@@ -256,12 +262,9 @@ def test_a_live_document_must_hold_every_granted_concept(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]],
     document: tuple[pb.Dissemination, dict[str, bytes]],
 ) -> None:
-    diss, _ = document
-    partial, kept, dropped = _partial(diss)
-    session = _session(tmp_path, pki, sorted(kept + dropped))
+    partial, kept, dropped = _partial(document[0])
+    session = _keyed_session(tmp_path, pki, kept + dropped)
     try:
-        for concept in kept + dropped:
-            session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
         session.subscribed_at_ms = 500  # subscribed before the document was issued
         assert session.on_dissemination(partial, sequence=1) == b""
         assert _records(tmp_path) == []
