@@ -30,9 +30,10 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _issue(args: argparse.Namespace) -> int:
-    party = Party(
-        name=args.name, role=args.role, attributes=_attributes(args.attr), hosts=args.host
-    )
+    attributes = _attributes(args.attr)
+    if args.block:
+        attributes[certs.BLOCK_FIELD] = args.block
+    party = Party(name=args.name, role=args.role, attributes=attributes, hosts=args.host)
     files = issue_party(args.dir, party, now=datetime.now(UTC), days=args.days)
     print(f"certificate: {files.cert}\nprivate key: {files.key}")
     return 0
@@ -41,6 +42,8 @@ def _issue(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     credential = certs.credential_from_pem(args.cert.read_bytes())
     print(f"name:      {credential.name}\nrole:      {credential.role}")
+    if credential.block:
+        print(f"block:     {credential.block} (the block this site may serve)")
     print(f"uri:       {credential.uri}")
     print("subject:   " + ", ".join(f"{k}={v}" for k, v in credential.subject.items()))
     print("issuer:    " + ", ".join(f"{k}={v}" for k, v in credential.issuer.items()))
@@ -85,6 +88,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     issue.add_argument(
         "--host", action="append", default=[], help="TLS host name or IP for sites (repeatable)"
+    )
+    issue.add_argument(
+        "--block", metavar="CONCEPT",
+        help="for a site (required): the concept whose maximum conceptual block it may serve; "
+        "peers and the DHT refuse it any other",
     )
     issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     issue.set_defaults(func=_issue)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from deploy.pki import Party, ensure_ca, issue_party, write_crl
-from xdn import crypto
+from xdn import certs, crypto
 from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 from xdn.policy import sign_policy, signature_path
@@ -125,7 +125,11 @@ class LocalNetwork:
         now = datetime.now(UTC)
         ensure_ca(self.certs, now=now)
         parties = [
-            Party(name=s, role="site", hosts=("localhost", "127.0.0.1")) for s in self.sites
+            Party(
+                name=s.name, role="site", hosts=("localhost", "127.0.0.1"),
+                attributes={certs.BLOCK_FIELD: s.block},
+            )
+            for s in self.sites.values()
         ]
         parties += [Party(name=p, role="publisher") for p in self.publishers]
         parties += [

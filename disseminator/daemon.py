@@ -105,6 +105,12 @@ async def serve(config: SiteConfig) -> None:
         raise ConfigError(
             f"{config.cert}: certificate is for {identity.name!r}, not {config.name!r}"
         )
+    if identity.block != config.block:
+        raise ConfigError(
+            f"{config.cert}: the certificate authorises block {identity.block!r}, but site.block "
+            f"is {config.block!r}; fix the config or reissue the certificate with "
+            f"`xdn certs issue --role site --block {config.block}`"
+        )
     ontology = load_ontology(config.ontology_files)
     if config.block not in ontology.concepts:
         raise ConfigError(f"site.block {config.block!r} is not a concept of the ontology")

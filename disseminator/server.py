@@ -344,6 +344,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             hello = first.hello
             if hello.site != peer.name:
                 raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "LinkHello names another site")
+            if hello.block != peer.block:
+                raise _Abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"site {peer.name!r} may serve block {peer.block!r} (its certificate), "
+                    f"not {hello.block!r}",
+                )
             if hello.block not in node.served or hello.block == node.site.block:
                 raise _Abort(
                     grpc.StatusCode.FAILED_PRECONDITION,

@@ -28,6 +28,7 @@ from xdn import crypto
 from xdn.errors import CertificateError, UsageError
 
 __all__ = [
+    "BLOCK_FIELD",
     "ROLES",
     "Credential",
     "create_ca",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 ROLES = frozenset({"site", "publisher", "subscriber"})
+BLOCK_FIELD = "xdnBlock"
 
 _SHORT_NAMES: dict[x509.ObjectIdentifier, str] = {
     NameOID.COMMON_NAME: "CN",
@@ -52,6 +54,9 @@ _SHORT_NAMES: dict[x509.ObjectIdentifier, str] = {
     NameOID.TITLE: "title",
     NameOID.BUSINESS_CATEGORY: "businessCategory",
     NameOID.EMAIL_ADDRESS: "emailAddress",
+    # A UUID-derived OID (ITU-T X.667, arc 2.25; no registration needed): the maximum
+    # conceptual block a site certificate authorises its holder to serve.
+    x509.ObjectIdentifier("2.25.284602625711494823787518244044928283463"): "xdnBlock",
 }
 _OIDS = {short: oid for oid, short in _SHORT_NAMES.items()}
 
@@ -80,6 +85,11 @@ class Credential:
             raise ValueError("credential validity must be timezone-aware")
         object.__setattr__(self, "subject", MappingProxyType(dict(self.subject)))
         object.__setattr__(self, "issuer", MappingProxyType(dict(self.issuer)))
+
+    @property
+    def block(self) -> str:
+        """The block a site certificate authorises its holder to serve ("" if none)."""
+        return self.subject.get(BLOCK_FIELD, "")
 
     def valid_at(self, at: datetime) -> bool:
         """Whether ``at`` lies inside the certificate's validity period."""
@@ -150,11 +160,17 @@ def issue(
     """Issue a certificate for ``name`` in ``role``; return ``(cert_pem, key_pem)``.
 
     Args:
-        attributes: extra subject fields (e.g. ``{"OU": "Cred1"}``) that policies match on.
+        attributes: extra subject fields (e.g. ``{"OU": "Cred1"}``) that policies match on; a
+            site certificate must carry :data:`BLOCK_FIELD`, the block it may serve.
         hosts: DNS names / IP addresses for TLS (sites: ``localhost``, ``127.0.0.1``).
     """
     if role not in ROLES:
         raise UsageError(f"unknown role {role!r}; use one of {sorted(ROLES)}")
+    if (role == "site") != bool((attributes or {}).get(BLOCK_FIELD)):
+        raise UsageError(
+            f"{name}: a site certificate, and only a site certificate, names the block its "
+            "holder may serve (xdn certs issue --role site --block CONCEPT)"
+        )
     ca_cert = _load(ca_cert_pem)
     ca_key = crypto.load_private_key_pem(ca_key_pem)
     key = crypto.generate_private_key()
@@ -244,6 +260,11 @@ def verify_certificate(
     if role is not None and credential.role != role:
         raise CertificateError(
             f"certificate of {credential.name!r} has role {credential.role!r}, expected {role!r}"
+        )
+    if credential.role == "site" and not credential.block:
+        raise CertificateError(
+            f"site certificate of {credential.name!r} names no block it may serve; reissue it "
+            "with `xdn certs issue --role site --block CONCEPT`"
         )
     return credential
 

@@ -26,6 +26,7 @@ from disseminator.dht._errors import BootstrapError, DhtUsageError
 from disseminator.dht._ids import Contact, NodeId, key_for_concept
 from disseminator.dht._kademlia import KademliaNode
 from disseminator.dht._records import SiteCredentials, SiteRecord, sign_site_record
+from xdn import certs
 from xdn.errors import PeerError, XdnError
 from xdn.ontology import Ontology
 
@@ -63,11 +64,17 @@ class DhtNode(KademliaNode):
         Announcing another block withdraws the previous one.
 
         Raises:
-            DhtUsageError: no credentials, or ``block`` is not a concept of the ontology.
+            DhtUsageError: no credentials, ``block`` is not a concept of the ontology, or our
+                certificate does not authorise it.
         """
         credentials = self._signer()
         if self.ontology.resolve(block) != block:
             raise DhtUsageError(f"cannot announce unknown block concept {block!r}")
+        authorised = certs.credential_from_pem(credentials.certificate_pem).block
+        if block != authorised:
+            raise DhtUsageError(
+                f"cannot announce block {block!r}: our certificate authorises {authorised!r}"
+            )
         previous = self._announced
         record = sign_site_record(
             credentials,

@@ -6,10 +6,12 @@ SHA-384) and ships its certificate along, so any node storing or returning the r
 check it without trusting whoever handed it over:
 
 1. the certificate was issued by the network CA, is valid now, and has role ``site``;
-2. the certificate's CN is the record's ``site``;
+2. the certificate's CN is the record's ``site``, and the block it authorises (set by the CA,
+   :data:`xdn.certs.BLOCK_FIELD`) is the record's ``block``;
 3. the signature verifies under the certificate's key over :func:`record_payload`.
 
-A malicious node can therefore hide records but cannot forge or alter one. A record whose
+A malicious node can therefore hide records but cannot forge or alter one, and a site cannot
+announce a block the CA did not authorise it to serve. A record whose
 ``expires_at_ms`` equals its ``issued_at_ms`` is a *withdrawal* (tombstone): the site's polite
 "I am leaving", which replaces its earlier record wherever it is stored.
 
@@ -233,3 +235,8 @@ class CaRecordVerifier:
             raise RecordAuthenticationError(
                 f"record of site {record.site!r} has a signature that does not verify"
             ) from None
+        if credential.block != record.block:
+            raise RecordAuthenticationError(
+                f"record of site {record.site!r} announces block {record.block!r}, but its "
+                f"certificate authorises only {credential.block!r}"
+            )

@@ -292,6 +292,20 @@ def test_link_from_a_subscriber_certificate_is_unauthenticated(net: LocalNetwork
     _assert_serving(net)
 
 
+def test_link_for_a_block_the_certificate_does_not_authorise_is_denied(
+    net: LocalNetwork,
+) -> None:
+    # d3 is a genuine site, but the CA authorised it for ResourceDetails only.
+    hello = [pb.LinkMessage(hello=pb.LinkHello(site="d3", block="WorkOrder"))]
+    error, replies = _run(_stream_error(net, "d1", "d3", "Link", hello))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "'d3' may serve block 'ResourceDetails' (its certificate), not 'WorkOrder'" in (
+        error.details() or ""
+    )
+    assert replies == []
+    _assert_serving(net)
+
+
 def test_unsubscribe_without_a_subscription_is_not_found(net: LocalNetwork) -> None:
     # bob holds no subscription anywhere in this network.
     error = _run(_call_error(

@@ -74,7 +74,10 @@ def write_credentials(workdir: Path, roles: dict[str, str]) -> dict[str, TlsFile
     (workdir / "ca.pem").write_bytes(ca_pem)
     out = {}
     for name, role in roles.items():
-        cert, key = certs.issue(ca_pem, ca_key, name=name, role=role, hosts=["127.0.0.1"], now=now)
+        block = {certs.BLOCK_FIELD: BLOCKS.get(name, "WorkOrder")} if role == "site" else {}
+        cert, key = certs.issue(
+            ca_pem, ca_key, name=name, role=role, attributes=block, hosts=["127.0.0.1"], now=now
+        )
         (workdir / f"{name}.pem").write_bytes(cert)
         (workdir / f"{name}.key").write_bytes(key)
         out[name] = TlsFiles(

@@ -27,6 +27,7 @@ import pytest
 from deploy.demo import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork
 from deploy.pki import Party, issue_party
+from xdn import certs
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 
@@ -162,8 +163,9 @@ def test_sites_in_separate_network_namespaces(hosts: Hosts, tmp_path: Path) -> N
     net.prepare()
     now = datetime.now(UTC)
     for site, address in hosts.addresses.items():  # the 10.x address as an IP SAN
-        issue_party(net.certs, Party(name=site, role="site",
-                                     hosts=("localhost", "127.0.0.1", address)), now=now)
+        party = Party(name=site, role="site", hosts=("localhost", "127.0.0.1", address),
+                      attributes={certs.BLOCK_FIELD: net.sites[site].block})
+        issue_party(net.certs, party, now=now)
     hosted = _Hosted(net, hosts)
     try:
         for site in ("d1", "d2", "d3"):

@@ -47,7 +47,9 @@ class Node:
 
 
 def _node(name: str, ca: tuple[bytes, bytes]) -> Node:
-    cert, key = certs.issue(*ca, name=name, role="site", now=NOW)
+    cert, key = certs.issue(
+        *ca, name=name, role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"}, now=NOW
+    )
     uri = certs.node_uri(name)
     return Node(
         signer=Signer(node_uri=uri, private_key=crypto.load_private_key_pem(key)), cert_pem=cert

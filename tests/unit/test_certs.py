@@ -42,8 +42,27 @@ def test_expired_and_not_yet_valid_are_refused(ca: tuple[bytes, bytes]) -> None:
         certs.verify_certificate(pem, ca[0], at=NOW - timedelta(days=1))
 
 
+def test_a_site_certificate_names_its_block_and_only_a_site_one_does(
+    ca: tuple[bytes, bytes],
+) -> None:
+    pem, _ = certs.issue(
+        *ca, name="d2", role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"}, now=NOW
+    )
+    assert certs.verify_certificate(pem, ca[0], at=NOW, role="site").block == "WorkOrder"
+    with pytest.raises(UsageError, match="--block CONCEPT"):
+        certs.issue(*ca, name="d2", role="site", now=NOW)
+    with pytest.raises(UsageError, match="only a site certificate"):
+        certs.issue(
+            *ca, name="eve", role="subscriber", attributes={certs.BLOCK_FIELD: "WorkOrder"},
+            now=NOW,
+        )
+
+
 def test_wrong_role_is_refused(ca: tuple[bytes, bytes]) -> None:
-    pem, _ = certs.issue(*ca, name="d1", role="site", hosts=["127.0.0.1"], now=NOW)
+    pem, _ = certs.issue(
+        *ca, name="d1", role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"},
+        hosts=["127.0.0.1"], now=NOW,
+    )
     with pytest.raises(CertificateError, match="expected 'publisher'"):
         certs.verify_certificate(pem, ca[0], at=NOW, role="publisher")
 

@@ -75,7 +75,10 @@ def test_key_of_a_concept_is_sha256_of_its_id() -> None:
 def test_node_id_is_sha256_of_the_certificate_der() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     ca, ca_key = certs.create_ca("ca", now=now)
-    cert, _ = certs.issue(ca, ca_key, name="d1", role="site", hosts=["127.0.0.1"], now=now)
+    cert, _ = certs.issue(
+        ca, ca_key, name="d1", role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"},
+        hosts=["127.0.0.1"], now=now,
+    )
     der = x509.load_pem_x509_certificate(cert).public_bytes(DER)
     assert node_id_of_certificate(cert) == NodeId.from_bytes(hashlib.sha256(der).digest())
 

@@ -28,6 +28,7 @@ from disseminator.dht import (
     SiteRecord,
     ValueReply,
     key_for_concept,
+    sign_site_record,
 )
 from disseminator.dht.testing import FakeClock, MemoryNetwork
 from xdn import certs
@@ -78,8 +79,10 @@ def site(ca: tuple[bytes, bytes], clock_start: FakeClock) -> Callable[[str], Sit
 
     def make(name: str) -> SiteCredentials:
         if name not in cache:
+            block = SITE_BLOCKS.get(name, "ProductionProcess")  # plain nodes: any block
             cert, key = certs.issue(
-                *ca, name=name, role="site", hosts=["127.0.0.1"], now=clock_start()
+                *ca, name=name, role="site", attributes={certs.BLOCK_FIELD: block},
+                hosts=["127.0.0.1"], now=clock_start(),
             )
             cache[name] = SiteCredentials.from_pem(cert, key)
         return cache[name]
@@ -318,8 +321,16 @@ def test_forged_records_are_refused_when_stored(
             await victim.handle_store(mallory.contact, key, hijack)
         with pytest.raises(PeerRefusedError, match="signature"):
             await mallory.transport.store(victim.contact, key, hijack)
-        # mallory's own, correctly signed record claiming to be "wo"
-        own = await mallory.announce("WorkOrder")
+        # mallory (a genuine site, authorised for ProductionProcess) cannot take over WorkOrder:
+        # its node will not announce it, and a record it signs by hand is refused
+        with pytest.raises(DhtUsageError, match="authorises 'ProductionProcess'"):
+            await mallory.announce("WorkOrder")
+        own = sign_site_record(
+            site("mallory"), address="mallory.test:7000", block="WorkOrder",
+            issued_at_ms=genuine.issued_at_ms, ttl_ms=60_000,
+        )
+        with pytest.raises(RecordAuthenticationError, match="authorises only 'ProductionProcess'"):
+            await victim.handle_store(mallory.contact, key, own)
         with pytest.raises(RecordAuthenticationError, match="certificate of 'mallory'"):
             await victim.handle_store(mallory.contact, key, replace(own, site="wo"))
         # a genuine record filed under another concept's key, or an unknown concept
@@ -329,7 +340,6 @@ def test_forged_records_are_refused_when_stored(
             await victim.handle_store(None, key, replace(genuine, block="Nonsense"))
         serving = await nodes[2].sites_serving("WorkOrder")
         assert {(r.site, r.address) for r in serving if r.block == "WorkOrder"} == {
-            ("mallory", "mallory.test:7000"),
             ("wo", "wo.sites.test:7000"),
         }
         await net.stop_all()

@@ -44,7 +44,10 @@ def ca() -> tuple[bytes, bytes]:
 @pytest.fixture(scope="module")
 def issue(ca: tuple[bytes, bytes]) -> Callable[..., SiteCredentials]:
     def make(name: str, role: str = "site", authority: tuple[bytes, bytes] = ca) -> SiteCredentials:
-        cert, key = certs.issue(*authority, name=name, role=role, hosts=["127.0.0.1"], now=NOW)
+        block = {certs.BLOCK_FIELD: "WorkOrder"} if role == "site" else {}
+        cert, key = certs.issue(
+            *authority, name=name, role=role, attributes=block, hosts=["127.0.0.1"], now=NOW
+        )
         return SiteCredentials.from_pem(cert, key)
 
     return make
@@ -104,6 +107,14 @@ def test_any_altered_field_breaks_the_signature(
     forged = replace(record_of(d1), **change)  # type: ignore[arg-type]
     with pytest.raises(RecordAuthenticationError, match="signature"):
         verifier.verify(forged, now_ms=NOW_MS)
+
+
+def test_a_signed_record_for_a_block_the_certificate_does_not_authorise_is_refused(
+    d1: SiteCredentials, verifier: CaRecordVerifier
+) -> None:
+    grab = record_of(d1, block="ProductionProcess")  # d1 may serve WorkOrder only
+    with pytest.raises(RecordAuthenticationError, match="authorises only 'WorkOrder'"):
+        verifier.verify(grab, now_ms=NOW_MS)
 
 
 def test_a_record_for_another_site_cannot_be_made_with_own_certificate(

@@ -38,7 +38,10 @@ contacts = st.builds(lambda i, a: Contact(node_id=i, address=a), ids, addresses)
 @pytest.fixture(scope="module")
 def creds() -> SiteCredentials:
     ca, ca_key = certs.create_ca("ca", now=NOW)
-    cert, key = certs.issue(ca, ca_key, name="d1", role="site", hosts=["127.0.0.1"], now=NOW)
+    cert, key = certs.issue(
+        ca, ca_key, name="d1", role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"},
+        hosts=["127.0.0.1"], now=NOW,
+    )
     return SiteCredentials.from_pem(cert, key)
 
 

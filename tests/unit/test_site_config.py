@@ -65,3 +65,31 @@ def test_broken_configs_name_the_problem(tmp_path: Path, broken: str, message: s
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_site_config(tmp_path / "nope.toml")
+
+
+def test_a_site_refuses_to_start_for_a_block_its_certificate_does_not_authorise(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from deploy.pki import Party, ensure_ca, issue_party
+    from disseminator.daemon import serve
+    from xdn import certs
+    from xdn.paths import REPO_ROOT
+
+    now = datetime.now(UTC)
+    ensure_ca(tmp_path / "certs", now=now)
+    issue_party(
+        tmp_path / "certs",
+        Party(name="d2", role="site", attributes={certs.BLOCK_FIELD: "Production"}),
+        now=now,
+    )
+    path = tmp_path / "d2.toml"
+    path.write_text(
+        GOOD.replace('key = "/abs/d2.key"', 'key = "certs/d2.key"').replace(
+            'files = ["onto.owl"]', f'files = ["{REPO_ROOT / "ontology" / "production.owl"}"]'
+        )
+    )
+    with pytest.raises(ConfigError, match=r"authorises block 'Production', but site\.block is"):
+        asyncio.run(serve(load_site_config(path)))
