@@ -138,7 +138,7 @@ async def serve(config: SiteConfig) -> None:
         metrics=metrics,
     )
     node.set_revoked(load_revoked(config, tls.ca_pem))
-    service = DisseminatorService(node)
+    service = DisseminatorService(node, heartbeat_s=config.heartbeat_seconds)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -233,7 +233,7 @@ async def _discovery(
     if address is None:
         return  # a root site
     node.uplink_address = address
-    uplink = Uplink(node, address)
+    uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds)
     uplinks.append(uplink)
     await uplink.run()
 

@@ -35,6 +35,7 @@ from disseminator.routing import (
     Registration,
     decide_subscription,
 )
+from disseminator.stream_watch import StreamWatch
 from xdn import certs
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
@@ -135,10 +136,16 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """The RPC surface of one site."""
 
-    def __init__(self, node: SiteNode) -> None:
+    def __init__(self, node: SiteNode, *, heartbeat_s: float = 5.0) -> None:
         self._node = node
+        self._heartbeat_s = heartbeat_s
         self._link_blocks: dict[str, str] = {}
         self._stream_errors: dict[Destination, str] = {}
+
+    def _watch(self, destination: Destination) -> StreamWatch:
+        return StreamWatch(
+            destination, self._heartbeat_s, site=self._node.site.name, metrics=self._node.metrics
+        )
 
     async def _refuse(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
         """Count a refused call, then end it with its status (always raises)."""
@@ -250,8 +257,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise
         generation = node.generation(destination)
         log.info("registered %s for %s", registration.subscriber, dict(registration.grants))
+        watch = self._watch(destination)
         acks = asyncio.ensure_future(
-            self._read_acks(request_iterator, destination, cursor, context)
+            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
         )
         try:
             yield pb.ServerMessage(
@@ -262,8 +270,13 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     resumed_after=cursor.sent,
                 )
             )
-            async for delivery in node.pump(destination, cursor, generation):
-                yield pb.ServerMessage(delivery=delivery)
+            pumped = node.pump(destination, cursor, generation)
+            deliveries = (pb.ServerMessage(delivery=d) async for d in pumped)
+            async with contextlib.aclosing(
+                watch.outgoing(context, deliveries, _subscriber_heartbeat)
+            ) as messages:
+                async for message in messages:
+                    yield message
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
@@ -347,13 +360,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self._link_blocks[peer.name] = hello.block
         node.set_link_block(peer.name, hello.block)
         generation = node.generation(destination)
+        watch = self._watch(destination)
         reader = asyncio.ensure_future(
-            self._read_acks(request_iterator, destination, cursor, context)
+            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
         )
         log.info("downlink %s connected (block %s)", peer.name, hello.block)
         try:
-            async for delivery in node.pump(destination, cursor, generation):
-                yield delivery
+            async with contextlib.aclosing(
+                watch.outgoing(context, node.pump(destination, cursor, generation), _link_heartbeat)
+            ) as deliveries:
+                async for delivery in deliveries:
+                    yield delivery
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
@@ -365,3 +382,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def _on_interest(self, site: str, interest: pb.InterestUpdate) -> None:
         served = self._node.ontology.block(self._link_blocks[site])
         self._node.set_link_members(site, self._node.verified_members(interest.members, served))
+
+
+def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:
+    return pb.ServerMessage(heartbeat=pb.Heartbeat(interval_ms=interval_ms))
+
+
+def _link_heartbeat(interval_ms: int) -> pb.Delivery:
+    return pb.Delivery(sequence=0, heartbeat=pb.Heartbeat(interval_ms=interval_ms))

@@ -24,6 +24,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
         concepts=tuple(args.concept),
         max_documents=args.max_documents,
+        heartbeat_s=args.heartbeat,
     )
 
     async def run() -> int:
@@ -52,6 +53,16 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     site, discarded = asyncio.run(unsubscribe(tls, args.connect))
     print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)")
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.001 <= seconds <= 86_400:
+        raise argparse.ArgumentTypeError("the heartbeat interval must be 0.001 to 86400 seconds")
+    return seconds
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,6 +97,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only this concept's block (repeatable; default: everything granted)",
     )
     parser.add_argument("--max-documents", type=int, help="stop after this many documents")
+    parser.add_argument(
+        "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
+        help="send a heartbeat when idle this long; a site silent for 3x its own announced "
+        "interval is taken for dead and the subscriber reconnects (default 5)",
+    )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
     )

@@ -86,6 +86,9 @@ class Heartbeats:
     ) -> AsyncGenerator[T, None]:
         """Yield ``source``'s messages, and ``heartbeat(interval_ms)`` when idle for an interval.
 
+        The peer's silence is judged while waiting for ``source``; a stream kept busy writing
+        to a dead peer soon blocks on flow control, which :meth:`silent` is there to catch.
+
         Raises:
             PeerSilent: with ``end_when_silent``, once the peer is dead.
         """
