@@ -139,8 +139,19 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def __init__(self, node: SiteNode, *, heartbeat_s: float = 5.0) -> None:
         self._node = node
         self._heartbeat_s = heartbeat_s
+        self._draining = False
         self._link_blocks: dict[str, str] = {}
         self._stream_errors: dict[Destination, str] = {}
+
+    def stop_taking_work(self) -> None:
+        """Refuse new Publish, Subscribe and Link calls (the site is shutting down)."""
+        self._draining = True
+
+    async def _refuse_if_draining(self, context: grpc.aio.ServicerContext) -> None:
+        if self._draining:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
+            )
 
     def _watch(self, destination: Destination) -> StreamWatch:
         return StreamWatch(
@@ -168,6 +179,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     async def Publish(
         self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
     ) -> pb.PublishAck:
+        await self._refuse_if_draining(context)
         try:
             _well_formed(request)
             publisher = self._peer(context, role="publisher")
@@ -247,6 +259,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         node = self._node
+        await self._refuse_if_draining(context)
         try:
             registration, applied, requested = await self._admit(request_iterator, context)
             destination = Destination("subscriber", registration.subscriber)
@@ -338,6 +351,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.Delivery]:
         node = self._node
+        await self._refuse_if_draining(context)
         try:
             peer = self._peer(context, role="site")
             first = await anext(aiter(request_iterator), None)

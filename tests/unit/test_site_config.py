@@ -65,3 +65,31 @@ def test_broken_configs_name_the_problem(tmp_path: Path, broken: str, message: s
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_site_config(tmp_path / "nope.toml")
+
+
+def test_heartbeat_and_drain_default_and_can_be_set(tmp_path: Path) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD)
+    config = load_site_config(path)
+    assert (config.heartbeat_seconds, config.drain_seconds) == (5.0, 10.0)
+    path.write_text(GOOD.replace("[tls]", "heartbeat_seconds = 0.5\ndrain_seconds = 0\n\n[tls]"))
+    config = load_site_config(path)
+    assert (config.heartbeat_seconds, config.drain_seconds) == (0.5, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("heartbeat_seconds = 0", "heartbeat_seconds must be between"),
+        ("heartbeat_seconds = 1e9", "heartbeat_seconds must be between"),
+        ('heartbeat_seconds = "5"', "heartbeat_seconds must be a number"),
+        ("drain_seconds = -1", "drain_seconds must not be negative"),
+    ],
+)
+def test_bad_heartbeat_or_drain_settings_are_refused(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
+    with pytest.raises(ConfigError, match=message):
+        load_site_config(path)
