@@ -86,7 +86,7 @@ class Uplink:
                     yield await self._outgoing.get()
 
             watch = Heartbeats(self._heartbeat_s)
-            call = stub.Link(watch.outgoing(outgoing(), _heartbeat))
+            call = stub.Link(watch.outgoing(outgoing(), _heartbeat, opening=1))
             self.connected.set()
             log.info("linked to uplink %s", self._address)
             while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:

@@ -272,7 +272,7 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
     watch = Heartbeats(setup.heartbeat_s)
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         call = pb_grpc.DisseminatorStub(channel).Subscribe(
-            watch.outgoing(requests(), _heartbeat)
+            watch.outgoing(requests(), _heartbeat, opening=1)
         )
         stopper = asyncio.ensure_future(stop.wait())
         try:

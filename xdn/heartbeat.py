@@ -3,8 +3,9 @@
 :class:`Heartbeats` wraps the pure :class:`~xdn.liveness.Liveness` rules with a clock and
 timers. A stream end uses it three ways:
 
-* :meth:`Heartbeats.outgoing` wraps what the end sends and slips a heartbeat in whenever
-  nothing was sent for one interval (the site's stream handler may also end there, with
+* :meth:`Heartbeats.outgoing` wraps what the end sends: one heartbeat right after the
+  stream's opening message (so the peer learns our interval at once), then one whenever
+  nothing was sent for an interval (the site's stream handler may also end there, with
   :class:`PeerSilent`, once the peer is dead);
 * :meth:`Heartbeats.receive` awaits the peer's next message, or raises :class:`PeerSilent`;
 * :meth:`Heartbeats.heard` / :meth:`Heartbeats.heard_heartbeat` record what a separate reader
@@ -66,8 +67,11 @@ class Heartbeats:
     def _silent_error(self) -> PeerSilent:
         return PeerSilent(self.state.silence(self._clock()), self.state.silence_limit)
 
-    async def _wait(self, future: asyncio.Future[Any], timeout: float) -> bool:
+    async def _wait(self, future: asyncio.Future[Any], timeout: float | None) -> bool:
         """Wait for ``future`` at most ``timeout`` seconds; forgive the peer our own stalls."""
+        if timeout is None:
+            await asyncio.wait({future})
+            return True
         meant = self._clock() + timeout
         done, _ = await asyncio.wait({future}, timeout=timeout)
         if done:
@@ -77,15 +81,27 @@ class Heartbeats:
             self.state.on_stall(now)
         return False
 
+    def _next_wake(self, *, beating: bool, judging: bool) -> tuple[float | None, bool]:
+        """How long to wait for the next message to send, and whether to judge the peer then."""
+        now = self._clock()
+        beat = self.state.until_heartbeat(now) if beating else None
+        judge = self.state.until_judged(now) if judging else None
+        if judge is not None and (beat is None or judge <= beat):
+            return judge, True
+        return beat, False
+
     async def outgoing(
         self,
         source: AsyncIterator[T],
         heartbeat: Callable[[int], T],
         *,
+        opening: int = 0,
         end_when_silent: bool = False,
     ) -> AsyncGenerator[T, None]:
         """Yield ``source``'s messages, and ``heartbeat(interval_ms)`` when idle for an interval.
 
+        The first heartbeat goes out at once after the ``opening`` messages (a stream's opening
+        request must come first), so that the peer learns our interval from the start.
         The peer's silence is judged while waiting for ``source``; a stream kept busy writing
         to a dead peer soon blocks on flow control, which :meth:`silent` is there to catch.
 
@@ -93,25 +109,28 @@ class Heartbeats:
             PeerSilent: with ``end_when_silent``, once the peer is dead.
         """
         pending: asyncio.Future[Any] | None = None
+        sent, announced = 0, False
         try:
             while True:
+                if not announced and sent >= opening:
+                    announced = True
+                    self.state.on_sent(self._clock())
+                    yield heartbeat(self.interval_ms)
                 if pending is None:
                     pending = asyncio.ensure_future(_next_or_end(source))
-                now = self._clock()
-                timeout = self.state.until_heartbeat(now)
-                if end_when_silent:
-                    timeout = min(timeout, self.state.until_dead(now))
+                timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
                 if await self._wait(pending, timeout):
                     item, pending = pending.result(), None
                     if item is _END:
                         return
+                    sent += 1
                     self.state.on_sent(self._clock())
                     yield item
                     continue
                 now = self._clock()
-                if end_when_silent and self.state.dead(now):
+                if judge and self.state.dead(now):
                     raise self._silent_error()
-                if self.state.heartbeat_due(now):
+                if announced and self.state.heartbeat_due(now):
                     self.state.on_sent(now)
                     yield heartbeat(self.interval_ms)
         finally:
@@ -126,7 +145,7 @@ class Heartbeats:
         """
         task = asyncio.ensure_future(read)
         try:
-            while not await self._wait(task, self.state.until_dead(self._clock())):
+            while not await self._wait(task, self.state.until_judged(self._clock())):
                 if self.state.dead(self._clock()):
                     raise self._silent_error()
             self.heard()
@@ -141,4 +160,4 @@ class Heartbeats:
             now = self._clock()
             if self.state.dead(now - grace):
                 return self.state.silence(now)
-            await self._wait(never, self.state.until_dead(now - grace) + 0.01)
+            await self._wait(never, self.state.until_judged(now - grace) + 0.01)

@@ -10,7 +10,9 @@ heard anything from the peer (seconds on a monotonic clock the caller supplies):
   intervals (our own interval until its first heartbeat says otherwise);
 * when our own event loop was stalled (we woke up much later than we meant to), messages the
   peer sent meanwhile may still be waiting to be read: its silence is then not held against it
-  (:meth:`Liveness.on_stall` restarts its clock).
+  (:meth:`Liveness.on_stall` restarts its clock); likewise, a verdict is never given without
+  having listened for a quarter interval first (:meth:`Liveness.until_judged`), so that what
+  arrived while we were busy elsewhere is read before the peer is judged.
 
 No I/O and no clock here; :mod:`xdn.heartbeat` drives it on an asyncio loop.
 """
@@ -102,6 +104,11 @@ class Liveness:
     def until_dead(self, now: float) -> float:
         """Seconds until the peer is taken for dead if it stays silent (0 when it is)."""
         return max(0.0, self.last_heard + self.silence_limit - now)
+
+    def until_judged(self, now: float) -> float:
+        """How long to listen before judging the peer: until it is due to be dead, but at least
+        a quarter of our interval (what it sent while we were busy may not be read yet)."""
+        return max(self.until_dead(now), self.interval_s / 4)
 
     def overslept(self, *, meant: float, now: float) -> bool:
         """Whether a wake-up meant for ``meant`` came so late that our loop was stalled."""

@@ -41,12 +41,30 @@ def test_an_idle_stream_sends_heartbeats_announcing_the_interval() -> None:
     assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50"] * 3
 
 
-def test_a_busy_stream_sends_its_messages_and_no_heartbeat() -> None:
+def test_a_busy_stream_announces_its_interval_once_then_sends_only_its_messages() -> None:
     async def run() -> list[str]:
         beats = Heartbeats(1.0)
         return [m async for m in beats.outgoing(_busy(10, 0.01), _beat)]
 
-    assert asyncio.run(asyncio.wait_for(run(), 10)) == [f"item {i}" for i in range(10)]
+    sent = asyncio.run(asyncio.wait_for(run(), 10))
+    assert sent == ["heartbeat 1000"] + [f"item {i}" for i in range(10)]
+
+
+def test_the_opening_messages_go_before_the_first_heartbeat() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(1.0)
+        return [m async for m in beats.outgoing(_busy(3, 0.01), _beat, opening=2)]
+
+    sent = asyncio.run(asyncio.wait_for(run(), 10))
+    assert sent == ["item 0", "item 1", "heartbeat 1000", "item 2"]
+
+
+def test_no_heartbeat_goes_out_before_a_late_opening_message() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(0.05)
+        return [m async for m in beats.outgoing(_busy(1, 0.3), _beat, opening=1)]
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["item 0", "heartbeat 50"]
 
 
 def test_the_site_end_stops_once_the_peer_is_silent_for_three_intervals() -> None:

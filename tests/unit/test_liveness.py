@@ -80,6 +80,12 @@ def test_our_own_stall_is_not_held_against_the_peer() -> None:
     assert state.dead(12.0)
 
 
+def test_the_peer_is_judged_only_after_listening_a_little() -> None:
+    state = Liveness.start(1.0, now=0.0)
+    assert state.until_judged(1.0) == pytest.approx(2.0)
+    assert state.until_judged(9.0) == pytest.approx(0.25)  # overdue: listen a bit first
+
+
 def test_invalid_own_interval_is_refused() -> None:
     with pytest.raises(ValueError):
         Liveness.start(0.0, now=0.0)
