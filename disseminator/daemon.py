@@ -28,7 +28,7 @@ from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
 from disseminator.dht import DHT_SERVICE_NAME, DhtNode, add_dht_to_server, create_grpc_node
-from disseminator.drain import drain
+from disseminator.drain import DrainReport, drain
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.server import DisseminatorService, add_to_server
@@ -96,8 +96,8 @@ def _write_port(state_dir: Path, port: int, *, name: str = "port") -> None:
     os.replace(tmp, state_dir / name)
 
 
-async def serve(config: SiteConfig) -> None:
-    """Run the daemon until SIGTERM or SIGINT."""
+async def serve(config: SiteConfig) -> DrainReport:
+    """Run the daemon until SIGTERM or SIGINT; return what the shutdown drained."""
     tls = TlsFiles(
         cert_pem=_read(config.cert, "site certificate"),
         key_pem=_read(config.key, "site key"),
@@ -197,7 +197,7 @@ async def serve(config: SiteConfig) -> None:
         service.stop_taking_work()
         await health_servicer.enter_graceful_shutdown()
         report = await drain(node, timeout=config.drain_seconds, interrupted=hurry)
-        log.info("site %s %s", config.name, report.describe())
+        (log.warning if report.left else log.info)("site %s %s", config.name, report.describe())
     finally:
         for task in tasks:
             task.cancel()
@@ -206,6 +206,7 @@ async def serve(config: SiteConfig) -> None:
         await server.stop(grace=0.5)
         store.close()
         log_sink.close()
+    return report
 
 
 async def _discovery(

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import grpc
 
 from disseminator.drain import DrainReport, acknowledged_since, backlog, drain
 from disseminator.routing import Destination
+from disseminator.server import DisseminatorService, add_to_server
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 ALICE = Destination("subscriber", "alice")
 BOB = Destination("subscriber", "bob")
@@ -106,3 +112,33 @@ def test_a_second_signal_cuts_the_drain_short() -> None:
     report = asyncio.run(run())
     assert report.left == {ALICE: 2}
     assert report.seconds < 30
+
+
+def test_a_draining_site_refuses_new_publish_subscribe_and_link_calls() -> None:
+    async def run() -> list[tuple[grpc.StatusCode, str]]:
+        service = DisseminatorService(SimpleNamespace(site=SimpleNamespace(name="d9")))
+        service.stop_taking_work()
+        server = grpc.aio.server()
+        add_to_server(service, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        refusals = []
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = pb_grpc.DisseminatorStub(channel)
+                calls = [
+                    stub.Publish(pb.PublishRequest(), timeout=10),
+                    stub.Subscribe(iter([pb.ClientMessage()]), timeout=10).read(),
+                    stub.Link(iter([pb.LinkMessage()]), timeout=10).read(),
+                ]
+                for call in calls:
+                    try:
+                        await call
+                    except grpc.aio.AioRpcError as exc:
+                        refusals.append((exc.code(), exc.details() or ""))
+        finally:
+            await server.stop(0)
+        return refusals
+
+    refusals = asyncio.run(run())
+    assert refusals == [(grpc.StatusCode.UNAVAILABLE, "site d9 is shutting down")] * 3
