@@ -82,6 +82,8 @@ ONTOLOGY = REPO_ROOT / "ontology" / "production.owl"
 
 
 def _toml_value(value: object) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return json.dumps(str(value))
@@ -106,6 +108,7 @@ class LocalNetwork:
         sites: Sequence[SiteSpec] = DEFAULT_SITES,
         publishers: Sequence[PublisherSpec] = DEFAULT_PUBLISHERS,
         subscribers: Sequence[SubscriberSpec] = DEFAULT_SUBSCRIBERS,
+        site_settings: Mapping[str, object] | None = None,
         verbose: bool = False,
     ) -> None:
         self.workdir = workdir.resolve()
@@ -115,6 +118,7 @@ class LocalNetwork:
         self.certs = workdir / "certs"
         self.logs = workdir / "logs"
         self.ports: dict[str, int] = {}
+        self.site_settings = dict(site_settings or {})  # extra [site] keys of every site
         self._verbose = verbose
         self._site_procs: dict[str, subprocess.Popen[bytes]] = {}
         self._subscriber_procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -161,7 +165,7 @@ class LocalNetwork:
                 "name": site.name, "listen": f"127.0.0.1:{port}", "block": site.block,
                 "state_dir": f"state/{site.name}",
                 "provenance_log": f"logs/{site.name}.nq",
-                "metrics_listen": "127.0.0.1:0",
+                "metrics_listen": "127.0.0.1:0", **self.site_settings,
             }),
             ("[tls]", {
                 "ca": "certs/ca.pem", "cert": f"certs/{site.name}.pem",
@@ -227,6 +231,20 @@ class LocalNetwork:
         """Send a signal to a site's process (e.g. SIGHUP: reload policies)."""
         self._site_procs[site].send_signal(signum)
 
+    def wait_site(self, site: str, timeout: float = 30.0) -> int:
+        """Wait for a site told to stop (e.g. SIGTERM: it drains) to exit; return its exit code.
+
+        Raises:
+            subprocess.TimeoutExpired: it did not exit in time (it is then killed).
+        """
+        proc = self._site_procs.pop(site)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+
     def kill_site(self, site: str) -> None:
         """SIGKILL a site (a crash: no graceful shutdown)."""
         proc = self._site_procs.pop(site)
@@ -243,6 +261,10 @@ class LocalNetwork:
             site, self._xdn("disseminator", "serve", "--config", str(config))
         )
         self._wait_port(site, timeout)
+
+    def signal_subscriber(self, name: str, signum: int) -> None:
+        """Send a signal to a subscriber's process (e.g. SIGSTOP / SIGCONT)."""
+        self._subscriber_procs[name].send_signal(signum)
 
     def subscriber_running(self, name: str) -> bool:
         proc = self._subscriber_procs.get(name)

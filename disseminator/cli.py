@@ -16,7 +16,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = load_site_config(args.config)
     print(f"site {config.name}: serving block {config.block} (config {args.config})", flush=True)
-    asyncio.run(serve(config))
+    report = asyncio.run(serve(config))
+    print(f"site {config.name}: stopped; {report.describe()}", flush=True)
     return 0
 
 

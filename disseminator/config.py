@@ -12,6 +12,8 @@ Example ``d2.toml``::
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
     metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port: state_dir/metrics_port)
     retain_documents = 10            # recent documents kept per publisher for new subscribers
+    heartbeat_seconds = 5            # heartbeat on idle streams; 3 intervals silent: peer dead
+    drain_seconds = 10               # on SIGTERM, how long to wait for connected peers' acks
 
     [tls]
     ca = "certs/ca.pem"
@@ -73,6 +75,8 @@ class SiteConfig:
     publishers: tuple[PublisherEntry, ...]
     lease_seconds: float = 86_400.0
     housekeeping_seconds: float = 5.0
+    heartbeat_seconds: float = 5.0
+    drain_seconds: float = 10.0
     metrics_listen: str | None = None
     dht: DhtConfig = field(default_factory=DhtConfig)
     crl: Path | None = None
@@ -83,6 +87,10 @@ class SiteConfig:
             raise ConfigError("site.retain_documents must be 0 or more")
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
             raise ConfigError("site.lease_seconds and site.housekeeping_seconds must be positive")
+        if not 0.001 <= self.heartbeat_seconds <= 86_400:
+            raise ConfigError("site.heartbeat_seconds must be between 0.001 and 86400")
+        if self.drain_seconds < 0:
+            raise ConfigError("site.drain_seconds must not be negative")
         if not self.name or "/" in self.name:
             raise ConfigError(f"site name {self.name!r} is invalid")
         host, sep, port = self.listen.rpartition(":")
@@ -145,7 +153,7 @@ def load_site_config(path: Path) -> SiteConfig:
     if crl is not None and (not isinstance(crl, str) or not crl):
         raise ConfigError(f"{path}: [tls] crl must be the path of a PEM CRL")
     timings = {}
-    for key in ("lease_seconds", "housekeeping_seconds"):
+    for key in ("lease_seconds", "housekeeping_seconds", "heartbeat_seconds", "drain_seconds"):
         if key in site:
             if not isinstance(site[key], int | float) or isinstance(site[key], bool):
                 raise ConfigError(f"{path}: [site] {key} must be a number of seconds")

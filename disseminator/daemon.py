@@ -3,7 +3,9 @@
 The I/O edge of the disseminator: reads the configuration's files (CA, certificate, ontology,
 signed policies), opens the provenance log, binds the gRPC server with mutual TLS plus the
 standard health and reflection services, writes the bound port to ``STATE_DIR/port`` (so
-launchers can use port 0), keeps the uplink link open, and drains on SIGTERM / SIGINT.
+launchers can use port 0), keeps the uplink link open, and drains on SIGTERM / SIGINT: it
+stops taking new work, lets connected streams acknowledge what is queued for them (at most
+``[site] drain_seconds``; a second signal cuts it short), then stops (:mod:`disseminator.drain`).
 
 Credential changes reach live connections without a restart: signed policies and the CA's
 CRL (``[tls] crl``) are reloaded when their files change or on SIGHUP; a bad new file is
@@ -26,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
 from disseminator.dht import DHT_SERVICE_NAME, DhtNode, add_dht_to_server, create_grpc_node
+from disseminator.drain import DrainReport, drain
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.server import DisseminatorService, add_to_server
@@ -93,8 +96,8 @@ def _write_port(state_dir: Path, port: int, *, name: str = "port") -> None:
     os.replace(tmp, state_dir / name)
 
 
-async def serve(config: SiteConfig) -> None:
-    """Run the daemon until SIGTERM or SIGINT."""
+async def serve(config: SiteConfig) -> DrainReport:
+    """Run the daemon until SIGTERM or SIGINT; return what the shutdown drained."""
     tls = TlsFiles(
         cert_pem=_read(config.cert, "site certificate"),
         key_pem=_read(config.key, "site key"),
@@ -144,7 +147,7 @@ async def serve(config: SiteConfig) -> None:
         metrics=metrics,
     )
     node.set_revoked(load_revoked(config, tls.ca_pem))
-    service = DisseminatorService(node)
+    service = DisseminatorService(node, heartbeat_s=config.heartbeat_seconds)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -170,10 +173,10 @@ async def serve(config: SiteConfig) -> None:
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()  # hurry: a second signal skips the drain
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, lambda: (hurry if stop.is_set() else stop).set())
     watcher = _PolicyWatcher(config, node, tls.ca_pem)
     crl_watcher = _CrlWatcher(config, node, tls.ca_pem)
 
@@ -191,15 +194,25 @@ async def serve(config: SiteConfig) -> None:
     ]
     try:
         await stop.wait()
+        log.info(
+            "site %s stopping: no new work; draining for at most %.1fs",
+            config.name, config.drain_seconds,
+        )
+        for task in tasks:  # the uplink too: nothing new is routed from here on
+            task.cancel()
+        service.stop_taking_work()
+        await health_servicer.enter_graceful_shutdown()
+        report = await drain(node, timeout=config.drain_seconds, interrupted=hurry)
+        (log.warning if report.left else log.info)("site %s %s", config.name, report.describe())
     finally:
-        log.info("site %s stopping", config.name)
         for task in tasks:
             task.cancel()
         await dht.stop(leave=True)
         await health_servicer.enter_graceful_shutdown()
-        await server.stop(grace=1.0)
+        await server.stop(grace=0.5)
         store.close()
         log_sink.close()
+    return report
 
 
 async def _discovery(
@@ -239,7 +252,7 @@ async def _discovery(
     if address is None:
         return  # a root site
     node.uplink_address = address
-    uplink = Uplink(node, address)
+    uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds)
     uplinks.append(uplink)
     await uplink.run()
 

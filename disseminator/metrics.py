@@ -43,6 +43,10 @@ class SiteMetrics:
             "xdn_refused_calls", "Calls refused (bad certificate, malformed or unauthorised)",
             ["reason"], registry=self.registry,
         )
+        self.dead_peers = Counter(
+            "xdn_dead_peers", "Streams ended because the peer went silent (no heartbeat)",
+            ["kind"], registry=self.registry,
+        )
 
     def watch(self, state: Callable[[], dict[str, float]]) -> None:
         """Expose ``state()`` (gauge name → value) at every scrape."""

@@ -371,6 +371,10 @@ class SiteNode:
             self._last_seen[destination] = self.now_ms()
             self._touch(destination)
 
+    def connected(self) -> frozenset[Destination]:
+        """Destinations with a live stream."""
+        return frozenset(self._online)
+
     def generation(self, destination: Destination) -> int:
         return self._generation.get(destination, 0)
 

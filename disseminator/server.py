@@ -37,6 +37,7 @@ from disseminator.routing import (
     Registration,
     decide_subscription,
 )
+from disseminator.stream_watch import StreamWatch
 from xdn import certs
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
@@ -137,10 +138,27 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """The RPC surface of one site."""
 
-    def __init__(self, node: SiteNode) -> None:
+    def __init__(self, node: SiteNode, *, heartbeat_s: float = 5.0) -> None:
         self._node = node
+        self._heartbeat_s = heartbeat_s
+        self._draining = False
         self._link_blocks: dict[str, str] = {}
         self._stream_errors: dict[Destination, str] = {}
+
+    def stop_taking_work(self) -> None:
+        """Refuse new Publish, Subscribe and Link calls (the site is shutting down)."""
+        self._draining = True
+
+    async def _refuse_if_draining(self, context: grpc.aio.ServicerContext) -> None:
+        if self._draining:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
+            )
+
+    def _watch(self, destination: Destination) -> StreamWatch:
+        return StreamWatch(
+            destination, self._heartbeat_s, site=self._node.site.name, metrics=self._node.metrics
+        )
 
     async def _refuse(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
         """Count a refused call, then end it with its status (always raises)."""
@@ -163,6 +181,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     async def Publish(
         self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
     ) -> pb.PublishAck:
+        await self._refuse_if_draining(context)
         try:
             _well_formed(request)
             publisher = self._peer(context, role="publisher")
@@ -247,6 +266,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         node = self._node
+        await self._refuse_if_draining(context)
         try:
             registration, request, requested = await self._admit(request_iterator, context)
             destination = Destination("subscriber", registration.subscriber)
@@ -259,8 +279,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise
         generation = node.generation(destination)
         log.info("registered %s for %s", registration.subscriber, dict(registration.grants))
+        watch = self._watch(destination)
         acks = asyncio.ensure_future(
-            self._read_acks(request_iterator, destination, cursor, context)
+            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
         )
         try:
             yield pb.ServerMessage(
@@ -272,8 +293,13 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     retained=retained,
                 )
             )
-            async for delivery in node.pump(destination, cursor, generation):
-                yield pb.ServerMessage(delivery=delivery)
+            pumped = node.pump(destination, cursor, generation)
+            deliveries = (pb.ServerMessage(delivery=d) async for d in pumped)
+            async with contextlib.aclosing(
+                watch.outgoing(context, deliveries, _subscriber_heartbeat)
+            ) as messages:
+                async for message in messages:
+                    yield message
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
@@ -335,6 +361,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.Delivery]:
         node = self._node
+        await self._refuse_if_draining(context)
         try:
             peer = self._peer(context, role="site")
             first = await anext(aiter(request_iterator), None)
@@ -363,13 +390,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self._link_blocks[peer.name] = hello.block
         node.set_link_block(peer.name, hello.block, peer.serial)
         generation = node.generation(destination)
+        watch = self._watch(destination)
         reader = asyncio.ensure_future(
-            self._read_acks(request_iterator, destination, cursor, context)
+            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
         )
         log.info("downlink %s connected (block %s)", peer.name, hello.block)
         try:
-            async for delivery in node.pump(destination, cursor, generation):
-                yield delivery
+            async with contextlib.aclosing(
+                watch.outgoing(context, node.pump(destination, cursor, generation), _link_heartbeat)
+            ) as deliveries:
+                async for delivery in deliveries:
+                    yield delivery
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
@@ -386,3 +417,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def _on_interest(self, site: str, interest: pb.InterestUpdate) -> None:
         served = self._node.ontology.block(self._link_blocks[site])
         self._node.set_link_members(site, self._node.verified_members(interest.members, served))
+
+
+def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:
+    return pb.ServerMessage(heartbeat=pb.Heartbeat(interval_ms=interval_ms))
+
+
+def _link_heartbeat(interval_ms: int) -> pb.Delivery:
+    return pb.Delivery(sequence=0, heartbeat=pb.Heartbeat(interval_ms=interval_ms))

@@ -5,6 +5,9 @@ change; the uplink re-evaluates them and sends what they may receive. Each deliv
 on (to our subscribers and downlinks) in one transaction that also records its sequence number,
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
+
+Both ends send a heartbeat on an idle link; an uplink silent for three of its intervals is
+taken for dead and the link is reconnected (see :mod:`xdn.heartbeat`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import grpc
 from disseminator.node import SiteNode, to_pb_member
 from xdn.errors import PeerError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
+from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
@@ -31,9 +35,10 @@ _APPLIED = "uplink_applied"
 class Uplink:
     """The Link client of one site."""
 
-    def __init__(self, node: SiteNode, address: str) -> None:
+    def __init__(self, node: SiteNode, address: str, *, heartbeat_s: float = 5.0) -> None:
         self._node = node
         self._address = address
+        self._heartbeat_s = heartbeat_s
         self._outgoing: asyncio.Queue[pb.LinkMessage] = asyncio.Queue()
         self.connected = asyncio.Event()
 
@@ -80,11 +85,15 @@ class Uplink:
                 while True:
                     yield await self._outgoing.get()
 
-            call = stub.Link(outgoing())
+            watch = Heartbeats(self._heartbeat_s)
+            call = stub.Link(watch.outgoing(outgoing(), _heartbeat, opening=1))
             self.connected.set()
             log.info("linked to uplink %s", self._address)
-            async for delivery in call:
-                self._apply(delivery)
+            while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
+                if delivery.WhichOneof("body") == "heartbeat":
+                    watch.heard_heartbeat(delivery.heartbeat.interval_ms)
+                else:
+                    self._apply(delivery)
 
     def _apply(self, delivery: pb.Delivery) -> None:
         counter = (_APPLIED, delivery.sequence)
@@ -102,3 +111,7 @@ class Uplink:
             log.warning("refused delivery %d from uplink: %s", delivery.sequence, exc)
             self._node.route(counter=counter)  # skip it for good, and say so upstream
         self._outgoing.put_nowait(pb.LinkMessage(ack=pb.Ack(sequence=delivery.sequence)))
+
+
+def _heartbeat(interval_ms: int) -> pb.LinkMessage:
+    return pb.LinkMessage(heartbeat=pb.Heartbeat(interval_ms=interval_ms))

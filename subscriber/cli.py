@@ -25,6 +25,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         concepts=tuple(args.concept),
         max_documents=args.max_documents,
         retained=args.retained,
+        heartbeat_s=args.heartbeat,
     )
 
     async def run() -> int:
@@ -54,6 +55,16 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     site, discarded = asyncio.run(unsubscribe(tls, args.connect))
     print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)")
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.001 <= seconds <= 86_400:
+        raise argparse.ArgumentTypeError("the heartbeat interval must be 0.001 to 86400 seconds")
+    return seconds
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +104,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when first registering, also receive the recent documents the site retains "
         "(state at subscribe time; their keys come with the publisher's next key update: "
         "`xdn publish` with no DOC, or the next publication)",
+    )
+    parser.add_argument(
+        "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
+        help="send a heartbeat when idle this long; a site silent for 3x its own announced "
+        "interval is taken for dead and the subscriber reconnects (default 5)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

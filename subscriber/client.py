@@ -21,6 +21,9 @@ recorded as ``missing``; for every later document, every granted concept must ar
 
 Each accepted document gets a signed receipt envelope (the RECEIVED stage), appended to the
 subscriber's provenance log and sent back with the acknowledgement.
+
+Both ends send a heartbeat on an idle stream; a site silent for three of its intervals is
+taken for dead: the stream is dropped and resumed like any lost connection.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from xdn import certs, crypto, provenance
 from xdn.codec import View, decode, fragment_concepts, key_name
 from xdn.errors import DecryptError, PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.heartbeat import Heartbeats, PeerSilent
 from xdn.lkh import EpochGapError, MemberKeys, open_document_keys
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -88,6 +92,7 @@ class SubscriberSetup:
     concepts: tuple[str, ...] = ()
     max_documents: int | None = None
     retained: bool = False  # ask for the retained recent documents when first registering
+    heartbeat_s: float = 5.0
 
 
 @dataclass(slots=True)
@@ -348,20 +353,23 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
             yield item
 
     credentials = channel_credentials(setup.tls)
+    watch = Heartbeats(setup.heartbeat_s)
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
-        call = pb_grpc.DisseminatorStub(channel).Subscribe(requests())
+        call = pb_grpc.DisseminatorStub(channel).Subscribe(
+            watch.outgoing(requests(), _heartbeat, opening=1)
+        )
         stopper = asyncio.ensure_future(stop.wait())
         try:
             while True:
-                read = asyncio.ensure_future(call.read())
+                read = asyncio.ensure_future(watch.receive(call.read()))
                 done, _ = await asyncio.wait({read, stopper}, return_when=asyncio.FIRST_COMPLETED)
                 if read not in done:
                     read.cancel()
                     call.cancel()
                     return None
-                message = read.result()
-                if message is grpc.aio.EOF:
-                    raise _ConnectionLost(f"{address} closed the stream")
+                message = _received(read, watch, address)
+                if message is None:
+                    continue
                 _handle(session, message, outgoing, stop)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
@@ -377,6 +385,30 @@ async def _stream(session: _Session, address: str, stop: asyncio.Event) -> str |
         finally:
             stopper.cancel()
             outgoing.put_nowait(None)
+
+
+def _heartbeat(interval_ms: int) -> pb.ClientMessage:
+    return pb.ClientMessage(heartbeat=pb.Heartbeat(interval_ms=interval_ms))
+
+
+def _received(
+    read: asyncio.Future[pb.ServerMessage], watch: Heartbeats, address: str
+) -> pb.ServerMessage | None:
+    """The message ``read`` got, or None for a heartbeat (noted in ``watch``).
+
+    Raises:
+        _ConnectionLost: the site closed the stream, went silent or sent a bad heartbeat.
+    """
+    try:
+        message = read.result()
+        if message is grpc.aio.EOF:
+            raise _ConnectionLost(f"{address} closed the stream")
+        if message.WhichOneof("kind") != "heartbeat":
+            return message
+        watch.heard_heartbeat(message.heartbeat.interval_ms)
+        return None
+    except (PeerSilent, ProtocolError) as exc:
+        raise _ConnectionLost(f"{address}: {exc}") from None
 
 
 def _handle(

@@ -56,3 +56,15 @@ def test_bad_certificate_is_refused_not_a_traceback(
 
 def test_parser_is_built_once_per_call() -> None:
     assert build_parser().prog == "xdn"
+
+
+def test_subscribe_heartbeat_defaults_to_five_seconds_and_refuses_nonsense(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["subscribe", "--connect", "h:1", "--name", "a", "--certs", "c", "--out", "o"]
+    assert build_parser().parse_args(base).heartbeat == 5.0
+    assert build_parser().parse_args([*base, "--heartbeat", "0.5"]).heartbeat == 0.5
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*base, "--heartbeat", bad])
+        assert "--heartbeat" in capsys.readouterr().err

@@ -93,3 +93,29 @@ def test_a_site_refuses_to_start_for_a_block_its_certificate_does_not_authorise(
     )
     with pytest.raises(ConfigError, match=r"authorises block 'Production', but site\.block is"):
         asyncio.run(serve(load_site_config(path)))
+def test_heartbeat_and_drain_default_and_can_be_set(tmp_path: Path) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD)
+    config = load_site_config(path)
+    assert (config.heartbeat_seconds, config.drain_seconds) == (5.0, 10.0)
+    path.write_text(GOOD.replace("[tls]", "heartbeat_seconds = 0.5\ndrain_seconds = 0\n\n[tls]"))
+    config = load_site_config(path)
+    assert (config.heartbeat_seconds, config.drain_seconds) == (0.5, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("heartbeat_seconds = 0", "heartbeat_seconds must be between"),
+        ("heartbeat_seconds = 1e9", "heartbeat_seconds must be between"),
+        ('heartbeat_seconds = "5"', "heartbeat_seconds must be a number"),
+        ("drain_seconds = -1", "drain_seconds must not be negative"),
+    ],
+)
+def test_bad_heartbeat_or_drain_settings_are_refused(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
+    with pytest.raises(ConfigError, match=message):
+        load_site_config(path)

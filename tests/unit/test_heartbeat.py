@@ -1,0 +1,145 @@
+"""The heartbeat driver on a real asyncio loop (short intervals, generous bounds)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from xdn.heartbeat import Heartbeats, PeerSilent
+
+HEARTBEAT = "heartbeat"
+
+
+async def _quiet() -> AsyncIterator[str]:
+    await asyncio.Event().wait()  # sends nothing, ever
+    yield "never"
+
+
+async def _busy(count: int, every: float) -> AsyncIterator[str]:
+    for i in range(count):
+        await asyncio.sleep(every)
+        yield f"item {i}"
+
+
+def _beat(interval_ms: int) -> str:
+    return f"{HEARTBEAT} {interval_ms}"
+
+
+def test_an_idle_stream_sends_heartbeats_announcing_the_interval() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(0.05)
+        out = []
+        async for message in beats.outgoing(_quiet(), _beat):
+            out.append(message)
+            if len(out) == 3:
+                break
+        return out
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50"] * 3
+
+
+def test_a_busy_stream_announces_its_interval_once_then_sends_only_its_messages() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(1.0)
+        return [m async for m in beats.outgoing(_busy(10, 0.01), _beat)]
+
+    sent = asyncio.run(asyncio.wait_for(run(), 10))
+    assert sent == ["heartbeat 1000"] + [f"item {i}" for i in range(10)]
+
+
+def test_the_opening_messages_go_before_the_first_heartbeat() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(1.0)
+        return [m async for m in beats.outgoing(_busy(3, 0.01), _beat, opening=2)]
+
+    sent = asyncio.run(asyncio.wait_for(run(), 10))
+    assert sent == ["item 0", "item 1", "heartbeat 1000", "item 2"]
+
+
+def test_no_heartbeat_goes_out_before_a_late_opening_message() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(0.05)
+        return [m async for m in beats.outgoing(_busy(1, 0.3), _beat, opening=1)]
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["item 0", "heartbeat 50"]
+
+
+def test_the_site_end_stops_once_the_peer_is_silent_for_three_intervals() -> None:
+    async def run() -> tuple[float, list[str]]:
+        beats = Heartbeats(0.1)
+        start, out = time.monotonic(), []
+        with pytest.raises(PeerSilent, match="nothing received"):
+            async for message in beats.outgoing(_quiet(), _beat, end_when_silent=True):
+                out.append(message)
+        return time.monotonic() - start, out
+
+    elapsed, out = asyncio.run(asyncio.wait_for(run(), 10))
+    assert 0.29 <= elapsed < 5
+    assert out and set(out) == {"heartbeat 100"}
+
+
+def test_a_peer_that_keeps_talking_is_not_taken_for_dead() -> None:
+    async def run() -> int:
+        beats = Heartbeats(0.1)
+
+        async def peer() -> None:
+            while True:
+                await asyncio.sleep(0.02)
+                beats.heard()
+
+        talking = asyncio.ensure_future(peer())
+        sent = 0
+        try:
+            async for _ in beats.outgoing(_quiet(), _beat, end_when_silent=True):
+                sent += 1
+                if sent == 8:  # well past three intervals
+                    break
+        finally:
+            talking.cancel()
+        return sent
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == 8
+
+
+def test_receive_returns_what_arrives_and_counts_it_as_heard() -> None:
+    async def run() -> tuple[str, float]:
+        beats = Heartbeats(0.1)
+        await asyncio.sleep(0.2)
+
+        async def arrives() -> str:
+            await asyncio.sleep(0.05)
+            return "delivery"
+
+        message = await beats.receive(arrives())
+        return message, beats.state.silence(time.monotonic())
+
+    message, silence = asyncio.run(asyncio.wait_for(run(), 10))
+    assert message == "delivery"
+    assert silence < 0.2
+
+
+def test_receive_gives_up_on_a_silent_peer_judged_by_its_announced_interval() -> None:
+    async def run() -> float:
+        beats = Heartbeats(5.0)
+        beats.heard_heartbeat(100)  # the peer promised something every 0.1 s
+        start = time.monotonic()
+        with pytest.raises(PeerSilent):
+            await beats.receive(asyncio.Event().wait())
+        return time.monotonic() - start
+
+    assert 0.25 <= asyncio.run(asyncio.wait_for(run(), 10)) < 5
+
+
+def test_silent_waits_for_the_limit_plus_grace() -> None:
+    async def run() -> tuple[float, float]:
+        beats = Heartbeats(0.1)
+        start = time.monotonic()
+        silence = await beats.silent(grace=0.1)
+        return time.monotonic() - start, silence
+
+    elapsed, silence = asyncio.run(asyncio.wait_for(run(), 10))
+    assert 0.39 <= elapsed < 5
+    assert silence >= 0.39

@@ -1,0 +1,163 @@
+"""Heartbeats and failure detection of one stream end, driven on the asyncio loop.
+
+:class:`Heartbeats` wraps the pure :class:`~xdn.liveness.Liveness` rules with a clock and
+timers. A stream end uses it three ways:
+
+* :meth:`Heartbeats.outgoing` wraps what the end sends: one heartbeat right after the
+  stream's opening message (so the peer learns our interval at once), then one whenever
+  nothing was sent for an interval (the site's stream handler may also end there, with
+  :class:`PeerSilent`, once the peer is dead);
+* :meth:`Heartbeats.receive` awaits the peer's next message, or raises :class:`PeerSilent`;
+* :meth:`Heartbeats.heard` / :meth:`Heartbeats.heard_heartbeat` record what a separate reader
+  task received, and :meth:`Heartbeats.silent` waits until the peer is dead.
+
+Heartbeats are stream control only: the callers never queue, count or acknowledge them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from xdn.errors import PeerError
+from xdn.liveness import Liveness, interval_ms
+
+__all__ = ["Heartbeats", "PeerSilent"]
+
+T = TypeVar("T")
+
+_END = object()
+
+
+class PeerSilent(PeerError):
+    """The peer sent nothing (no message, ack or heartbeat) for too long: taken for dead."""
+
+    def __init__(self, silence_s: float, limit_s: float) -> None:
+        super().__init__(
+            f"peer silent: nothing received for {silence_s:.1f}s (limit {limit_s:.1f}s)"
+        )
+        self.silence_s = silence_s
+
+
+async def _next_or_end(source: AsyncIterator[T]) -> Any:
+    try:
+        return await anext(source)
+    except StopAsyncIteration:
+        return _END
+
+
+class Heartbeats:
+    """Heartbeat sending and peer failure detection for one end of one stream."""
+
+    def __init__(self, interval_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.interval_ms = interval_ms(interval_s)
+        self.state = Liveness.start(interval_s, now=clock())
+
+    def heard(self) -> None:
+        """The peer sent something (anything counts)."""
+        self.state.on_heard(self._clock())
+
+    def heard_heartbeat(self, announced_ms: int) -> None:
+        """The peer sent a Heartbeat (raises ProtocolError if it announces no interval)."""
+        self.state.on_heartbeat(announced_ms, self._clock())
+
+    def _silent_error(self) -> PeerSilent:
+        return PeerSilent(self.state.silence(self._clock()), self.state.silence_limit)
+
+    async def _wait(self, future: asyncio.Future[Any], timeout: float | None) -> bool:
+        """Wait for ``future`` at most ``timeout`` seconds; forgive the peer our own stalls."""
+        if timeout is None:
+            await asyncio.wait({future})
+            return True
+        meant = self._clock() + timeout
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+        if done:
+            return True
+        now = self._clock()
+        if self.state.overslept(meant=meant, now=now):
+            self.state.on_stall(now)
+        return False
+
+    def _next_wake(self, *, beating: bool, judging: bool) -> tuple[float | None, bool]:
+        """How long to wait for the next message to send, and whether to judge the peer then."""
+        now = self._clock()
+        beat = self.state.until_heartbeat(now) if beating else None
+        judge = self.state.until_judged(now) if judging else None
+        if judge is not None and (beat is None or judge <= beat):
+            return judge, True
+        return beat, False
+
+    async def outgoing(
+        self,
+        source: AsyncIterator[T],
+        heartbeat: Callable[[int], T],
+        *,
+        opening: int = 0,
+        end_when_silent: bool = False,
+    ) -> AsyncGenerator[T, None]:
+        """Yield ``source``'s messages, and ``heartbeat(interval_ms)`` when idle for an interval.
+
+        The first heartbeat goes out at once after the ``opening`` messages (a stream's opening
+        request must come first), so that the peer learns our interval from the start.
+        The peer's silence is judged while waiting for ``source``; a stream kept busy writing
+        to a dead peer soon blocks on flow control, which :meth:`silent` is there to catch.
+
+        Raises:
+            PeerSilent: with ``end_when_silent``, once the peer is dead.
+        """
+        pending: asyncio.Future[Any] | None = None
+        sent, announced = 0, False
+        try:
+            while True:
+                if not announced and sent >= opening:
+                    announced = True
+                    self.state.on_sent(self._clock())
+                    yield heartbeat(self.interval_ms)
+                if pending is None:
+                    pending = asyncio.ensure_future(_next_or_end(source))
+                timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
+                if await self._wait(pending, timeout):
+                    item, pending = pending.result(), None
+                    if item is _END:
+                        return
+                    sent += 1
+                    self.state.on_sent(self._clock())
+                    yield item
+                    continue
+                now = self._clock()
+                if judge and self.state.dead(now):
+                    raise self._silent_error()
+                if announced and self.state.heartbeat_due(now):
+                    self.state.on_sent(now)
+                    yield heartbeat(self.interval_ms)
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+    async def receive(self, read: Awaitable[T]) -> T:
+        """The peer's next message (``read``'s result).
+
+        Raises:
+            PeerSilent: the peer stayed silent until it was taken for dead.
+        """
+        task = asyncio.ensure_future(read)
+        try:
+            while not await self._wait(task, self.state.until_judged(self._clock())):
+                if self.state.dead(self._clock()):
+                    raise self._silent_error()
+            self.heard()
+            return task.result()
+        finally:
+            task.cancel()
+
+    async def silent(self, *, grace: float = 0.0) -> float:
+        """Return (the silence in seconds) once the peer was silent for its limit plus ``grace``."""
+        never = asyncio.get_running_loop().create_future()
+        while True:
+            now = self._clock()
+            if self.state.dead(now - grace):
+                return self.state.silence(now)
+            await self._wait(never, self.state.until_judged(now - grace) + 0.01)
