@@ -7,7 +7,8 @@ heard anything from the peer (seconds on a monotonic clock the caller supplies):
 
 * a heartbeat is due when we have sent nothing for one of our own intervals;
 * the peer is dead when it has been silent for :data:`MISSED_INTERVALS` of *its* announced
-  intervals (our own interval until its first heartbeat says otherwise);
+  intervals (our own interval until its first heartbeat says otherwise; an announced interval
+  is held to at most :data:`MAX_PEER_INTERVAL_S`, so no peer can buy itself days of silence);
 * when our own event loop was stalled (we woke up much later than we meant to), messages the
   peer sent meanwhile may still be waiting to be read: its silence is then not held against it
   (:meth:`Liveness.on_stall` restarts its clock); likewise, a verdict is never given without
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 
 from xdn.errors import ProtocolError
 
-__all__ = ["MISSED_INTERVALS", "Liveness", "interval_ms"]
+__all__ = ["MAX_PEER_INTERVAL_S", "MISSED_INTERVALS", "Liveness", "interval_ms"]
 
 MISSED_INTERVALS = 3
+MAX_PEER_INTERVAL_S = 300.0
 # The largest interval a Heartbeat can announce (uint32 milliseconds).
 _MAX_INTERVAL_MS = 2**32 - 1
 
@@ -80,7 +82,7 @@ class Liveness:
         """
         if announced_ms <= 0:
             raise ProtocolError("a Heartbeat must announce a positive interval_ms")
-        self.peer_interval_s = announced_ms / 1000
+        self.peer_interval_s = min(announced_ms / 1000, MAX_PEER_INTERVAL_S)
         self.on_heard(now)
 
     def on_stall(self, now: float) -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from xdn.errors import ProtocolError
-from xdn.liveness import MISSED_INTERVALS, Liveness, interval_ms
+from xdn.liveness import MAX_PEER_INTERVAL_S, MISSED_INTERVALS, Liveness, interval_ms
 
 
 def test_interval_on_the_wire_is_whole_milliseconds() -> None:
@@ -53,6 +53,14 @@ def test_the_peer_is_judged_by_the_interval_it_announced() -> None:
     assert not state.dead(15.9)
     assert state.dead(16.0)
     assert state.until_dead(10.0) == pytest.approx(6.0)
+
+
+def test_a_peer_cannot_announce_itself_days_of_silence() -> None:
+    state = Liveness.start(5.0, now=0.0)
+    state.on_heartbeat(interval_ms(40 * 86_400), now=0.0)  # "expect me in 40 days"
+    limit = MISSED_INTERVALS * MAX_PEER_INTERVAL_S
+    assert not state.dead(limit - 1)
+    assert state.dead(limit)
 
 
 def test_anything_heard_restarts_the_peers_clock() -> None:
