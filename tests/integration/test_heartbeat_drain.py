@@ -15,13 +15,15 @@ import sqlite3
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.demo import expected_deliveries, read_received
-from deploy.network import ONTOLOGY, LocalNetwork
+from deploy.network import ONTOLOGY, LocalNetwork, SubscriberSpec
+from deploy.pki import Party, issue_party
 from xdn.docgen import generate
 from xdn.ontology import load_ontology
 
@@ -88,19 +90,21 @@ def _accepted(network: LocalNetwork, name: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def _assert_received_exactly_once(network: LocalNetwork, docs: list[Path]) -> None:
+def _assert_received_exactly_once(
+    network: LocalNetwork, docs: list[Path], name: str = "alice", within: float = 90
+) -> None:
     expected = expected_deliveries(
-        network, load_ontology([ONTOLOGY]), "alice", {"production-dept": docs}
+        network, load_ontology([ONTOLOGY]), name, {"production-dept": docs}
     )
     _wait(
-        lambda: len(read_received(network.inbox("alice"))[0]) >= len(expected), 90,
-        "alice received every document",
+        lambda: len(read_received(network.inbox(name))[0]) >= len(expected), within,
+        f"{name} received every document",
     )
     time.sleep(0.5)  # room for a duplicate to show up
-    received, refused = read_received(network.inbox("alice"))
+    received, refused = read_received(network.inbox(name))
     assert refused == 0
     assert received == expected
-    assert len(_accepted(network, "alice")) == len(expected), "a document was applied twice"
+    assert len(_accepted(network, name)) == len(expected), "a document was applied twice"
 
 
 def _queued(network: LocalNetwork, site: str) -> int:
@@ -141,6 +145,31 @@ def test_a_frozen_subscriber_is_dropped_and_catches_up_exactly_once(
         net.signal_subscriber("alice", signal.SIGCONT)
     _assert_received_exactly_once(net, docs + meanwhile)
     assert "connection lost" in net.output("alice")  # it came back by reconnecting
+
+
+def test_a_stalled_subscriber_does_not_slow_its_sibling(
+    net: LocalNetwork, tmp_path: Path
+) -> None:
+    """alice stops reading (frozen, announcing a 60 s heartbeat, so she is not dropped): carol,
+    at the same site, still gets every document while alice's stream stays blocked."""
+    issue_party(
+        net.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
+        now=datetime.now(UTC),
+    )
+    net.subscribers["carol"] = SubscriberSpec(name="carol", site="d2")
+    net.start_subscriber("carol")
+    net.wait_subscribed("carol")
+    docs = _subscribed(net, tmp_path, heartbeat=60)
+    net.signal_subscriber("alice", signal.SIGSTOP)
+    try:
+        meanwhile = _documents(tmp_path, 1, 8)
+        net.publish("production-dept", meanwhile, wait_for=("alice", "carol"))
+        _assert_received_exactly_once(net, docs + meanwhile, name="carol", within=60)
+        assert len(_accepted(net, "alice")) == 1  # truly stalled all along
+        assert _dead_peers(net, "d2", "subscriber") == 0
+    finally:
+        net.signal_subscriber("alice", signal.SIGCONT)
+    _assert_received_exactly_once(net, docs + meanwhile)
 
 
 def test_a_frozen_site_is_noticed_by_its_subscriber_and_its_uplink(
