@@ -165,6 +165,20 @@ quads = st.builds(Quad, iris, iris, st.one_of(iris, literals), st.one_of(st.none
 datasets = st.lists(quads, max_size=8)
 
 
+# Each escape token with what it stands for.
+_ESCAPES = {
+    "\\\\": "\\", '\\"': '"', "\\'": "'", "\\n": "\n", "\\t": "\t", "\\b": "\b", "\\f": "\f",
+    "\\r": "\r", "\\u0041": "A", "\\U0001F600": "\U0001f600", "n": "n", "u": "u", "x": "x",
+}
+
+
+@given(st.lists(st.sampled_from(sorted(_ESCAPES)), max_size=12))
+def test_every_escape_form_is_read_back(tokens: list[str]) -> None:
+    # Long literals are unescaped with str.replace; this pins it to the token-by-token meaning.
+    quad = parse_line(f'<http://e/s> <http://e/p> "{"".join(tokens)}" .')
+    assert quad is not None and quad.o == Literal("".join(_ESCAPES[t] for t in tokens))
+
+
 @given(datasets)
 def test_parse_inverts_serialise(dataset: list[Quad]) -> None:
     assert parse_nquads(serialise(dataset)) == tuple(dataset)
