@@ -19,6 +19,7 @@ strict N-Quads parser:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,8 +51,8 @@ _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
-_IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]|{_UCHAR})*)>"
-# Runs of plain characters match in one step; possessive, so a bad literal fails in linear time.
+# Runs of plain characters match in one step; possessive, so a bad token fails in linear time.
+_IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]++|{_UCHAR})*+)>"
 _STRING = rf"\"((?:[^\"\\\n\r]++|\\[tbnrf\"'\\]|{_UCHAR})*+)\""
 _WS = r"[ \t]*"
 _IRI_TOKEN = re.compile(_WS + _IRIREF)
@@ -236,7 +237,13 @@ def _parse_iri(line: str, pos: int, role: str) -> tuple[IRI, int]:
         if rest.startswith("_:"):
             raise ValueError(f"blank node as {role}: blank nodes are not allowed")
         raise ValueError(f"expected an IRI as {role} at column {pos + 1}")
-    return IRI(_unescape(match.group(1), allow_echar=False)), match.end()
+    return _iri_token(match.group(1)), match.end()
+
+
+@functools.lru_cache(maxsize=4096)
+def _iri_token(text: str) -> IRI:
+    """The IRI an N-Quads token spells; cached: graph names and vocabulary repeat on every line."""
+    return IRI(_unescape(text, allow_echar=False))
 
 
 def _parse_object(line: str, pos: int) -> tuple[Term, int]:
