@@ -16,13 +16,17 @@ Theory of operation, per document:
    Merkle manifest; originate the signed provenance message.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
    outbox delivered, store the document version and append provenance to the log.
+
+Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
+while the network takes the previous one. Only one ``Publish`` is in flight, and its request
+takes the outbox when it is sent, so order and outbox semantics are those of a serial loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +34,7 @@ from pathlib import Path
 import grpc
 
 from publisher.keystore import KeyStore
-from publisher.lkh_store import LkhStore
+from publisher.lkh_store import LkhStore, Outgoing
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
@@ -76,6 +80,20 @@ class PublishResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _Prepared:
+    """A document encrypted and signed, not yet sent."""
+
+    document_id: str
+    version: int
+    dissemination: pb.Dissemination
+    message: provenance.Message
+    fragments: int
+    concepts: frozenset[str]
+    rekeyed: frozenset[str]
+    enrolments: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Member:
     name: str
     public_key: crypto.PublicKey
@@ -106,6 +124,7 @@ class Publisher:
         )
         self._stub = pb_grpc.DisseminatorStub(self._channel)
         self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
+        self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
 
     async def close(self) -> None:
         await self._channel.close()
@@ -155,6 +174,35 @@ class Publisher:
 
     async def publish(self, path: Path, *, document_id: str | None = None) -> PublishResult:
         """Publish one document file."""
+        return await self._send(await self._prepare(path, document_id=document_id))
+
+    async def publish_each(
+        self, paths: Sequence[Path], *, pace: Callable[[int], Awaitable[None]] | None = None
+    ) -> AsyncIterator[PublishResult]:
+        """Publish documents in order, encoding each while the network takes the previous one.
+
+        One ``Publish`` is in flight at a time and each request takes the key outbox as the
+        previous acknowledgement left it, so the network receives what a serial loop sends, in
+        the same order. ``pace(i)`` is awaited before document ``i`` is prepared.
+        """
+        sending: asyncio.Task[PublishResult] | None = None
+        try:
+            for index, path in enumerate(paths):
+                if pace is not None:
+                    await pace(index)
+                prepared = await self._prepare(path)
+                if sending is not None:
+                    yield await sending
+                sending = self._send(prepared)
+            if sending is not None:
+                last, sending = sending, None
+                yield await last
+        finally:
+            if sending is not None:  # a failure while it was in flight: finish its bookkeeping
+                await sending
+
+    async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
+        """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
         document_id = document_id or path.stem
         tree = xmlsafe.parse_file(path)
@@ -173,8 +221,7 @@ class Publisher:
             )
             for c in present
         }
-        outbox = self._lkh.pending()
-        version = self._keys.next_version(document_id)
+        version = self._next_version(document_id)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
             mapped,
@@ -205,28 +252,57 @@ class Publisher:
             ),
             timestamp_ms=now_ms,
         )
-        request = pb.PublishRequest(
-            dissemination=dissemination_to_pb(
-                encoded.signed_manifest,
-                [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
-                provenance=message.to_nquads(),
-                publisher_certificate=setup.tls.cert_pem,
-            ),
-            rekeys=[rekey_to_pb(o.message) for o in outbox],
-            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
+        dissemination = dissemination_to_pb(
+            encoded.signed_manifest,
+            [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
+            provenance=message.to_nquads(),
+            publisher_certificate=setup.tls.cert_pem,
         )
-        ack = await self._stub.Publish(request, timeout=120)
-        for sent in outbox:
-            self._lkh.delivered(sent.concept, sent.epoch)
-        self._keys.commit(document_id, version)
-        self._log.append(message)
-        return PublishResult(
+        return _Prepared(
             document_id=document_id,
             version=version,
+            dissemination=dissemination,
+            message=message,
             fragments=len(encoded.fragments),
             concepts=present,
             rekeyed=rekeyed,
-            key_messages=enrolments + len(outbox),
+            enrolments=enrolments,
+        )
+
+    def _next_version(self, document_id: str) -> int:
+        """The next version of ``document_id``, counting one still being sent."""
+        version = max(self._keys.next_version(document_id), self._unsent.get(document_id, 0) + 1)
+        self._unsent[document_id] = version
+        return version
+
+    def _send(self, prepared: _Prepared) -> asyncio.Task[PublishResult]:
+        """Start sending a prepared document with the key outbox as it is now."""
+        outbox = self._lkh.pending()
+        request = pb.PublishRequest(
+            dissemination=prepared.dissemination,
+            rekeys=[rekey_to_pb(o.message) for o in outbox],
+            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
+        )
+        return asyncio.ensure_future(self._deliver(prepared, request, outbox))
+
+    async def _deliver(
+        self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
+    ) -> PublishResult:
+        """Await the network's acknowledgement, then record what it accepted."""
+        ack = await self._stub.Publish(request, timeout=120)
+        for sent in outbox:
+            self._lkh.delivered(sent.concept, sent.epoch)
+        self._keys.commit(prepared.document_id, prepared.version)
+        if self._unsent.get(prepared.document_id) == prepared.version:
+            del self._unsent[prepared.document_id]
+        self._log.append(prepared.message)
+        return PublishResult(
+            document_id=prepared.document_id,
+            version=prepared.version,
+            fragments=prepared.fragments,
+            concepts=prepared.concepts,
+            rekeyed=prepared.rekeyed,
+            key_messages=prepared.enrolments + len(outbox),
             links_reached=ack.links_reached,
         )
 
@@ -255,5 +331,5 @@ class Publisher:
         return frozenset(c.concept for c in changes), len(enrolments)
 
     async def publish_all(self, paths: Sequence[Path]) -> list[PublishResult]:
-        """Publish several documents in order."""
-        return [await self.publish(p) for p in paths]
+        """Publish several documents in order (pipelined, see :meth:`publish_each`)."""
+        return [result async for result in self.publish_each(paths)]
