@@ -205,12 +205,13 @@ class Publisher:
         """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
         document_id = document_id or path.stem
+        # Ask first: while waiting, the loop starts sending the previous document.
+        site, members = await self._members()
         tree = xmlsafe.parse_file(path)
         mapped = map_document(tree, setup.mapping)
         if not mapped:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
         present = frozenset(node.concept for node in mapped)
-        site, members = await self._members()
         rekeyed, enrolments = self._rekey(present, members)
         keys = {
             c: ConceptKey(
