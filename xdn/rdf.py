@@ -74,6 +74,7 @@ _LITERAL_ESCAPES = {  # the backslash first: _escape_literal relies on the order
 }
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 _OTHER_CONTROLS = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\x7f]")
+_RARE_ESCAPES = re.compile(r'[\x00-\x08\x0b-\x1f\x7f"\\]')  # all but newline and tab
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,8 @@ def _escape_literal(value: str) -> str:
     """Escape a literal's lexical form (str.replace per escape: long tables have many)."""
     if not _NEEDS_ESCAPE.search(value):
         return value
+    if not _RARE_ESCAPES.search(value):  # tables and id lists: only newlines and tabs
+        return value.replace("\n", "\\n").replace("\t", "\\t")
     for char, escape in _LITERAL_ESCAPES.items():  # the backslash first
         value = value.replace(char, escape)
     return _OTHER_CONTROLS.sub(_escape_control, value)
@@ -200,6 +203,9 @@ def canonicalise(quads: Iterable[Quad]) -> bytes:
 def _unescape_echars(text: str) -> str | None:
     """Unescape a lexical form already matched by ``_STRING`` that has no ``\\u`` escapes
     (``None`` if it has some) with ``str.replace``: long fragment tables have thousands."""
+    if text.count("\\") == text.count("\\n") + text.count("\\t"):
+        # Every backslash starts a \n or a \t (tables and id lists use no other escape).
+        return text.replace("\\n", "\n").replace("\\t", "\t")
     # Once escaped backslashes are split out, every backslash left starts a two-character escape.
     pieces = text.split("\\\\")
     if any("\\u" in piece or "\\U" in piece for piece in pieces):
