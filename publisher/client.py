@@ -192,13 +192,14 @@ class Publisher:
                     await pace(index)
                 prepared = await self._prepare(path)
                 if sending is not None:
-                    yield await sending
+                    previous, sending = sending, None
+                    yield await previous
                 sending = self._send(prepared)
             if sending is not None:
-                last, sending = sending, None
-                yield await last
+                previous, sending = sending, None
+                yield await previous
         finally:
-            if sending is not None:  # a failure while it was in flight: finish its bookkeeping
+            if sending is not None:  # preparing the next one failed: finish this one's bookkeeping
                 await sending
 
     async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
