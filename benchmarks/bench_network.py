@@ -9,7 +9,13 @@ Both chains run as separate processes on loopback, measured in the same run:
   durable SQLite queues, the subscriber verifying and reassembling every document.
 
 ``relay3_fragments_vs_bare`` = fragments/s delivered end to end ÷ the bare chain's messages/s
-(batching fragments per document is the lever). ``p99_latency_ms_3hops`` = p99 of per-document
+(batching fragments per document is the lever). The time runs from the first document's issue
+(the publisher's manifest timestamp, before encryption) to the last document's acceptance by
+the subscriber, both read from the same machine's clock: the baseline is timed from its first
+message on a warmed-up connection, so timing the xdn chain from the launch of the ``xdn
+publish`` process (interpreter start, imports, TLS handshake, waiting for the subscriber's
+registration: ~1 s of a ~5 s run) compared unlike things. That wall-clock figure, start-up
+included, is still reported in the note. ``p99_latency_ms_3hops`` = p99 of per-document
 latency (manifest issue time → subscriber accepted it) while publishing at half the measured
 maximum document rate; its baseline is the bare chain's per-message latency at the same
 message rate.
@@ -98,8 +104,18 @@ def _documents(workdir: Path, count: int, size: int, prefix: str) -> list[Path]:
     return docs
 
 
-def _xdn_chain(workdir: Path, documents: int, doc_bytes: int) -> tuple[float, int, list[int]]:
-    """Throughput with big documents, then latency with small ones at half their max rate."""
+def _span_s(records: list[dict[str, object]]) -> float:
+    """Seconds from the first document's issue to the last one's acceptance."""
+    first = min(int(r["issued_at_ms"]) for r in records)  # type: ignore[call-overload]
+    last = max(int(r["received_at_ms"]) for r in records)  # type: ignore[call-overload]
+    return float(max(last - first, 1)) / 1000
+
+
+def _xdn_chain(
+    workdir: Path, documents: int, doc_bytes: int
+) -> tuple[float, float, int, list[int]]:
+    """Throughput with big documents (issue to acceptance, and wall clock with the publisher's
+    start-up), then latency with small ones at half their max rate."""
     net = _chain_network(workdir / "net")
     docs = _documents(workdir, documents, doc_bytes, "doc")
     small = _documents(workdir, 40, 5_000, "small")
@@ -115,17 +131,14 @@ def _xdn_chain(workdir: Path, documents: int, doc_bytes: int) -> tuple[float, in
         # Maximum rate of small documents, measured from issue to acceptance.
         net.publish("production-dept", small[:20], site="d1", timeout=600)
         burst = _wait_records(net, documents + 20)[documents:]
-        span_ms = max(int(r["received_at_ms"]) for r in burst) - min(  # type: ignore[call-overload]
-            int(r["issued_at_ms"]) for r in burst  # type: ignore[call-overload]
-        )
-        max_rate = 20 / max(span_ms / 1000, 1e-3)
+        max_rate = 20 / _span_s(burst)
         net.publish("production-dept", small[20:], site="d1", timeout=600, rate=max_rate / 2)
         paced = _wait_records(net, documents + 40)[documents + 20 :]
         latencies = sorted(
             int(r["received_at_ms"]) - int(r["issued_at_ms"])  # type: ignore[call-overload]
             for r in paced
         )
-    return fragments / elapsed, fragments, latencies
+    return fragments / _span_s(records), fragments / elapsed, fragments, latencies
 
 
 def run(quick: bool) -> list[Result]:
@@ -133,7 +146,7 @@ def run(quick: bool) -> list[Result]:
         workdir = Path(tmp)
         bare = _bare_chain(workdir, 5_000 if quick else 30_000)
         documents, size = (4, 200_000) if quick else (10, 1_000_000)
-        rate, fragments, latencies = _xdn_chain(workdir, documents, size)
+        rate, wall_rate, fragments, latencies = _xdn_chain(workdir, documents, size)
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     return [
         ratio_result(
@@ -154,6 +167,7 @@ def run(quick: bool) -> list[Result]:
             baseline_value=bare,
             goal=">= 10",
             note=f"{documents} documents of {size} bytes, {fragments} fragments delivered; "
-            "publisher process start-up included",
+            "first issue to last acceptance; from the launch of the publisher process "
+            f"(start-up included): {wall_rate:.0f} fragments/s",
         )
     ]

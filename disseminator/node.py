@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from disseminator.delivery import StreamCursor, resume_point
@@ -51,6 +51,18 @@ class SiteIdentity:
     tls: TlsFiles
     signer: provenance.Signer
     lease_s: float = 86_400.0
+
+
+@dataclass(slots=True, kw_only=True)
+class _DocumentPlan:
+    """What routing one document queues, logs and tells the policy engine."""
+
+    identity: tuple[str, str, int]  # (publisher, document, version)
+    fragments: int
+    concepts: frozenset[str]
+    appends: list[Append] = field(default_factory=list)
+    graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
+    delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
 
 
 def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> StoredRegistration:
@@ -214,15 +226,15 @@ class SiteNode:
     def _relay(
         self,
         message: provenance.Message,
-        diss: pb.Dissemination,
+        manifest: pb.Manifest,
         destination: Destination,
-        fragment_ids: Sequence[str],
+        fragments: Sequence[pb.Fragment],
+        fragment_ids: Collection[str],
         *,
         hop: str,
     ) -> tuple[Append, bytes]:
-        """The delivery of ``fragment_ids`` to ``destination`` and its signed provenance hop."""
-        manifest = diss.manifest
-        wanted = set(fragment_ids)
+        """The delivery of ``fragments`` (with ids ``fragment_ids``) to ``destination``, and
+        its signed provenance hop."""
         relayed = provenance.relay(
             message,
             self.site.signer,
@@ -235,15 +247,10 @@ class SiteNode:
             timestamp_ms=self.now_ms(),
         )
         out = pb.Dissemination(
-            manifest=manifest,
-            fragments=[f for f in diss.fragments if f.fragment_id in wanted],
-            provenance=relayed.to_nquads(),
+            manifest=manifest, fragments=fragments, provenance=relayed.to_nquads()
         )
-        append = Append(
-            kind=destination.kind,
-            name=destination.name,
-            payload=pb.Delivery(dissemination=out).SerializeToString(),
-        )
+        payload = pb.Delivery(dissemination=out).SerializeToString()
+        append = Append(kind=destination.kind, name=destination.name, payload=payload)
         return append, relayed.latest_graphs_nquads()
 
     def _plan_rekey(self, rekey: pb.GroupRekey) -> list[Append]:
@@ -254,38 +261,41 @@ class SiteNode:
         plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
         return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
 
-    def _plan_dissemination(
-        self, diss: pb.Dissemination
-    ) -> tuple[tuple[str, str, int], list[Append], list[bytes], dict[str, set[str]]] | None:
-        """Plan one document: (identity, appends, log graphs, concepts per local subscriber)."""
+    def _plan_dissemination(self, diss: pb.Dissemination) -> _DocumentPlan | None:
+        """Plan one document: one relayed message (and signed provenance hop) per destination."""
         manifest = diss.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         if self.store.is_routed(*identity):
             log.info("document %s v%d already routed; ignored", identity[1], identity[2])
             return None
-        for fragment in diss.fragments:
-            if (fragment.publisher, fragment.document_id) != identity[:2]:
-                raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
-            if fragment.concept not in self.ontology.concepts:
-                raise ProtocolError(
-                    f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
-                )
+        fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
+        pairs = [self._checked(f, identity) for f in fragments]
         message = provenance.Message.from_nquads(diss.provenance)
-        plan = self.table.plan(
-            manifest.publisher, [(f.fragment_id, f.concept) for f in diss.fragments]
+        plan = _DocumentPlan(
+            identity=identity, fragments=len(pairs), concepts=frozenset(c for _, c in pairs)
         )
-        appends, graphs = [], []
-        concept_of = {f.fragment_id: f.concept for f in diss.fragments}
-        delivered: dict[str, set[str]] = {}
-        for destination, ids in plan.items():
+        for destination, ids in self.table.plan(manifest.publisher, pairs).items():
+            wanted = set(ids)
+            chosen = [f for f, (i, _) in zip(fragments, pairs, strict=True) if i in wanted]
             if destination.kind == "subscriber":
-                delivered[destination.name] = {concept_of[i] for i in ids}
+                plan.delivered[destination.name] = {c for i, c in pairs if i in wanted}
             append, graph = self._relay(
-                message, diss, destination, ids, hop=f"{destination.kind}-{destination.name}"
+                message, manifest, destination, chosen, wanted,
+                hop=f"{destination.kind}-{destination.name}",
             )
-            appends.append(append)
-            graphs.append(graph)
-        return identity, appends, graphs, delivered
+            plan.appends.append(append)
+            plan.graphs.append(graph)
+        return plan
+
+    def _checked(self, fragment: pb.Fragment, identity: tuple[str, str, int]) -> tuple[str, str]:
+        """(id, concept) of a fragment of the document being routed, or a ProtocolError."""
+        if (fragment.publisher, fragment.document_id) != identity[:2]:
+            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
+        if fragment.concept not in self.ontology.concepts:
+            raise ProtocolError(
+                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
+            )
+        return fragment.fragment_id, fragment.concept
 
     def route(
         self,
@@ -308,25 +318,24 @@ class SiteNode:
         for key in addressed:
             if (append := self._plan_key(key)) is not None:
                 appends.append(append)
-        identity: tuple[str, str, int] | None = None
+        planned: _DocumentPlan | None = None
         retained: Retained | None = None
-        graphs: list[bytes] = []
-        delivered: dict[str, set[str]] = {}
-        reached = accepted = 0
         if dissemination is not None and dissemination.HasField("manifest"):
             planned = self._plan_dissemination(dissemination)
-            if planned is not None:
-                identity, document_appends, graphs, delivered = planned
-                appends += document_appends
-                reached, accepted = len(document_appends), len(dissemination.fragments)
-                self.metrics.routed.inc()
-                if self.store.retain > 0:
-                    retained = Retained(
-                        publisher=identity[0], document=identity[1], version=identity[2],
-                        payload=dissemination.SerializeToString(),
-                    )
+        if planned is not None and dissemination is not None:
+            appends += planned.appends
+            self.metrics.routed.inc()
+            if self.store.retain > 0:
+                publisher, document, version = planned.identity
+                retained = Retained(
+                    publisher=publisher, document=document, version=version,
+                    payload=dissemination.SerializeToString(),
+                )
         last, full = self.store.commit_routing(
-            document=identity, appends=appends, log_graphs=graphs, counter=counter,
+            document=None if planned is None else planned.identity,
+            appends=appends,
+            log_graphs=() if planned is None else planned.graphs,
+            counter=counter,
             retained=retained,
         )
         self.flush_log()
@@ -335,17 +344,16 @@ class SiteNode:
             log.error("queue of %s %s is full; delivery refused", kind, name)
         for kind, name in last:
             self.wake(Destination(kind, name))
-        if identity is not None and dissemination is not None:
-            self._record_dissemination(dissemination, delivered)
-        return accepted, reached
+        if planned is None:
+            return 0, 0
+        self._record_dissemination(planned)
+        return planned.fragments, len(planned.appends)
 
-    def _record_dissemination(
-        self, diss: pb.Dissemination, delivered: dict[str, set[str]]
-    ) -> None:
+    def _record_dissemination(self, plan: _DocumentPlan) -> None:
         """Feed the policy engine's dissemination state (temporal and separation-of-duty rules)."""
-        publisher = diss.manifest.publisher
-        changes = self.engine.mark_disseminated(publisher, {f.concept for f in diss.fragments})
-        for name, concepts in delivered.items():
+        publisher = plan.identity[0]
+        changes = self.engine.mark_disseminated(publisher, set(plan.concepts))
+        for name, concepts in plan.delivered.items():
             if name in self.table.local:
                 changes += self.engine.record_delivery(name, publisher, concepts)
         self.apply_changes(changes)
@@ -439,11 +447,12 @@ class SiteNode:
         for doc in self.store.retained():
             granted = registration.grants.get(doc.publisher, frozenset())
             diss = pb.Dissemination.FromString(doc.payload)
-            ids = [f.fragment_id for f in diss.fragments if f.concept in granted]
-            if not ids:
+            chosen = [f for f in diss.fragments if f.concept in granted]
+            if not chosen:
                 continue
             append, graph = self._relay(
-                provenance.Message.from_nquads(diss.provenance), diss, destination, ids,
+                provenance.Message.from_nquads(diss.provenance), diss.manifest, destination,
+                chosen, {f.fragment_id for f in chosen},
                 hop=f"retained-{registration.subscriber}-{self.now_ms()}",
             )
             appends.append(append)

@@ -48,10 +48,12 @@ def _publish(args: argparse.Namespace) -> int:
                 return
             loop = asyncio.get_running_loop()
             start = loop.time()
-            for index, doc in enumerate(args.documents):
+
+            async def pace(index: int) -> None:
                 if args.rate:  # pace the documents: the n-th leaves at n / rate seconds
                     await asyncio.sleep(max(0.0, start + index / args.rate - loop.time()))
-                result = await publisher.publish(doc)
+
+            async for result in publisher.publish_each(args.documents, pace=pace):
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
                 print(
                     f"published {result.document_id} v{result.version}: "

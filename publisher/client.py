@@ -17,6 +17,10 @@ Theory of operation, per document:
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
    outbox delivered, store the document version and append provenance to the log.
 
+Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
+while the network takes the previous one. Only one ``Publish`` is in flight, and its request
+takes the outbox when it is sent, so order and outbox semantics are those of a serial loop.
+
 State at subscribe time: sites retain the last few documents. The key service keeps the same
 documents' per-document keys and, with each enrolment of a joiner, sends it a sealed grant of
 those keys for the concept it joined (never a group key of an earlier epoch), so the joiner can
@@ -28,14 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 
-from publisher.keystore import KeyStore
+from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
@@ -88,6 +92,21 @@ class PublishResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _Prepared:
+    """A document encrypted and signed, not yet sent."""
+
+    document_id: str
+    version: int
+    dissemination: pb.Dissemination
+    message: provenance.Message
+    fragments: int
+    concepts: frozenset[str]
+    rekeyed: frozenset[str]
+    public_keys: dict[str, crypto.PublicKey]  # of the members, for retained-document keys
+    document_keys: list[DocumentKey]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Member:
     name: str
     public_key: crypto.PublicKey
@@ -119,6 +138,8 @@ class Publisher:
             setup.connect, channel_credentials(setup.tls), options=CHANNEL_OPTIONS
         )
         self._stub = pb_grpc.DisseminatorStub(self._channel)
+        self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
+        self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
 
     async def close(self) -> None:
         await self._channel.close()
@@ -168,14 +189,45 @@ class Publisher:
 
     async def publish(self, path: Path, *, document_id: str | None = None) -> PublishResult:
         """Publish one document file."""
+        return await self._send(await self._prepare(path, document_id=document_id))
+
+    async def publish_each(
+        self, paths: Sequence[Path], *, pace: Callable[[int], Awaitable[None]] | None = None
+    ) -> AsyncIterator[PublishResult]:
+        """Publish documents in order, encoding each while the network takes the previous one.
+
+        One ``Publish`` is in flight at a time and each request takes the key outbox as the
+        previous acknowledgement left it, so the network receives what a serial loop sends, in
+        the same order. ``pace(i)`` is awaited before document ``i`` is prepared.
+        """
+        sending: asyncio.Task[PublishResult] | None = None
+        try:
+            for index, path in enumerate(paths):
+                if pace is not None:
+                    await pace(index)
+                prepared = await self._prepare(path)
+                if sending is not None:
+                    previous, sending = sending, None
+                    yield await previous
+                sending = self._send(prepared)
+            if sending is not None:
+                previous, sending = sending, None
+                yield await previous
+        finally:
+            if sending is not None:  # preparing the next one failed: finish this one's bookkeeping
+                await sending
+
+    async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
+        """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
         document_id = document_id or path.stem
+        # Ask first: while waiting, the loop starts sending the previous document.
+        site, members = await self._members()
         tree = xmlsafe.parse_file(path)
         mapped = map_document(tree, setup.mapping)
         if not mapped:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
         present = frozenset(node.concept for node in mapped)
-        site, members = await self._members()
         rekeyed, _ = self._rekey(present, members)
         keys = {
             c: ConceptKey(
@@ -186,7 +238,7 @@ class Publisher:
             )
             for c in present
         }
-        version = self._keys.next_version(document_id)
+        version = self._next_version(document_id)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
             mapped,
@@ -196,7 +248,7 @@ class Publisher:
             issued_at_ms=now_ms,
             keys=keys,
             signer=self._signer_key,
-            concept_order=concept_order(setup.ontology),
+            concept_order=self._concept_order,
         )
         message = provenance.originate(
             self._signer,
@@ -217,38 +269,65 @@ class Publisher:
             ),
             timestamp_ms=now_ms,
         )
-        request, outbox = self._key_messages(members)
-        request.dissemination.CopyFrom(
-            dissemination_to_pb(
-                encoded.signed_manifest,
-                [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
-                provenance=message.to_nquads(),
-                publisher_certificate=setup.tls.cert_pem,
-            )
+        dissemination = dissemination_to_pb(
+            encoded.signed_manifest,
+            [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
+            provenance=message.to_nquads(),
+            publisher_certificate=setup.tls.cert_pem,
         )
-        ack = await self._stub.Publish(request, timeout=120)
-        for sent in outbox:
-            self._lkh.delivered(sent.concept, sent.epoch)
-        document_keys = [
-            (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
-            for c, k in keys.items()
-        ]
-        self._keys.commit(document_id, version, document_keys)
-        self._log.append(message)
-        return PublishResult(
+        return _Prepared(
             document_id=document_id,
             version=version,
+            dissemination=dissemination,
+            message=message,
             fragments=len(encoded.fragments),
             concepts=present,
             rekeyed=rekeyed,
+            public_keys={m.name: m.public_key for m in members},
+            document_keys=[
+                (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
+                for c, k in keys.items()
+            ],
+        )
+
+    def _next_version(self, document_id: str) -> int:
+        """The next version of ``document_id``, counting one still being sent."""
+        version = max(self._keys.next_version(document_id), self._unsent.get(document_id, 0) + 1)
+        self._unsent[document_id] = version
+        return version
+
+    def _send(self, prepared: _Prepared) -> asyncio.Task[PublishResult]:
+        """Start sending a prepared document with the key outbox as it is now."""
+        request, outbox = self._key_messages(prepared.public_keys)
+        request.dissemination.CopyFrom(prepared.dissemination)
+        return asyncio.ensure_future(self._deliver(prepared, request, outbox))
+
+    async def _deliver(
+        self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
+    ) -> PublishResult:
+        """Await the network's acknowledgement, then record what it accepted."""
+        ack = await self._stub.Publish(request, timeout=120)
+        for sent in outbox:
+            self._lkh.delivered(sent.concept, sent.epoch)
+        self._keys.commit(prepared.document_id, prepared.version, prepared.document_keys)
+        if self._unsent.get(prepared.document_id) == prepared.version:
+            del self._unsent[prepared.document_id]
+        self._log.append(prepared.message)
+        return PublishResult(
+            document_id=prepared.document_id,
+            version=prepared.version,
+            fragments=prepared.fragments,
+            concepts=prepared.concepts,
+            rekeyed=prepared.rekeyed,
             key_messages=len(request.keys) + len(request.rekeys) + len(request.document_keys),
             links_reached=ack.links_reached,
         )
 
-    def _key_messages(self, members: list[_Member]) -> tuple[pb.PublishRequest, list[Outgoing]]:
+    def _key_messages(
+        self, public_keys: dict[str, crypto.PublicKey]
+    ) -> tuple[pb.PublishRequest, list[Outgoing]]:
         """A request carrying the key outbox: rekeys, enrolments and retained documents' keys."""
         outbox = self._lkh.pending()
-        public_keys = {m.name: m.public_key for m in members}
         grants = []
         for enrolment in (e for o in outbox for e in o.enrolments):
             keys = self._keys.retained_keys(enrolment.concept, before_epoch=enrolment.epoch)
@@ -274,7 +353,7 @@ class Publisher:
         retained documents' keys), rekey after leaves. Returns (groups rekeyed, key messages)."""
         _, members = await self._members()
         rekeyed, _ = self._rekey(frozenset(self._groups), members)
-        request, outbox = self._key_messages(members)
+        request, outbox = self._key_messages({m.name: m.public_key for m in members})
         if outbox:
             await self._stub.Publish(request, timeout=120)
             for sent in outbox:
@@ -306,5 +385,5 @@ class Publisher:
         return frozenset(c.concept for c in changes), len(enrolments)
 
     async def publish_all(self, paths: Sequence[Path]) -> list[PublishResult]:
-        """Publish several documents in order."""
-        return [await self.publish(p) for p in paths]
+        """Publish several documents in order (pipelined, see :meth:`publish_each`)."""
+        return [result async for result in self.publish_each(paths)]

@@ -19,6 +19,7 @@ strict N-Quads parser:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,8 +51,9 @@ _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
-_IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]|{_UCHAR})*)>"
-_STRING = rf"\"((?:[^\"\\\n\r]|\\[tbnrf\"'\\]|{_UCHAR})*)\""
+# Runs of plain characters match in one step; possessive, so a bad token fails in linear time.
+_IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]++|{_UCHAR})*+)>"
+_STRING = rf"\"((?:[^\"\\\n\r]++|\\[tbnrf\"'\\]|{_UCHAR})*+)\""
 _WS = r"[ \t]*"
 _IRI_TOKEN = re.compile(_WS + _IRIREF)
 _LITERAL_TOKEN = re.compile(rf"{_WS}{_STRING}(?:\^\^{_IRIREF}|@({_LANGTAG.pattern}))?")
@@ -61,7 +63,7 @@ _ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
 _EOL = re.compile(r"\r\n|\r|\n")
 
 _ECHARS = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
-_LITERAL_ESCAPES = {
+_LITERAL_ESCAPES = {  # the backslash first: _escape_literal relies on the order
     "\\": "\\\\",
     '"': '\\"',
     "\b": "\\b",
@@ -71,6 +73,8 @@ _LITERAL_ESCAPES = {
     "\r": "\\r",
 }
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
+_OTHER_CONTROLS = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\x7f]")
+_RARE_ESCAPES = re.compile(r'[\x00-\x08\x0b-\x1f\x7f"\\]')  # all but newline and tab
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,16 +147,26 @@ class Quad:
 # --------------------------------------------------------------------------- serialisation
 
 
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    return _LITERAL_ESCAPES.get(char) or f"\\u{ord(char):04X}"
+def _escape_control(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04X}"
+
+
+def _escape_literal(value: str) -> str:
+    """Escape a literal's lexical form (str.replace per escape: long tables have many)."""
+    if not _NEEDS_ESCAPE.search(value):
+        return value
+    if not _RARE_ESCAPES.search(value):  # tables and id lists: only newlines and tabs
+        return value.replace("\n", "\\n").replace("\t", "\\t")
+    for char, escape in _LITERAL_ESCAPES.items():  # the backslash first
+        value = value.replace(char, escape)
+    return _OTHER_CONTROLS.sub(_escape_control, value)
 
 
 def format_term(term: Term) -> str:
     """Canonical N-Quads form of one term."""
     if isinstance(term, IRI):
         return f"<{term.value}>"
-    text = '"' + _NEEDS_ESCAPE.sub(_escape_char, term.value) + '"'
+    text = '"' + _escape_literal(term.value) + '"'
     if term.language is not None:
         return f"{text}@{term.language}"
     if term.datatype == XSD_STRING:
@@ -186,7 +200,28 @@ def canonicalise(quads: Iterable[Quad]) -> bytes:
 # --------------------------------------------------------------------------------- parsing
 
 
+def _unescape_echars(text: str) -> str | None:
+    """Unescape a lexical form already matched by ``_STRING`` that has no ``\\u`` escapes
+    (``None`` if it has some) with ``str.replace``: long fragment tables have thousands."""
+    if text.count("\\") == text.count("\\n") + text.count("\\t"):
+        # Every backslash starts a \n or a \t (tables and id lists use no other escape).
+        return text.replace("\\n", "\n").replace("\\t", "\t")
+    # Once escaped backslashes are split out, every backslash left starts a two-character escape.
+    pieces = text.split("\\\\")
+    if any("\\u" in piece or "\\U" in piece for piece in pieces):
+        return None
+    for char, escape in _LITERAL_ESCAPES.items():
+        if char != "\\":
+            pieces = [piece.replace(escape, char) for piece in pieces]
+    return "\\".join(piece.replace("\\'", "'") for piece in pieces)
+
+
 def _unescape(text: str, *, allow_echar: bool) -> str:
+    if "\\" not in text:
+        return text
+    if allow_echar and (unescaped := _unescape_echars(text)) is not None:
+        return unescaped
+
     def replace(match: re.Match[str]) -> str:
         escape = match.group()
         if escape[1] in "uU":
@@ -208,7 +243,13 @@ def _parse_iri(line: str, pos: int, role: str) -> tuple[IRI, int]:
         if rest.startswith("_:"):
             raise ValueError(f"blank node as {role}: blank nodes are not allowed")
         raise ValueError(f"expected an IRI as {role} at column {pos + 1}")
-    return IRI(_unescape(match.group(1), allow_echar=False)), match.end()
+    return _iri_token(match.group(1)), match.end()
+
+
+@functools.lru_cache(maxsize=4096)
+def _iri_token(text: str) -> IRI:
+    """The IRI an N-Quads token spells; cached: graph names and vocabulary repeat on every line."""
+    return IRI(_unescape(text, allow_echar=False))
 
 
 def _parse_object(line: str, pos: int) -> tuple[Term, int]:
@@ -256,7 +297,8 @@ def parse_nquads(data: bytes | str) -> tuple[Quad, ...]:
         except UnicodeDecodeError as exc:
             raise ProvenanceError(f"N-Quads is not valid UTF-8 at byte {exc.start}") from None
     quads: list[Quad] = []
-    for number, line in enumerate(_EOL.split(data), start=1):
+    lines = _EOL.split(data) if "\r" in data else data.split("\n")
+    for number, line in enumerate(lines, start=1):
         quad = parse_line(line, number)
         if quad is not None:
             quads.append(quad)

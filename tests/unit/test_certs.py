@@ -58,6 +58,20 @@ def test_a_site_certificate_names_its_block_and_only_a_site_one_does(
         )
 
 
+def test_a_certificate_checked_before_is_still_checked_for_time_revocation_and_role(
+    ca: tuple[bytes, bytes],
+) -> None:
+    # The CA signature check is cached; nothing that depends on the call may be.
+    pem, _ = certs.issue(*ca, name="carol", role="subscriber", now=NOW, days=1)
+    serial = certs.verify_certificate(pem, ca[0], at=NOW, role="subscriber").serial
+    with pytest.raises(CertificateError, match="not valid at"):
+        certs.verify_certificate(pem, ca[0], at=NOW + timedelta(days=2))
+    with pytest.raises(CertificateError, match="revoked"):
+        certs.verify_certificate(pem, ca[0], at=NOW, revoked=frozenset({serial}))
+    with pytest.raises(CertificateError, match="expected 'publisher'"):
+        certs.verify_certificate(pem, ca[0], at=NOW, role="publisher")
+
+
 def test_wrong_role_is_refused(ca: tuple[bytes, bytes]) -> None:
     pem, _ = certs.issue(
         *ca, name="d1", role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"},

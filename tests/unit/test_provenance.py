@@ -25,6 +25,8 @@ from xdn.provenance import (
     relay,
     verify_message,
 )
+from xdn.provenance._message import shape_of
+from xdn.provenance._shape import extend
 from xdn.rdf import IRI, Literal, Quad, parse_nquads, serialise
 
 NODES = ("pub", "d1", "d2", "s1", "s2")
@@ -150,6 +152,37 @@ def test_nquads_round_trip_is_canonical() -> None:
     again = Message.from_nquads(data)
     assert again == full() and again.to_nquads() == data
     assert b"_:" not in data and data.endswith(b" .\n")
+
+
+def test_each_hop_is_checked_as_a_full_reading_would_check_it() -> None:
+    for built in chain():  # relay and receipt check only the graphs they add
+        reread = shape_of(Message.from_nquads(built.to_nquads()))
+        shape = shape_of(built)
+        assert (shape.envelopes, dict(shape.signatures), shape.content) == (
+            reread.envelopes, dict(reread.signatures), reread.content,
+        )
+        assert {n: set(g) for n, g in shape.graphs.items()} == {
+            n: set(g) for n, g in reread.graphs.items()
+        }
+
+
+def test_a_hop_that_does_not_wrap_the_outermost_envelope_is_refused() -> None:
+    m1, m2, m3, _ = chain()
+    added = [q for q in m3.quads if q not in m2.quads]  # d2's envelope wraps m2's, not m1's
+    with pytest.raises(ProvenanceError, match="outermost envelope"):
+        extend(shape_of(m1), added)
+    with pytest.raises(ProvenanceError, match="exactly one new envelope"):
+        extend(shape_of(m2), [q for q in added if q.g and q.g.value.endswith("#e3")])
+
+
+def test_malformed_fragment_table_names_its_line() -> None:
+    def change(quads: set[Quad]) -> None:
+        (table,) = [q for q in quads if q.p.value == XDN + "fragmentTable"]
+        quads.remove(table)
+        quads.add(Quad(table.s, table.p, Literal(table.o.value + "\nf3\tItem"), table.g))
+
+    with pytest.raises(ProvenanceError, match="fragment table line 3 is not"):
+        Message.from_nquads(edit(chain()[0], change))
 
 
 def test_latest_graphs_are_what_each_hop_added() -> None:

@@ -137,12 +137,13 @@ def canonical_fragments(mapped: Iterable[MappedNodeLike], *, document_id: str) -
         if pos is not None:
             copies[pos] = twin
     contents: dict[int, bytes] = {}
+    blank_ref = etree.Element(REF_TAG, nsmap={"xdn": XDN_NS})  # copied: cheaper than building
     for pos in range(len(ordered) - 1, -1, -1):
         twin = copies[pos]
         contents[pos] = canonicalize(twin)
         holder = twin.getparent()
         if holder is not None:
-            ref = etree.Element(REF_TAG, nsmap={"xdn": XDN_NS})
+            ref = copy.copy(blank_ref)
             ref.set("fragment", fragment_id(document_id, pos))
             ref.tail = twin.tail
             holder.replace(twin, ref)

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from xdn.errors import ProvenanceError
 from xdn.provenance import _vocab as v
@@ -269,25 +270,62 @@ def _hex(node: _Node, predicate: IRI) -> bytes:
     return bytes.fromhex(lexical)
 
 
-def _fragment_table(name: str, table: str) -> list[FragmentFact]:
-    facts, ids = [], []
-    for number, line in enumerate(table.split("\n"), start=1):
-        parts = line.split("\t")
-        if len(parts) != 3 or not _HEX.fullmatch(parts[2]) or len(parts[2]) != 64:
-            raise _fail(name, f"fragment table line {number} is not 'id TAB concept TAB sha256'")
-        ids.append(parts[0])
-        facts.append(
-            FragmentFact(
-                fragment_id=parts[0], concept=parts[1], ciphertext_sha256=bytes.fromhex(parts[2])
+_TABLE_LINE = r"[^\t\n]++\t[^\t\n]++\t[0-9A-F]{64}"
+_TABLE = re.compile(rf"{_TABLE_LINE}(?:\n{_TABLE_LINE})*+")
+_TABLE_IDS = re.compile(r"([^\t\n]+)\t[^\n]*")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContentSummary:
+    """A checked content graph whose fragment table is not yet turned into facts (a relay
+    needs only the ids; building thousands of :class:`FragmentFact` per hop would dominate)."""
+
+    document_id: str
+    publisher: str
+    manifest_root: bytes
+    fragment_table: str
+    fragment_ids: frozenset[str]
+
+    def facts(self) -> ContentFacts:
+        """The full content facts (the table is well-formed and sorted: this cannot fail)."""
+        fragments = []
+        for line in self.fragment_table.split("\n"):
+            fragment_id, concept, digest = line.split("\t")
+            fragments.append(
+                FragmentFact(
+                    fragment_id=fragment_id,
+                    concept=concept,
+                    ciphertext_sha256=bytes.fromhex(digest),
+                )
             )
+        return ContentFacts(
+            document_id=self.document_id,
+            publisher=self.publisher,
+            manifest_root=self.manifest_root,
+            fragments=tuple(fragments),
         )
-    if ids != sorted(set(ids)):
+
+
+def _bad_table_line(name: str, table: str) -> ProvenanceError:
+    lines = table.split("\n")
+    number = next(
+        (i for i, line in enumerate(lines, start=1) if not _TABLE.fullmatch(line)), len(lines)
+    )
+    return _fail(name, f"fragment table line {number} is not 'id TAB concept TAB sha256'")
+
+
+def _fragment_ids(name: str, table: str) -> frozenset[str]:
+    """Check a fragment table's format in one pass; return its fragment ids."""
+    if not _TABLE.fullmatch(table):
+        raise _bad_table_line(name, table)
+    ids = _TABLE_IDS.findall(table)
+    if any(a >= b for a, b in pairwise(ids)):
         raise _fail(name, "the fragment table must list distinct fragment ids, sorted")
-    return facts
+    return frozenset(ids)
 
 
-def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
-    """Read a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
+def check_content(name: str, quads: Iterable[Quad]) -> ContentSummary:
+    """Check a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
     match = _CONTENT_NAME.fullmatch(name)
     if match is None:
         raise _fail(name, "a content graph must be named <message#cN>")
@@ -298,15 +336,20 @@ def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
     if doc.iris(v.RDF_TYPE) != [v.DOCUMENT.value]:
         raise _fail(name, "the document must have exactly the type xdn:Document")
     _only(name, nodes, {doc_uri})
-    try:
-        fragments = _fragment_table(name, doc.one_literal(v.FRAGMENT_TABLE))
-        facts = ContentFacts(
-            document_id=doc.one_literal(v.DOCUMENT_ID),
-            publisher=doc.one_literal(v.PUBLISHER),
-            manifest_root=_hex(doc, v.MANIFEST_ROOT),
-            fragments=tuple(sorted(fragments, key=lambda f: f.fragment_id)),
-        )
-    except ValueError as exc:
-        raise _fail(name, str(exc)) from None
+    table = doc.one_literal(v.FRAGMENT_TABLE)
+    summary = ContentSummary(
+        document_id=doc.one_literal(v.DOCUMENT_ID),
+        publisher=doc.one_literal(v.PUBLISHER),
+        manifest_root=_hex(doc, v.MANIFEST_ROOT),
+        fragment_table=table,
+        fragment_ids=_fragment_ids(name, table),
+    )
+    if not summary.document_id or not summary.publisher or not summary.manifest_root:
+        raise _fail(name, "document id, publisher and manifest root must not be empty")
     doc.done()
-    return facts
+    return summary
+
+
+def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
+    """Read a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
+    return check_content(name, quads).facts()

@@ -26,7 +26,7 @@ from xdn import crypto
 from xdn.errors import UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
-from xdn.provenance._shape import Shape, analyse, message_uri_prefix
+from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
 
 __all__ = ["Message", "originate", "receipt", "relay", "signing_input"]
@@ -58,6 +58,15 @@ class Message:
         object.__setattr__(self, "uri", shape.outermost.message)
 
     @classmethod
+    def _from_parts(cls, quads: frozenset[Quad], shape: Shape) -> Message:
+        """A message whose shape the caller has checked already (incrementally, per hop)."""
+        message = object.__new__(cls)
+        object.__setattr__(message, "quads", quads)
+        object.__setattr__(message, "_shape", shape)
+        object.__setattr__(message, "uri", shape.outermost.message)
+        return message
+
+    @classmethod
     def from_nquads(cls, data: bytes) -> Message:
         """Parse N-Quads and check well-formedness (raises ``ProvenanceError``)."""
         return cls(quads=frozenset(parse_nquads(data)))
@@ -79,7 +88,7 @@ class Message:
 
     def content(self) -> ContentFacts:
         """The publisher's content facts (document, manifest root, fragment digests)."""
-        return self._shape.content
+        return self._shape.content.facts()
 
     @property
     def document_id(self) -> str:
@@ -253,7 +262,7 @@ def _extend(message: Message, signer: Signer, hop: _Hop) -> Message:
         raise UsageError(f"message URI {hop.message!r} is already used in this chain")
     sig = shape.signatures[outer.name]
     sealed = _seal(signer, hop, [(sig.name, outer.name, sig.value)])
-    return Message(quads=message.quads | frozenset(sealed))
+    return Message._from_parts(message.quads | frozenset(sealed), extend(shape, sealed))
 
 
 def relay(

@@ -15,19 +15,19 @@ from types import MappingProxyType
 from urllib.parse import quote
 
 from xdn.errors import ProvenanceError
-from xdn.provenance._facts import ContentFacts
 from xdn.provenance._graphs import (
+    ContentSummary,
     EnvelopeInfo,
     Reference,
     SignatureInfo,
+    check_content,
     graph_type,
-    read_content,
     read_envelope,
     read_signature,
 )
 from xdn.rdf import Quad
 
-__all__ = ["Shape", "analyse", "message_uri_prefix"]
+__all__ = ["Shape", "analyse", "extend", "message_uri_prefix"]
 
 
 def message_uri_prefix(node_uri: str, document_id: str) -> str:
@@ -43,7 +43,7 @@ class Shape:
     signatures: Mapping[str, SignatureInfo]  # by the name of the graph they sign
     graphs: Mapping[str, tuple[Quad, ...]]
     content_graphs: tuple[str, ...]
-    content: ContentFacts
+    content: ContentSummary
 
     @property
     def outermost(self) -> EnvelopeInfo:
@@ -128,16 +128,15 @@ def _check_envelope(
 
 def _read_content(
     first: EnvelopeInfo, graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
-) -> ContentFacts:
+) -> ContentSummary:
     facts = None
     for name in first.content:
         if kinds.get(name) != "content" or not name.startswith(first.message + "#c"):
             raise ProvenanceError(f"graph <{first.name}>: <{name}> is not a content graph of it")
-        facts = read_content(name, graphs[name])
+        facts = check_content(name, graphs[name])
         if facts.document_id != first.document_id:
             raise ProvenanceError(f"graph <{name}>: document id differs from <{first.name}>")
-        carried = {f.fragment_id for f in facts.fragments}
-        if not first.fragments <= carried:
+        if not first.fragments <= facts.fragment_ids:
             raise ProvenanceError(f"graph <{first.name}>: carries a fragment not in <{name}>")
     if facts is None or len(first.content) != 1:
         raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
@@ -193,4 +192,36 @@ def analyse(quads: Iterable[Quad]) -> Shape:
         graphs=MappingProxyType({n: tuple(g) for n, g in graphs.items()}),
         content_graphs=chain[0].content,
         content=content,
+    )
+
+
+def extend(shape: Shape, quads: Iterable[Quad]) -> Shape:
+    """The shape of a well-formed dataset plus the graphs one hop adds: a new outermost
+    envelope and its signature, checked as :func:`analyse` checks them, without re-reading
+    (and re-parsing the fragment table of) the graphs already there.
+
+    Raises:
+        ProvenanceError: the new graphs are not one envelope around the outermost one, signed.
+    """
+    graphs = _group(quads)
+    kinds = {name: graph_type(name, g) for name, g in graphs.items()}
+    envelopes = [name for name, kind in kinds.items() if kind == "envelope"]
+    if sorted(kinds.values()) != ["envelope", "signature"] or set(graphs) & set(shape.graphs):
+        raise ProvenanceError("a hop must add exactly one new envelope graph and its signature")
+    envelope = read_envelope(envelopes[0], graphs[envelopes[0]])
+    added = _signatures(graphs, kinds)
+    if envelope.name not in added:
+        raise ProvenanceError(f"condition 3: graph <{envelope.name}> is not signed")
+    if envelope.contains != shape.outermost.name:
+        raise ProvenanceError(
+            f"condition 6: graph <{envelope.name}> does not contain the outermost envelope"
+        )
+    signatures = {**shape.signatures, **added}
+    _check_envelope(envelope, shape.outermost, signatures)
+    return Shape(
+        envelopes=(*shape.envelopes, envelope),
+        signatures=MappingProxyType(signatures),
+        graphs=MappingProxyType({**shape.graphs, **{n: tuple(g) for n, g in graphs.items()}}),
+        content_graphs=shape.content_graphs,
+        content=shape.content,
     )
