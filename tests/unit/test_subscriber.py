@@ -159,3 +159,25 @@ def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-
         assert len(list((tmp_path / "out" / "views").rglob("*.xml"))) == 1
     finally:
         session.close()
+
+
+def test_received_jsonl_is_rewritten_from_the_database_after_a_crash(tmp_path: Path) -> None:
+    """received.jsonl is an export (appended without fsync): the keyring database is the
+    record, and start-up reconciles the two."""
+    from subscriber.store import Inbox, Keyring
+
+    keyring = Keyring(tmp_path / "keyring.sqlite")
+    inbox = Inbox(tmp_path / "out")
+    try:
+        for n in (1, 2, 3):
+            record = {"publisher": "p", "document": f"d{n}", "version": 1, "fragments": {}}
+            keyring.accept(record, address="site:1", sequence=n)
+            if n < 3:
+                inbox.record(record)  # the third line never reached the disk
+        path = tmp_path / "out" / "received.jsonl"
+        assert len(path.read_text().splitlines()) == 2
+        Inbox(tmp_path / "out").reconcile(keyring.records())
+        documents = [json.loads(line)["document"] for line in path.read_text().splitlines()]
+        assert documents == ["d1", "d2", "d3"]
+    finally:
+        keyring.close()
