@@ -6,8 +6,9 @@ one wake-up event per destination. Everything runs on one asyncio loop, so metho
 without locks.
 
 * :meth:`route` turns a received document (and key messages) into queued deliveries — one
-  signed provenance hop per destination — committed in one transaction, then wakes the
-  destinations' streams.
+  signed provenance hop per destination, planned by :mod:`disseminator.planning` — committed
+  in one transaction with the document's retention, then wakes the destinations' streams;
+  :meth:`replay_retained` queues the retained documents for a new subscriber.
 * :meth:`pump` is the sending side of one connection: it reads the destination's queue after
   the connection's cursor, within its flow-control window, and sleeps until woken.
 * Registrations are durable: a subscriber that disconnects stays registered (its queue fills)
@@ -19,16 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.metrics import SiteMetrics
+from disseminator.planning import DocumentPlan, Planner
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Append, Retained, Store, StoredRegistration
+from disseminator.store import Retained, Store, StoredRegistration
 from xdn import certs, provenance
-from xdn.errors import CertificateError, ProtocolError
+from xdn.errors import CertificateError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -51,18 +53,6 @@ class SiteIdentity:
     tls: TlsFiles
     signer: provenance.Signer
     lease_s: float = 86_400.0
-
-
-@dataclass(slots=True, kw_only=True)
-class _DocumentPlan:
-    """What routing one document queues, logs and tells the policy engine."""
-
-    identity: tuple[str, str, int]  # (publisher, document, version)
-    fragments: int
-    concepts: frozenset[str]
-    appends: list[Append] = field(default_factory=list)
-    graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
-    delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
 
 
 def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> StoredRegistration:
@@ -111,6 +101,9 @@ class SiteNode:
         self.engine = engine
         self.store = store
         self.table = RoutingTable()
+        self.planner = Planner(
+            table=self.table, ontology=ontology, signer=site.signer, now_ms=self.now_ms
+        )
         self.served = ontology.block(site.block)
         self._log = log_sink
         self._clock = clock
@@ -210,93 +203,6 @@ class SiteNode:
             self.store.clear_log_outbox(i for i, _ in staged)
 
     # ---- routing -------------------------------------------------------------------------
-    def _plan_key(self, key: pb.KeyMessage | pb.DocumentKeys) -> Append | None:
-        """An enrolment or a document-key grant goes to its one subscriber only."""
-        destination = self.table.route_key(key.subscriber)
-        if destination is None:
-            log.warning("no route for key message to %s; dropped", key.subscriber)
-            return None
-        if isinstance(key, pb.KeyMessage):
-            delivery = pb.Delivery(key=key)
-        else:
-            delivery = pb.Delivery(document_keys=key)
-        payload = delivery.SerializeToString()
-        return Append(kind=destination.kind, name=destination.name, payload=payload)
-
-    def _relay(
-        self,
-        message: provenance.Message,
-        manifest: pb.Manifest,
-        destination: Destination,
-        fragments: Sequence[pb.Fragment],
-        fragment_ids: Collection[str],
-        *,
-        hop: str,
-    ) -> tuple[Append, bytes]:
-        """The delivery of ``fragments`` (with ids ``fragment_ids``) to ``destination``, and
-        its signed provenance hop."""
-        relayed = provenance.relay(
-            message,
-            self.site.signer,
-            message_uri=(
-                f"{self.site.signer.node_uri}msg/{manifest.document_id}/"
-                f"v{manifest.version}/{hop}"
-            ),
-            recipient_uri=certs.node_uri(destination.name),
-            fragment_ids=fragment_ids,
-            timestamp_ms=self.now_ms(),
-        )
-        out = pb.Dissemination(
-            manifest=manifest, fragments=fragments, provenance=relayed.to_nquads()
-        )
-        payload = pb.Delivery(dissemination=out).SerializeToString()
-        append = Append(kind=destination.kind, name=destination.name, payload=payload)
-        return append, relayed.latest_graphs_nquads()
-
-    def _plan_rekey(self, rekey: pb.GroupRekey) -> list[Append]:
-        """A group rekey goes wherever a fragment of its concept would go."""
-        if rekey.concept not in self.ontology.concepts:
-            raise ProtocolError(f"rekey of unknown concept {rekey.concept!r}")
-        payload = pb.Delivery(rekey=rekey).SerializeToString()
-        plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
-        return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
-
-    def _plan_dissemination(self, diss: pb.Dissemination) -> _DocumentPlan | None:
-        """Plan one document: one relayed message (and signed provenance hop) per destination."""
-        manifest = diss.manifest
-        identity = (manifest.publisher, manifest.document_id, manifest.version)
-        if self.store.is_routed(*identity):
-            log.info("document %s v%d already routed; ignored", identity[1], identity[2])
-            return None
-        fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
-        pairs = [self._checked(f, identity) for f in fragments]
-        message = provenance.Message.from_nquads(diss.provenance)
-        plan = _DocumentPlan(
-            identity=identity, fragments=len(pairs), concepts=frozenset(c for _, c in pairs)
-        )
-        for destination, ids in self.table.plan(manifest.publisher, pairs).items():
-            wanted = set(ids)
-            chosen = [f for f, (i, _) in zip(fragments, pairs, strict=True) if i in wanted]
-            if destination.kind == "subscriber":
-                plan.delivered[destination.name] = {c for i, c in pairs if i in wanted}
-            append, graph = self._relay(
-                message, manifest, destination, chosen, wanted,
-                hop=f"{destination.kind}-{destination.name}",
-            )
-            plan.appends.append(append)
-            plan.graphs.append(graph)
-        return plan
-
-    def _checked(self, fragment: pb.Fragment, identity: tuple[str, str, int]) -> tuple[str, str]:
-        """(id, concept) of a fragment of the document being routed, or a ProtocolError."""
-        if (fragment.publisher, fragment.document_id) != identity[:2]:
-            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
-        if fragment.concept not in self.ontology.concepts:
-            raise ProtocolError(
-                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
-            )
-        return fragment.fragment_id, fragment.concept
-
     def route(
         self,
         *,
@@ -313,15 +219,15 @@ class SiteNode:
         Returns:
             (fragments accepted, destinations the document reached).
         """
-        appends = [a for rekey in rekeys for a in self._plan_rekey(rekey)]
+        appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
         addressed: list[pb.KeyMessage | pb.DocumentKeys] = [*keys, *document_keys]
         for key in addressed:
-            if (append := self._plan_key(key)) is not None:
+            if (append := self.planner.addressed(key)) is not None:
                 appends.append(append)
-        planned: _DocumentPlan | None = None
+        planned: DocumentPlan | None = None
         retained: Retained | None = None
         if dissemination is not None and dissemination.HasField("manifest"):
-            planned = self._plan_dissemination(dissemination)
+            planned = self._plan_document(dissemination)
         if planned is not None and dissemination is not None:
             appends += planned.appends
             self.metrics.routed.inc()
@@ -349,7 +255,17 @@ class SiteNode:
         self._record_dissemination(planned)
         return planned.fragments, len(planned.appends)
 
-    def _record_dissemination(self, plan: _DocumentPlan) -> None:
+    def _plan_document(self, diss: pb.Dissemination) -> DocumentPlan | None:
+        """Plan a document, unless it was routed before (a retransmission)."""
+        manifest = diss.manifest
+        if self.store.is_routed(manifest.publisher, manifest.document_id, manifest.version):
+            log.info(
+                "document %s v%d already routed; ignored", manifest.document_id, manifest.version
+            )
+            return None
+        return self.planner.document(diss)
+
+    def _record_dissemination(self, plan: DocumentPlan) -> None:
         """Feed the policy engine's dissemination state (temporal and separation-of-duty rules)."""
         publisher = plan.identity[0]
         changes = self.engine.mark_disseminated(publisher, set(plan.concepts))
@@ -446,17 +362,12 @@ class SiteNode:
         appends, graphs = [], []
         for doc in self.store.retained():
             granted = registration.grants.get(doc.publisher, frozenset())
-            diss = pb.Dissemination.FromString(doc.payload)
-            chosen = [f for f in diss.fragments if f.concept in granted]
-            if not chosen:
-                continue
-            append, graph = self._relay(
-                provenance.Message.from_nquads(diss.provenance), diss.manifest, destination,
-                chosen, {f.fragment_id for f in chosen},
-                hop=f"retained-{registration.subscriber}-{self.now_ms()}",
+            planned = self.planner.retained(
+                pb.Dissemination.FromString(doc.payload), registration.subscriber, granted
             )
-            appends.append(append)
-            graphs.append(graph)
+            if planned is not None:
+                appends.append(planned[0])
+                graphs.append(planned[1])
         if appends:
             self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
             self.flush_log()

@@ -1,0 +1,152 @@
+"""What a site queues for whom: the deliveries (and signed provenance hops) of one routing step.
+
+Theory of operation. A :class:`Planner` turns what a site received into :class:`Append` values
+for its durable queues, without touching the store:
+
+* a group rekey goes wherever a fragment of its concept would go (:meth:`Planner.rekey`);
+* an enrolment or a document-key grant goes to its one subscriber (:meth:`Planner.addressed`);
+* a document goes, per destination, as the fragments that destination was granted, with one
+  provenance hop signed by this site (:meth:`Planner.document`); the plan also says which
+  concepts reached which local subscriber, for the policy engine;
+* a retained document goes to one new subscriber, restricted to its grants
+  (:meth:`Planner.retained`).
+
+Fragments are checked against the document they claim and the ontology; anything else is a
+:class:`~xdn.errors.ProtocolError`. Nothing here can read content: only cleartext headers are
+used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from disseminator.routing import Destination, RoutingTable
+from disseminator.store import Append
+from xdn import certs, provenance
+from xdn.errors import ProtocolError
+from xdn.ontology import Ontology
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+__all__ = ["DocumentPlan", "Planner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, kw_only=True)
+class DocumentPlan:
+    """What routing one document queues, logs and tells the policy engine."""
+
+    identity: tuple[str, str, int]  # (publisher, document, version)
+    fragments: int
+    concepts: frozenset[str]
+    appends: list[Append] = field(default_factory=list)
+    graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
+    delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planner:
+    """Plans deliveries from one site's routing table."""
+
+    table: RoutingTable
+    ontology: Ontology
+    signer: provenance.Signer
+    now_ms: Callable[[], int]
+
+    def addressed(self, key: pb.KeyMessage | pb.DocumentKeys) -> Append | None:
+        """An enrolment or a document-key grant goes to its one subscriber only."""
+        destination = self.table.route_key(key.subscriber)
+        if destination is None:
+            log.warning("no route for key message to %s; dropped", key.subscriber)
+            return None
+        if isinstance(key, pb.KeyMessage):
+            delivery = pb.Delivery(key=key)
+        else:
+            delivery = pb.Delivery(document_keys=key)
+        payload = delivery.SerializeToString()
+        return Append(kind=destination.kind, name=destination.name, payload=payload)
+
+    def rekey(self, rekey: pb.GroupRekey) -> list[Append]:
+        """A group rekey goes wherever a fragment of its concept would go."""
+        if rekey.concept not in self.ontology.concepts:
+            raise ProtocolError(f"rekey of unknown concept {rekey.concept!r}")
+        payload = pb.Delivery(rekey=rekey).SerializeToString()
+        plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
+        return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
+
+    def document(self, diss: pb.Dissemination) -> DocumentPlan:
+        """One relayed message (and signed provenance hop) per destination of a document."""
+        manifest = diss.manifest
+        identity = (manifest.publisher, manifest.document_id, manifest.version)
+        fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
+        pairs = [self._checked(f, identity) for f in fragments]
+        message = provenance.Message.from_nquads(diss.provenance)
+        plan = DocumentPlan(
+            identity=identity, fragments=len(pairs), concepts=frozenset(c for _, c in pairs)
+        )
+        for destination, ids in self.table.plan(manifest.publisher, pairs).items():
+            wanted = set(ids)
+            chosen = [f for f, (i, _) in zip(fragments, pairs, strict=True) if i in wanted]
+            if destination.kind == "subscriber":
+                plan.delivered[destination.name] = {c for i, c in pairs if i in wanted}
+            append, graph = self._relay(
+                message, manifest, destination, chosen, wanted,
+                hop=f"{destination.kind}-{destination.name}",
+            )
+            plan.appends.append(append)
+            plan.graphs.append(graph)
+        return plan
+
+    def retained(
+        self, diss: pb.Dissemination, subscriber: str, granted: Collection[str]
+    ) -> tuple[Append, bytes] | None:
+        """A retained document for a new local subscriber: its granted concepts, or nothing."""
+        chosen = [f for f in diss.fragments if f.concept in granted]
+        if not chosen:
+            return None
+        return self._relay(
+            provenance.Message.from_nquads(diss.provenance), diss.manifest,
+            Destination("subscriber", subscriber), chosen, {f.fragment_id for f in chosen},
+            hop=f"retained-{subscriber}-{self.now_ms()}",
+        )
+
+    def _relay(
+        self,
+        message: provenance.Message,
+        manifest: pb.Manifest,
+        destination: Destination,
+        fragments: Sequence[pb.Fragment],
+        fragment_ids: Collection[str],
+        *,
+        hop: str,
+    ) -> tuple[Append, bytes]:
+        """The delivery of ``fragments`` (with ids ``fragment_ids``) to ``destination``, and
+        its signed provenance hop."""
+        relayed = provenance.relay(
+            message,
+            self.signer,
+            message_uri=(
+                f"{self.signer.node_uri}msg/{manifest.document_id}/v{manifest.version}/{hop}"
+            ),
+            recipient_uri=certs.node_uri(destination.name),
+            fragment_ids=fragment_ids,
+            timestamp_ms=self.now_ms(),
+        )
+        out = pb.Dissemination(
+            manifest=manifest, fragments=fragments, provenance=relayed.to_nquads()
+        )
+        payload = pb.Delivery(dissemination=out).SerializeToString()
+        append = Append(kind=destination.kind, name=destination.name, payload=payload)
+        return append, relayed.latest_graphs_nquads()
+
+    def _checked(self, fragment: pb.Fragment, identity: tuple[str, str, int]) -> tuple[str, str]:
+        """(id, concept) of a fragment of the document being routed, or a ProtocolError."""
+        if (fragment.publisher, fragment.document_id) != identity[:2]:
+            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
+        if fragment.concept not in self.ontology.concepts:
+            raise ProtocolError(
+                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
+            )
+        return fragment.fragment_id, fragment.concept
