@@ -27,10 +27,11 @@ from datetime import datetime
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.metrics import SiteMetrics
 from disseminator.planning import DocumentPlan, Planner
+from disseminator.refresh import Group, RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Retained, Store, StoredRegistration
 from xdn import certs, provenance
-from xdn.errors import CertificateError
+from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -62,12 +63,16 @@ def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> Stored
     )
 
 
-def to_pb_member(reg: Registration) -> pb.Member:
-    """The wire form of a registration."""
+def to_pb_member(reg: Registration, refresh: Iterable[Group] = ()) -> pb.Member:
+    """The wire form of a registration, with the path refreshes its subscriber asks for."""
+    asked: dict[str, list[str]] = {}
+    for publisher, concept in sorted(refresh):
+        asked.setdefault(publisher, []).append(concept)
     return pb.Member(
         subscriber=reg.subscriber,
         certificate=reg.certificate,
         grants=[pb.Grant(publisher=p, concepts=sorted(c)) for p, c in sorted(reg.grants.items())],
+        refresh=[pb.Grant(publisher=p, concepts=c) for p, c in asked.items()],
     )
 
 
@@ -115,6 +120,7 @@ class SiteNode:
         self._requested: dict[str, frozenset[str]] = {}
         self._link_blocks: dict[str, str] = {}
         self._link_serials: dict[str, int] = {}  # certificate serial of each linked downlink
+        self.refreshes = RefreshRequests()
         self._ended: dict[str, str] = {}
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self._recover()
@@ -224,6 +230,9 @@ class SiteNode:
         for key in addressed:
             if (append := self.planner.addressed(key)) is not None:
                 appends.append(append)
+        refreshed = [
+            self.refreshes.served(k.subscriber, (k.publisher, k.concept)) for k in keys
+        ]
         planned: DocumentPlan | None = None
         retained: Retained | None = None
         if dissemination is not None and dissemination.HasField("manifest"):
@@ -250,6 +259,8 @@ class SiteNode:
             log.error("queue of %s %s is full; delivery refused", kind, name)
         for kind, name in last:
             self.wake(Destination(kind, name))
+        if any(refreshed):
+            self._on_interest_change()
         if planned is None:
             return 0, 0
         self._record_dissemination(planned)
@@ -374,12 +385,48 @@ class SiteNode:
             self.wake(destination)
         return len(appends)
 
+    def member(self, reg: Registration) -> pb.Member:
+        """The wire form of a registration here, with its open path refresh requests."""
+        return to_pb_member(reg, self.refreshes.of(reg.subscriber))
+
+    def request_refresh(self, subscriber: str, publisher: str, concept: str) -> None:
+        """A local subscriber missed epochs of a group it is granted: ask for its path.
+
+        Raises:
+            ProtocolError: it is not registered here or not granted that concept.
+        """
+        reg = self.table.local.get(subscriber)
+        if reg is None or concept not in reg.grants.get(publisher, frozenset()):
+            raise ProtocolError(
+                f"path refresh of {publisher}/{concept} asked by {subscriber!r}, "
+                "which is not granted it here"
+            )
+        if self.refreshes.ask(subscriber, (publisher, concept)):
+            log.info("%s asks for a path refresh of %s/%s", subscriber, publisher, concept)
+            self._on_interest_change()
+
+    def set_link_refreshes(self, site: str, members: Iterable[pb.Member]) -> None:
+        """The path refreshes the (verified) members behind a downlink ask for."""
+        granted = {name: reg.grants for name, reg in self.table.links.get(site, {}).items()}
+        requests = {
+            m.subscriber: {
+                (g.publisher, c)
+                for g in m.refresh
+                for c in g.concepts
+                if c in granted.get(m.subscriber, {}).get(g.publisher, frozenset())
+            }
+            for m in members
+        }
+        if self.refreshes.set_link(site, requests):
+            self._on_interest_change()
+
     def unregister_local(self, subscriber: str, *, reason: str = "") -> int:
         """Remove a subscriber and its queue; return how many deliveries were discarded."""
         destination = Destination("subscriber", subscriber)
         if self.table.local.pop(subscriber, None) is not None and subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
         self._requested.pop(subscriber, None)
+        self.refreshes.forget(subscriber)
         if reason:
             self._ended[subscriber] = reason
         self.store.delete_registration("subscriber", "", subscriber)
@@ -486,6 +533,7 @@ class SiteNode:
 
     def drop_link(self, site: str) -> None:
         self._link_serials.pop(site, None)
+        self.refreshes.drop_link(site)
         self.table.drop_link(site)
         self.store.save_registrations("link", site, [])
         self.store.drop_destination("link", site)

@@ -224,7 +224,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await self._refuse(context, exc)
             raise
         members = [
-            to_pb_member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
+            self._node.member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
         ]
         return pb.Membership(members=members, site=self._node.site.name)
 
@@ -329,6 +329,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         self._node.on_ack(destination, cursor, message.ack.sequence)
                     elif kind == "interest":
                         self._on_interest(destination.name, message.interest)
+                    elif kind == "refresh" and destination.kind == "subscriber":
+                        self._node.request_refresh(
+                            destination.name, message.refresh.publisher, message.refresh.concept
+                        )
             except ProtocolError as exc:
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)
                 self._stream_errors[destination] = str(exc)
@@ -417,6 +421,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def _on_interest(self, site: str, interest: pb.InterestUpdate) -> None:
         served = self._node.ontology.block(self._link_blocks[site])
         self._node.set_link_members(site, self._node.verified_members(interest.members, served))
+        self._node.set_link_refreshes(site, interest.members)
 
 
 def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:

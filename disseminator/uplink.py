@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from disseminator.node import SiteNode, to_pb_member
+from disseminator.node import SiteNode
 from xdn.errors import PeerError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
@@ -44,7 +44,7 @@ class Uplink:
 
     def interest_changed(self) -> None:
         """Send our members upstream (called by the node on every change)."""
-        members = [to_pb_member(r) for r in self._node.table.members()]
+        members = [self._node.member(r) for r in self._node.table.members()]
         self._outgoing.put_nowait(pb.LinkMessage(interest=pb.InterestUpdate(members=members)))
 
     async def run(self) -> None:
@@ -80,7 +80,7 @@ class Uplink:
                         resume_after=node.store.counter(_APPLIED),
                     )
                 )
-                members = [to_pb_member(r) for r in node.table.members()]
+                members = [node.member(r) for r in node.table.members()]
                 yield pb.LinkMessage(interest=pb.InterestUpdate(members=members))
                 while True:
                     yield await self._outgoing.get()

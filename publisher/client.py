@@ -45,7 +45,7 @@ from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
-from xdn.lkh import EpochChange, GroupController, seal_document_keys
+from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
@@ -103,6 +103,7 @@ class _Prepared:
     concepts: frozenset[str]
     rekeyed: frozenset[str]
     public_keys: dict[str, crypto.PublicKey]  # of the members, for retained-document keys
+    refreshes: list[Enrolment]  # path refreshes members asked for
     document_keys: list[DocumentKey]
 
 
@@ -111,6 +112,7 @@ class _Member:
     name: str
     public_key: crypto.PublicKey
     concepts: frozenset[str]
+    refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
 
 
 class Publisher:
@@ -168,6 +170,12 @@ class Publisher:
                         name=credential.name,
                         public_key=certs.public_key_of(member.certificate),
                         concepts=frozenset(granted.concepts),
+                        refresh=frozenset(
+                            c
+                            for g in member.refresh
+                            if g.publisher == self._setup.name
+                            for c in g.concepts
+                        ),
                     )
                 )
         return reply.site, members
@@ -284,6 +292,7 @@ class Publisher:
             concepts=present,
             rekeyed=rekeyed,
             public_keys={m.name: m.public_key for m in members},
+            refreshes=self._path_refreshes(members),
             document_keys=[
                 (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
                 for c, k in keys.items()
@@ -298,7 +307,7 @@ class Publisher:
 
     def _send(self, prepared: _Prepared) -> asyncio.Task[PublishResult]:
         """Start sending a prepared document with the key outbox as it is now."""
-        request, outbox = self._key_messages(prepared.public_keys)
+        request, outbox = self._key_messages(prepared.public_keys, prepared.refreshes)
         request.dissemination.CopyFrom(prepared.dissemination)
         return asyncio.ensure_future(self._deliver(prepared, request, outbox))
 
@@ -323,10 +332,20 @@ class Publisher:
             links_reached=ack.links_reached,
         )
 
+    def _path_refreshes(self, members: list[_Member]) -> list[Enrolment]:
+        """Members that missed epochs get their current path (after any rekey just planned)."""
+        return [
+            self._groups[c].path_refresh(m.name, m.public_key)
+            for m in members
+            for c in sorted(m.refresh & m.concepts)
+            if c in self._groups and m.name in self._groups[c]
+        ]
+
     def _key_messages(
-        self, public_keys: dict[str, crypto.PublicKey]
+        self, public_keys: dict[str, crypto.PublicKey], refreshes: Sequence[Enrolment] = ()
     ) -> tuple[pb.PublishRequest, list[Outgoing]]:
-        """A request carrying the key outbox: rekeys, enrolments and retained documents' keys."""
+        """A request carrying the key outbox (rekeys, enrolments, retained documents' keys) and
+        the path refreshes members asked for."""
         outbox = self._lkh.pending()
         grants = []
         for enrolment in (e for o in outbox for e in o.enrolments):
@@ -343,7 +362,10 @@ class Publisher:
                 )
         request = pb.PublishRequest(
             rekeys=[rekey_to_pb(o.message) for o in outbox],
-            keys=[enrolment_to_pb(e) for o in outbox for e in o.enrolments],
+            keys=[
+                *(enrolment_to_pb(e) for o in outbox for e in o.enrolments),
+                *map(enrolment_to_pb, refreshes),
+            ],
             document_keys=[document_keys_to_pb(g) for g in grants],
         )
         return request, outbox
@@ -353,8 +375,9 @@ class Publisher:
         retained documents' keys), rekey after leaves. Returns (groups rekeyed, key messages)."""
         _, members = await self._members()
         rekeyed, _ = self._rekey(frozenset(self._groups), members)
-        request, outbox = self._key_messages({m.name: m.public_key for m in members})
-        if outbox:
+        refreshes = self._path_refreshes(members)
+        request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
+        if outbox or refreshes:
             await self._stub.Publish(request, timeout=120)
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)

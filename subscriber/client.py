@@ -11,7 +11,9 @@ the client follows such redirects. Deliveries then arrive in order:
   view is rebuilt. Anything that fails is refused — recorded with the reason, never written
   as a view — and the stream goes on;
 * a dissemination whose keys have not arrived yet is held (durably) and opened as soon as a
-  key message brings them.
+  key message brings them;
+* a rekey more than one epoch ahead (we missed one) makes us ask the site for a path refresh
+  of that group, repeated on every new stream until the key service's enrolment arrives.
 
 State at subscribe time: a new subscriber may ask its site for the retained recent documents
 (``retained``). Their keys come as document-key grants with the publisher's enrolment. The
@@ -161,6 +163,7 @@ class _Session:
         )
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
+        self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
 
     def close(self) -> None:
         self.keyring.close()
@@ -178,6 +181,12 @@ class _Session:
             else MemberKeys.from_bytes(stored).apply_enrolment(enrolment, self.private_key)
         )
         self._keep(enrolment.publisher, enrolment.concept, state)
+        self.keyring.clear_stale(enrolment.publisher, enrolment.concept)
+
+    def ask_refresh(self, publisher: str, concept: str, *, again: bool = False) -> None:
+        """Ask the key service (through the site) for our current path in a group."""
+        if self.keyring.mark_stale(publisher, concept) or again:
+            self.refresh_requests.append(pb.PathRefresh(publisher=publisher, concept=concept))
 
     def on_rekey(self, message: pb.GroupRekey) -> None:
         """Apply a group's rekey broadcast to our path, if we are a member."""
@@ -188,8 +197,9 @@ class _Session:
         try:
             state = MemberKeys.from_bytes(stored).apply_rekey(rekey)
         except EpochGapError:
-            log.warning("missed epochs of %s/%s; waiting for a path refresh",
+            log.warning("missed epochs of %s/%s; asking for a path refresh",
                         rekey.publisher, rekey.concept)
+            self.ask_refresh(rekey.publisher, rekey.concept)
             return
         except DecryptError:
             log.info("no longer a member of %s/%s", rekey.publisher, rekey.concept)
@@ -439,6 +449,12 @@ def _handle(
             + (f" ({retained} retained documents queued)" if retained else ""),
             flush=True,
         )
+        for publisher, concept in session.keyring.stale():  # a new stream: ask again
+            if concept in grants.get(publisher, ()):
+                session.ask_refresh(publisher, concept, again=True)
+            else:  # no longer granted here: nothing to catch up on
+                session.keyring.clear_stale(publisher, concept)
+        _send_refresh_requests(session, outgoing)
         return
     delivery = message.delivery
     if delivery.sequence <= session.keyring.applied(session.address):
@@ -458,12 +474,21 @@ def _handle(
             print(f"{setup.name}: refused {body} message: {exc}", flush=True)
         session.release_held(delivery.sequence)
         session.keyring.set_applied(session.address, delivery.sequence)
+        _send_refresh_requests(session, outgoing)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
         done = session.report.accepted + session.report.refused
         if setup.max_documents is not None and done >= setup.max_documents:
             stop.set()
     outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
+
+
+def _send_refresh_requests(
+    session: _Session, outgoing: asyncio.Queue[pb.ClientMessage | None]
+) -> None:
+    for request in session.refresh_requests:
+        outgoing.put_nowait(pb.ClientMessage(refresh=request))
+    session.refresh_requests.clear()
 
 
 async def run_subscriber(

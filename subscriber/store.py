@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS held (
     version INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE (publisher, document, version)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stale (
+    publisher TEXT, concept TEXT, PRIMARY KEY (publisher, concept)
+);
 """
 
 
@@ -103,6 +106,21 @@ class Keyring:
             "DELETE FROM held WHERE publisher = ? AND document = ? AND version = ?",
             (publisher, document, version),
         )
+
+    # ---- groups whose epochs we missed (a path refresh is asked for) ----------------------
+    def mark_stale(self, publisher: str, concept: str) -> bool:
+        """Record that we missed epochs of a group; return whether that is news."""
+        cursor = self._db.execute("INSERT OR IGNORE INTO stale VALUES (?, ?)", (publisher, concept))
+        return cursor.rowcount == 1
+
+    def clear_stale(self, publisher: str, concept: str) -> None:
+        self._db.execute(
+            "DELETE FROM stale WHERE publisher = ? AND concept = ?", (publisher, concept)
+        )
+
+    def stale(self) -> list[tuple[str, str]]:
+        """Groups still waiting for a path refresh."""
+        return [(p, c) for p, c in self._db.execute("SELECT publisher, concept FROM stale")]
 
     # ---- when this subscription started --------------------------------------------------
     def subscribed_since_ms(self, now_ms: int) -> int:

@@ -362,6 +362,22 @@ async def _bogus_ack(network: LocalNetwork) -> tuple[list[Any], grpc.StatusCode,
     return replies, code, details, elapsed
 
 
+def test_path_refresh_of_a_group_not_granted_ends_the_stream(net: LocalNetwork) -> None:
+    messages = [
+        pb.ClientMessage(subscribe=pb.SubscribeRequest()),
+        pb.ClientMessage(
+            refresh=pb.PathRefresh(publisher="qa-company", concept="QualityInspection")
+        ),
+    ]
+    error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", messages))
+    assert replies and replies[0].WhichOneof("kind") == "subscribed"
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "path refresh of qa-company/QualityInspection asked by 'carol'" in (
+        error.details() or ""
+    )
+    _assert_serving(net)
+
+
 def test_ack_of_a_sequence_never_sent_ends_the_stream(net: LocalNetwork) -> None:
     replies, code, _, elapsed = _run(_bogus_ack(net))
     assert replies and replies[0].WhichOneof("kind") == "subscribed"

@@ -173,14 +173,24 @@ class Grant(_message.Message):
     def __init__(self, publisher: _Optional[str] = ..., concepts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("subscriber", "certificate", "grants")
+    __slots__ = ("subscriber", "certificate", "grants", "refresh")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     certificate: bytes
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
-    def __init__(self, subscriber: _Optional[str] = ..., certificate: _Optional[bytes] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+    refresh: _containers.RepeatedCompositeFieldContainer[Grant]
+    def __init__(self, subscriber: _Optional[str] = ..., certificate: _Optional[bytes] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., refresh: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+
+class PathRefresh(_message.Message):
+    __slots__ = ("publisher", "concept")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    CONCEPT_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    concept: str
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ...) -> None: ...
 
 class MembershipRequest(_message.Message):
     __slots__ = ("publisher",)
@@ -229,14 +239,16 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
 
 class ClientMessage(_message.Message):
-    __slots__ = ("subscribe", "ack", "heartbeat")
+    __slots__ = ("subscribe", "ack", "heartbeat", "refresh")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
     subscribe: SubscribeRequest
     ack: Ack
     heartbeat: Heartbeat
-    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    refresh: PathRefresh
+    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
     __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained")
