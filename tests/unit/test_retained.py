@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from disseminator.store import Append, Retained, Store
 from publisher.keystore import KeyStore
-from subscriber.client import SubscriberSetup, _Session
+from subscriber.session import Session, SubscriberSetup
 from xdn import crypto
 from xdn.errors import DecryptError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -119,14 +119,14 @@ def test_site_retains_the_last_n_documents_per_publisher_atomically_with_routing
 
 
 # ---- held documents and retained views at the subscriber ------------------------------------
-def _session(tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list[str]) -> _Session:
+def _session(tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list[str]) -> Session:
     cert_pem, key_pem = pki["carol"]
     setup = SubscriberSetup(
         name="carol", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
         connect="unused:0", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
         provenance_log=tmp_path / "carol.nq", retained=True,
     )
-    session = _Session(setup, clock=lambda: NOW)
+    session = Session(setup, clock=lambda: NOW)
     session.report.grants = {PUBLISHER: concepts}
     return session
 
@@ -177,7 +177,7 @@ def test_document_keys_for_another_member_are_refused(
 
 def _keyed_session(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list[str]
-) -> _Session:
+) -> Session:
     session = _session(tmp_path, pki, sorted(concepts))
     for concept in concepts:
         session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)

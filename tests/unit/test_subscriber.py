@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from subscriber.client import SubscriberSetup, _Session, open_dissemination
+from subscriber.session import Session, SubscriberSetup, open_dissemination
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, encode
 from xdn.errors import CertificateError, DecryptError, ProtocolError
@@ -137,7 +137,7 @@ def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-
         state_dir=tmp_path / "state",
         provenance_log=tmp_path / "alice.nq",
     )
-    session = _Session(setup, clock=lambda: NOW)
+    session = Session(setup, clock=lambda: NOW)
     try:
         for concept in {f.concept for f in dissemination.fragments}:
             session.keyring.put("production-dept", concept, 1, GROUP_KEY)
