@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.network import DEFAULT_SUBSCRIBERS, ONTOLOGY, LocalNetwork, SubscriberSpec
+from deploy.network import (
+    DEFAULT_SUBSCRIBERS,
+    ONTOLOGY,
+    LocalNetwork,
+    SubscriberSpec,
+    wait_until,
+)
 from xdn import certs, xmlsafe
 from xdn.codec import fragment_id
 from xdn.docgen import generate
@@ -102,15 +108,6 @@ def read_received(inbox: Path) -> tuple[Deliveries, int]:
     return received, len(refused.read_text().splitlines()) if refused.exists() else 0
 
 
-def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def _documents(workdir: Path, generated_bytes: int) -> dict[str, list[Path]]:
     docs_dir = workdir / "documents"
     docs_dir.mkdir(parents=True, exist_ok=True)
@@ -181,10 +178,10 @@ def run_demo(
         say("[5/7] waiting for deliveries and checking them against the policies")
         for name in first:
             inbox, want = net.inbox(name), len(expected[name])
-            _wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)  # noqa: B023
+            wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)  # noqa: B023
         _late_joiner(net, say)
         inbox, want = net.inbox(LATE.name), len(expected[LATE.name])
-        _wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)
+        wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)
         time.sleep(0.5)  # anything extra (a policy violation) would arrive by now
     checks = []
     for name in net.subscribers:

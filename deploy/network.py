@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -276,6 +276,11 @@ class LocalNetwork:
     def inbox(self, subscriber: str) -> Path:
         return self.workdir / "inbox" / subscriber
 
+    def received(self, subscriber: str) -> list[dict[str, object]]:
+        """The records of the documents ``subscriber`` accepted so far (``received.jsonl``)."""
+        path = self.inbox(subscriber) / "received.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
     def start_subscriber(self, name: str, *, extra: Sequence[str] = ()) -> None:
         spec = self.subscribers[name]
         self._subscriber_procs[name] = self._spawn(
@@ -351,6 +356,16 @@ class LocalNetwork:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return whether it held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout: float) -> int:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
-from deploy.network import LocalNetwork, SubscriberSpec
+from deploy.network import LocalNetwork, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
 from xdn.paths import REPO_ROOT
 
@@ -27,18 +25,6 @@ def _keys(network: LocalNetwork, name: str) -> set[tuple[str, str, int]]:
         db.close()
 
 
-def _documents(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _wait(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_leave_rekeys_and_the_leaver_gets_no_new_key(network: LocalNetwork) -> None:
     from datetime import UTC, datetime
 
@@ -51,7 +37,9 @@ def test_leave_rekeys_and_the_leaver_gets_no_new_key(network: LocalNetwork) -> N
         network.start_subscriber(name)
         network.wait_subscribed(name)
     network.publish("production-dept", [SAMPLE], wait_for=("alice", "carol"))
-    _wait(lambda: len(_documents(network, "alice")) == 1 and len(_documents(network, "carol")) == 1)
+    assert wait_until(
+        lambda: len(network.received("alice")) == 1 and len(network.received("carol")) == 1
+    )
     before = _keys(network, "carol")
     assert before == _keys(network, "alice")  # same groups, same epochs
 
@@ -62,12 +50,12 @@ def test_leave_rekeys_and_the_leaver_gets_no_new_key(network: LocalNetwork) -> N
     )
     assert done.returncode == 0, done.stderr
     assert "unsubscribed at d2" in done.stdout
-    _wait(lambda: not network.subscriber_running("carol"))
+    assert wait_until(lambda: not network.subscriber_running("carol"))
 
     out = network.publish("production-dept", [SAMPLE], wait_for=("alice",))
     assert "rekeyed: " in out and "rekeyed: none" not in out
-    _wait(lambda: len(_documents(network, "alice")) == 2)
+    assert wait_until(lambda: len(network.received("alice")) == 2)
     after_alice = _keys(network, "alice") - before
     assert after_alice, "alice holds the keys of the new epochs"
     assert _keys(network, "carol") == before  # carol learned no key of any later epoch
-    assert len(_documents(network, "carol")) == 1
+    assert len(network.received("carol")) == 1

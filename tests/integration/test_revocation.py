@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -11,25 +10,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from deploy.network import LocalNetwork, SubscriberSpec
+from deploy.network import LocalNetwork, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
 from xdn.paths import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
-
-
-def _documents(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _wait(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def _xdn(*args: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +36,9 @@ def _alice_and_carol(network: LocalNetwork, carol_site: str = "d2") -> None:
         network.start_subscriber(name)
         network.wait_subscribed(name)
     network.publish("production-dept", [SAMPLE], wait_for=("alice", "carol"))
-    _wait(lambda: len(_documents(network, "alice")) == 1 and len(_documents(network, "carol")) == 1)
+    assert wait_until(
+        lambda: len(network.received("alice")) == 1 and len(network.received("carol")) == 1
+    )
 
 
 def test_revoking_a_certificate_ends_its_live_subscription_at_once(
@@ -61,24 +50,24 @@ def test_revoking_a_certificate_ends_its_live_subscription_at_once(
     assert done.returncode == 0, done.stderr
     revoked_at = time.monotonic()
     # No signal: the sites notice the rewritten crl.pem themselves.
-    _wait(lambda: not network.subscriber_running("alice"), timeout=10)
+    assert wait_until(lambda: not network.subscriber_running("alice"), timeout=10)
     assert time.monotonic() - revoked_at < 5
     output = network.output("alice")
     assert "subscription ended by the site: its certificate was revoked" in output
     assert "CRL reloaded" in network.output("d2")
 
     network.publish("production-dept", [SAMPLE], wait_for=("carol",))
-    _wait(lambda: len(_documents(network, "carol")) == 2)
+    assert wait_until(lambda: len(network.received("carol")) == 2)
     time.sleep(0.5)
-    assert len(_documents(network, "alice")) == 1  # nothing published afterwards reached her
+    assert len(network.received("alice")) == 1  # nothing published afterwards reached her
 
     # A revoked certificate cannot subscribe again, at any site.
     network.start_subscriber("alice")
-    _wait(lambda: not network.subscriber_running("alice"), timeout=20)
+    assert wait_until(lambda: not network.subscriber_running("alice"), timeout=20)
     assert "certificate of 'alice' was revoked" in network.output("alice").split(
         "its certificate was revoked"
     )[-1]
-    assert len(_documents(network, "alice")) == 1
+    assert len(network.received("alice")) == 1
 
 
 def test_a_bad_crl_is_refused_and_the_previous_one_stays_in_force(
@@ -89,7 +78,7 @@ def test_a_bad_crl_is_refused_and_the_previous_one_stays_in_force(
     crl.write_text("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n")
     for site in network.sites:
         network.signal_site(site, signal.SIGHUP)
-    _wait(lambda: "CRL reload refused" in network.output("d2"), timeout=10)
+    assert wait_until(lambda: "CRL reload refused" in network.output("d2"), timeout=10)
     assert "not a PEM X.509 CRL" in network.output("d2")
     assert network.subscriber_running("alice")
 
@@ -98,7 +87,7 @@ def test_a_bad_crl_is_refused_and_the_previous_one_stays_in_force(
     assert done.returncode == 0, done.stderr
     for site in network.sites:
         network.signal_site(site, signal.SIGHUP)
-    _wait(lambda: not network.subscriber_running("alice"), timeout=5)
+    assert wait_until(lambda: not network.subscriber_running("alice"), timeout=5)
     assert "its certificate was revoked" in network.output("alice")
     assert network.subscriber_running("carol")
 
@@ -110,12 +99,14 @@ def test_revoking_a_site_certificate_cuts_its_link_at_once(network: LocalNetwork
 
     done = _xdn("certs", "revoke", "--dir", str(network.certs), "--name", "d2")
     assert done.returncode == 0, done.stderr
-    _wait(lambda: "downlink d2 cut off: its certificate was revoked" in network.output("d1"),
-          timeout=10)
-    _wait(lambda: "link ended by the site: its certificate was revoked" in network.output("d2"),
-          timeout=10)
+    assert wait_until(
+        lambda: "downlink d2 cut off: its certificate was revoked" in network.output("d1"), 10
+    )
+    assert wait_until(
+        lambda: "link ended by the site: its certificate was revoked" in network.output("d2"), 10
+    )
 
     network.publish("production-dept", [SAMPLE], wait_for=("carol",))
-    _wait(lambda: len(_documents(network, "carol")) == 2)
+    assert wait_until(lambda: len(network.received("carol")) == 2)
     time.sleep(1.0)
-    assert len(_documents(network, "alice")) == 1  # nothing reached d2 after the revocation
+    assert len(network.received("alice")) == 1  # nothing reached d2 after the revocation

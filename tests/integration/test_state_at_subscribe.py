@@ -4,16 +4,14 @@ group key of any epoch before its join."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from deploy.network import LocalNetwork, SubscriberSpec
+from deploy.network import LocalNetwork, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
 from xdn.paths import REPO_ROOT
 
@@ -22,24 +20,12 @@ pytestmark = pytest.mark.integration
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 
 
-def _records(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def _group_keys(network: LocalNetwork, name: str) -> set[tuple[str, str, int]]:
     db = sqlite3.connect(network.workdir / "state" / name / "keyring.sqlite")
     try:
         return {(p, c, e) for p, c, e in db.execute("SELECT publisher, concept, epoch FROM keys")}
     finally:
         db.close()
-
-
-def _wait(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def _copies(tmp: Path, *names: str) -> list[Path]:
@@ -65,32 +51,34 @@ def test_a_new_subscriber_gets_the_retained_documents_and_no_earlier_group_key(
     docs = _copies(tmp_path / "docs", "order-a", "order-b", "order-c")
     network.publish("production-dept", docs, wait_for=("alice",))
     network.publish("production-dept", docs[:1])  # order-a v2: only the latest is retained
-    _wait(lambda: len(_records(network, "alice")) == 4)
+    assert wait_until(lambda: len(network.received("alice")) == 4)
     alice_before = _group_keys(network, "alice")
 
     _late_subscriber(network, "carol", retained=True)
     _late_subscriber(network, "dan", retained=False)
     # carol holds the replayed documents until the key service grants their keys.
-    _wait(lambda: "3 retained documents queued" in network.output("carol"))
-    _wait(lambda: "holding production-dept/order-c" in network.output("carol"))
-    assert _records(network, "carol") == []
+    assert wait_until(lambda: "3 retained documents queued" in network.output("carol"))
+    assert wait_until(lambda: "holding production-dept/order-c" in network.output("carol"))
+    assert network.received("carol") == []
 
     out = network.publish("production-dept", [])  # no DOC: enrol joiners, grant retained keys
     assert "keys synchronised" in out
-    _wait(lambda: len(_records(network, "carol")) == 3)
+    assert wait_until(lambda: len(network.received("carol")) == 3)
 
-    latest = {(r["document"], r["version"]): r["fragments"] for r in _records(network, "alice")}
-    got = {(r["document"], r["version"]): r["fragments"] for r in _records(network, "carol")}
+    latest = {(r["document"], r["version"]): r["fragments"] for r in network.received("alice")}
+    got = {(r["document"], r["version"]): r["fragments"] for r in network.received("carol")}
     assert set(got) == {("order-a", 2), ("order-b", 1), ("order-c", 1)}
     assert all(got[key] == latest[key] for key in got), "carol sees what alice saw, no more"
-    assert all("missing" not in r for r in _records(network, "carol"))
+    assert all("missing" not in r for r in network.received("carol"))
     # Backward secrecy beyond the retention window: not one group key of an earlier epoch.
     assert _group_keys(network, "carol")
     assert _group_keys(network, "carol").isdisjoint(alice_before)
 
     # A subscriber that did not ask gets only what is published after it joined.
-    assert _records(network, "dan") == []
+    assert network.received("dan") == []
     network.publish("production-dept", _copies(tmp_path / "docs", "order-d"))
     for name in ("alice", "carol", "dan"):
-        _wait(lambda name=name: any(r["document"] == "order-d" for r in _records(network, name)))
-    assert [r["document"] for r in _records(network, "dan")] == ["order-d"]
+        assert wait_until(
+            lambda name=name: any(r["document"] == "order-d" for r in network.received(name))
+        )
+    assert [r["document"] for r in network.received("dan")] == ["order-d"]
