@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-fast bench proto lint java xmlsec1 iproute2 clean
+.PHONY: demo test test-fast test-stress bench proto lint java xmlsec1 iproute2 clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ demo: $(STAMP) java
 
 test: $(STAMP) java xmlsec1 iproute2
 	$(PY) -m pytest -q
+
+# Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
+RUNS ?= 5
+test-stress: $(STAMP) java xmlsec1 iproute2
+	$(PY) tests/stress.py --runs $(RUNS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"

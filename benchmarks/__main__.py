@@ -17,11 +17,13 @@ import traceback
 from pathlib import Path
 
 import benchmarks
+from xdn.grpc_fork import disable_grpc_fork_handlers
 
 RESULTS = Path("build/bench/results.json")
 
 
 def main() -> int:
+    disable_grpc_fork_handlers()  # before any benchmark loads grpc (Spark forks to start its JVM)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", default="", help="run modules whose name contains this")

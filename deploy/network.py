@@ -17,15 +17,20 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from deploy.expectations import expected_deliveries
 from deploy.pki import Party, ensure_ca, issue_party, write_crl
 from xdn import certs, crypto
 from xdn.errors import UsageError
+from xdn.ontology import Ontology, load_ontology
 from xdn.paths import REPO_ROOT
 from xdn.policy import sign_policy, signature_path
 
@@ -33,6 +38,7 @@ __all__ = [
     "DEFAULT_PUBLISHERS",
     "DEFAULT_SITES",
     "DEFAULT_SUBSCRIBERS",
+    "SAMPLE_DOCUMENTS",
     "LocalNetwork",
     "PublisherSpec",
     "SiteSpec",
@@ -79,6 +85,11 @@ DEFAULT_SUBSCRIBERS = (
     SubscriberSpec(name="bob", site="d3", attributes={"OU": "Cred2"}),
 )
 ONTOLOGY = REPO_ROOT / "ontology" / "production.owl"
+# One sample document in each default publisher's schema.
+SAMPLE_DOCUMENTS = {
+    "production-dept": REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml",
+    "qa-company": REPO_ROOT / "ontology" / "samples" / "qa-company-report.xml",
+}
 
 
 def _toml_value(value: object) -> str:
@@ -122,6 +133,8 @@ class LocalNetwork:
         self._verbose = verbose
         self._site_procs: dict[str, subprocess.Popen[bytes]] = {}
         self._subscriber_procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._markers = 0
+        self._ontology: Ontology | None = None
 
     # ---- layout --------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -205,9 +218,13 @@ class LocalNetwork:
         raise UsageError(f"site {site} did not start within {timeout:.0f}s: {self.output(site)}")
 
     def output(self, name: str) -> str:
-        """The captured output of a process of this network (for error messages)."""
+        """The end of the captured output of a process of this network (for error messages)."""
+        return self.full_output(name)[-4000:]
+
+    def full_output(self, name: str) -> str:
+        """All the captured output of a process of this network, over its restarts."""
         path = self.workdir / f"{name}.out"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def start_sites(self, timeout: float = 60.0) -> None:
         """Start every site, uplinks before their downlinks."""
@@ -261,6 +278,18 @@ class LocalNetwork:
             site, self._xdn("disseminator", "serve", "--config", str(config))
         )
         self._wait_port(site, timeout)
+
+    def metric(self, site: str, name: str, **labels: str) -> float:
+        """A sample of a running site's ``/metrics`` (0 when it has none yet)."""
+        port = (self.workdir / "state" / site / "metrics_port").read_text().strip()
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and labels.items() <= sample.labels.items():
+                    return float(sample.value)
+        return 0.0
 
     def signal_subscriber(self, name: str, signum: int) -> None:
         """Send a signal to a subscriber's process (e.g. SIGSTOP / SIGCONT)."""
@@ -337,6 +366,58 @@ class LocalNetwork:
         if done.returncode != 0:
             raise UsageError(f"publish by {publisher} failed: {done.stdout}{done.stderr}")
         return done.stdout
+
+    def publish_marker(
+        self, publisher: str, subscribers: Sequence[str] | None = None, *, site: str = "d1",
+        timeout: float = 60.0,
+    ) -> Path:
+        """Publish a fresh copy of ``publisher``'s sample; wait until ``subscribers`` accept it.
+
+        A subscriber gets its deliveries in order, from one queue at one site, so once the
+        marker is in, whatever was published before it and was going to reach the subscriber
+        has: assert that something did *not* arrive (a duplicate, a fragment beyond a grant)
+        only after a marker. ``subscribers`` defaults to every started subscriber the policy
+        grants a fragment of the marker.
+
+        Returns:
+            The marker document: count it among what was published.
+
+        Raises:
+            UsageError: a subscriber did not accept the marker within ``timeout`` seconds.
+        """
+        self._markers += 1
+        marker = self.workdir / "markers" / f"marker-{self._markers}-{publisher}.xml"
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SAMPLE_DOCUMENTS[publisher], marker)
+        if self._ontology is None:
+            self._ontology = load_ontology([ONTOLOGY])
+        ontology = self._ontology
+        waiting = tuple(subscribers) if subscribers is not None else tuple(
+            name for name in self._subscriber_procs
+            if expected_deliveries(self, ontology, name, {publisher: [marker]})
+        )
+        self.publish(publisher, [marker], site=site, wait_for=waiting)
+
+        def missing() -> list[str]:
+            return [
+                name for name in waiting
+                if not any(
+                    r["publisher"] == publisher and r["document"] == marker.stem
+                    for r in self.received(name)
+                )
+            ]
+
+        if not wait_until(lambda: not missing(), timeout):
+            raise UsageError(
+                f"marker {marker.stem} did not reach {missing()} within {timeout:.0f}s"
+            )
+        return marker
+
+    def markers(self, publisher: str) -> list[Path]:
+        """The markers ``publisher`` published so far, oldest first."""
+        directory = self.workdir / "markers"
+        found = directory.glob(f"marker-*-{publisher}.xml") if directory.exists() else ()
+        return sorted(found, key=lambda path: int(path.stem.split("-")[1]))
 
     def stop_subscriber(self, name: str, timeout: float = 10.0) -> int:
         proc = self._subscriber_procs.pop(name)

@@ -194,7 +194,7 @@ async def serve(config: SiteConfig) -> DrainReport:
     ]
     try:
         await stop.wait()
-        log.info(
+        log.warning(
             "site %s stopping: no new work; draining for at most %.1fs",
             config.name, config.drain_seconds,
         )

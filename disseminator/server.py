@@ -2,7 +2,9 @@
 
 Every call is mutual TLS; each handler first checks the peer's certificate (issuer,
 revocation, validity, role), then converts protobuf into the routing core's values and back.
-Errors map to status codes in one place (:func:`_abort`).
+Errors map to status codes in one place (:func:`_abort`). A streaming handler reads the
+stream's opening message before it may refuse the call (:func:`_opening`), so the caller always
+learns the status the site sent.
 
 * ``Publish`` (publisher → root): queue the key messages and the document's fragments (a
   request may carry key messages only).
@@ -135,12 +137,34 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     await context.abort(code, str(exc))
 
 
+async def _opening(request_iterator: AsyncIterator[Any], timeout_s: float) -> Any:
+    """The first message of a stream, read before the site may refuse the call.
+
+    A client writes its opening message as soon as the stream starts. Were the call ended
+    before that message is read, the client's write could fail, and grpc.aio then reports
+    ``INTERNAL`` ("Internal error from Core") in place of the status the site sent: the caller
+    would lose the reason, a redirect, or the ``UNAVAILABLE`` that tells it to retry.
+
+    Returns:
+        The message, or ``None`` if the client half-closed without one.
+
+    Raises:
+        ProtocolError: nothing came within ``timeout_s`` (a silent caller cannot hold a handler).
+    """
+    try:
+        return await asyncio.wait_for(anext(aiter(request_iterator), None), timeout_s)
+    except TimeoutError:
+        raise ProtocolError(f"no opening message within {timeout_s:g}s") from None
+
+
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """The RPC surface of one site."""
 
     def __init__(self, node: SiteNode, *, heartbeat_s: float = 5.0) -> None:
         self._node = node
         self._heartbeat_s = heartbeat_s
+        # A silent caller is let go like a silent peer, but never before 10 s.
+        self._opening_timeout_s = max(3 * heartbeat_s, 10.0)
         self._draining = False
         self._link_blocks: dict[str, str] = {}
         self._stream_errors: dict[Destination, str] = {}
@@ -230,13 +254,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     # ---- subscribing ---------------------------------------------------------------------
     async def _admit(
-        self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
+        self, first: Any, context: grpc.aio.ServicerContext
     ) -> tuple[Registration, pb.SubscribeRequest, frozenset[str]]:
         """Check the subscriber and decide its subscription (paper §III.B)."""
         node = self._node
         credential = self._peer(context, role="subscriber")
         pem = peer_certificate(context.auth_context())
-        first = await anext(aiter(request_iterator), None)
         _well_formed(first)
         if first is None or first.WhichOneof("kind") != "subscribe":
             raise ProtocolError("a Subscribe stream must start with a SubscribeRequest")
@@ -266,9 +289,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         node = self._node
-        await self._refuse_if_draining(context)
         try:
-            registration, request, requested = await self._admit(request_iterator, context)
+            first = await _opening(request_iterator, self._opening_timeout_s)
+            await self._refuse_if_draining(context)
+            registration, request, requested = await self._admit(first, context)
             destination = Destination("subscriber", registration.subscriber)
             new = registration.subscriber not in node.table.local
             node.register_local(registration, requested)
@@ -365,10 +389,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.Delivery]:
         node = self._node
-        await self._refuse_if_draining(context)
         try:
+            first = await _opening(request_iterator, self._opening_timeout_s)
+            await self._refuse_if_draining(context)
             peer = self._peer(context, role="site")
-            first = await anext(aiter(request_iterator), None)
             _well_formed(first)
             if first is None or first.WhichOneof("kind") != "hello":
                 raise ProtocolError("a Link stream must start with LinkHello")

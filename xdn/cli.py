@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from xdn import __version__
 from xdn.errors import PeerError, XdnError
+from xdn.grpc_fork import disable_grpc_fork_handlers
 
 __all__ = ["main"]
 
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``xdn``; return the process exit code."""
+    disable_grpc_fork_handlers()  # before any subcommand loads grpc
     parser = build_parser()
     args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy.network import wait_until
 from xdn.paths import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -95,8 +96,9 @@ def test_status_of_a_site_killed_behind_the_clusters_back(tmp_path: Path) -> Non
     up = _cluster("up", workdir)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        os.kill(_pids(workdir)["d3"], 9)
-        time.sleep(0.3)
+        pid = _pids(workdir)["d3"]
+        os.kill(pid, 9)
+        assert wait_until(lambda: not _running(pid))
         status = _cluster("status", workdir)
         assert status.returncode == 3
         d3 = next(line for line in status.stdout.splitlines() if line.startswith("d3 "))

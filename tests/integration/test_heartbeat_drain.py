@@ -13,15 +13,13 @@ import re
 import signal
 import sqlite3
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.demo import expected_deliveries, read_received
+from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, SubscriberSpec
 from deploy.pki import Party, issue_party
 from xdn.docgen import generate
@@ -70,19 +68,8 @@ def _documents(directory: Path, first: int, count: int) -> list[Path]:
     return docs
 
 
-def _metric(network: LocalNetwork, site: str, name: str, labels: dict[str, str]) -> float:
-    port = (network.workdir / "state" / site / "metrics_port").read_text().strip()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
 def _dead_peers(network: LocalNetwork, site: str, kind: str) -> float:
-    return _metric(network, site, "xdn_dead_peers_total", {"kind": kind})
+    return network.metric(site, "xdn_dead_peers_total", kind=kind)
 
 
 def _accepted(network: LocalNetwork, name: str) -> list[dict[str, object]]:
@@ -91,16 +78,25 @@ def _accepted(network: LocalNetwork, name: str) -> list[dict[str, object]]:
 
 
 def _assert_received_exactly_once(
-    network: LocalNetwork, docs: list[Path], name: str = "alice", within: float = 90
+    network: LocalNetwork, docs: list[Path], name: str = "alice", within: float = 90,
+    *, site_running: bool = True,
 ) -> None:
+    """``name`` holds exactly the views of ``docs`` (and of the markers), each applied once.
+
+    With its site running, a marker published after ``docs`` shows that nothing else is due.
+    A site stopped after a full drain (every delivery acknowledged, and a subscriber records a
+    document before acknowledging it) leaves a final view: no marker is needed, or possible.
+    """
+    if site_running:
+        network.publish_marker("production-dept", [name], timeout=within)
+    published = [*docs, *network.markers("production-dept")]  # she was a member all along
     expected = expected_deliveries(
-        network, load_ontology([ONTOLOGY]), name, {"production-dept": docs}
+        network, load_ontology([ONTOLOGY]), name, {"production-dept": published}
     )
     _wait(
         lambda: len(read_received(network.inbox(name))[0]) >= len(expected), within,
         f"{name} received every document",
     )
-    time.sleep(0.5)  # room for a duplicate to show up
     received, refused = read_received(network.inbox(name))
     assert refused == 0
     assert received == expected
@@ -212,18 +208,21 @@ def test_sigterm_waits_until_a_connected_subscriber_acknowledged_everything(
 ) -> None:
     # alice announces a long heartbeat interval: frozen for a few seconds, she is slow, not dead.
     docs = _subscribed(net, tmp_path, heartbeat=30)
-    sent_before = _metric(net, "d2", "xdn_deliveries_sent_total", {"kind": "subscriber"})
+    sent_before = net.metric("d2", "xdn_deliveries_sent_total", kind="subscriber")
     net.signal_subscriber("alice", signal.SIGSTOP)  # acknowledges nothing for now
     try:
         backlog = _documents(tmp_path, 1, 3)
         net.publish("production-dept", backlog, wait_for=("alice",))
         _wait(
-            lambda: _metric(net, "d2", "xdn_deliveries_sent_total", {"kind": "subscriber"})
+            lambda: net.metric("d2", "xdn_deliveries_sent_total", kind="subscriber")
             >= sent_before + len(backlog),
             30, "d2 sent the backlog to alice's stream",
         )
         net.signal_site("d2", signal.SIGTERM)
-        time.sleep(0.5)  # d2 is draining now, waiting for alice's acknowledgements
+        _wait(  # d2 is draining now, waiting for alice's acknowledgements
+            lambda: "site d2 stopping: no new work; draining" in net.output("d2"), 30,
+            "d2 began to drain",
+        )
     finally:
         net.signal_subscriber("alice", signal.SIGCONT)
     assert net.wait_site("d2", timeout=60) == 0
@@ -234,7 +233,7 @@ def test_sigterm_waits_until_a_connected_subscriber_acknowledged_everything(
     assert "0 stay queued on disk" in output, output
     assert "taken for dead" not in output
     assert _queued(net, "d2") == 0
-    _assert_received_exactly_once(net, docs + backlog)
+    _assert_received_exactly_once(net, docs + backlog, site_running=False)
 
 
 def test_sigterm_with_a_disconnected_subscriber_keeps_its_queue_for_the_next_start(
@@ -242,11 +241,11 @@ def test_sigterm_with_a_disconnected_subscriber_keeps_its_queue_for_the_next_sta
 ) -> None:
     docs = _subscribed(net, tmp_path)
     net.stop_subscriber("alice")
-    routed_before = _metric(net, "d2", "xdn_documents_routed_total", {})
+    routed_before = net.metric("d2", "xdn_documents_routed_total")
     backlog = _documents(tmp_path, 1, 2)
     net.publish("production-dept", backlog, wait_for=("alice",))
     _wait(
-        lambda: _metric(net, "d2", "xdn_documents_routed_total", {})
+        lambda: net.metric("d2", "xdn_documents_routed_total")
         >= routed_before + len(backlog),
         30, "d2 queued the backlog for alice",
     )

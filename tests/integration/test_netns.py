@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.demo import expected_deliveries, read_received
+from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork
 from deploy.pki import Party, issue_party
 from xdn import certs
@@ -181,8 +181,11 @@ def test_sites_in_separate_network_namespaces(hosts: Hosts, tmp_path: Path) -> N
             _wait(lambda s=sub: s.exists(), 60, f"{name} to register: {net.output(name)}")
         # The publisher runs in the root namespace, reaching d1 over the bridge.
         spec = net.publishers["production-dept"]
+        # A second document after the sample: once it is in, nothing else is due to alice.
+        marker = net.workdir / "marker.xml"
+        shutil.copyfile(SAMPLE, marker)
         publish = [
-            sys.executable, "-m", "xdn.cli", "publish", str(SAMPLE),
+            sys.executable, "-m", "xdn.cli", "publish", str(SAMPLE), str(marker),
             "--connect", hosted.address("d1"), "--name", spec.name, "--certs", "certs",
             "--mapping", str(spec.mapping), "--policy", f"policies/{spec.policy.name}",
             "--ontology", str(ONTOLOGY), "--state-dir", "state", "--log", f"logs/{spec.name}.nq",
@@ -193,12 +196,11 @@ def test_sites_in_separate_network_namespaces(hosts: Hosts, tmp_path: Path) -> N
         assert done.returncode == 0, done.stdout + done.stderr
 
         expected = expected_deliveries(
-            net, load_ontology([ONTOLOGY]), "alice", {"production-dept": [SAMPLE]}
+            net, load_ontology([ONTOLOGY]), "alice", {"production-dept": [SAMPLE, marker]}
         )
-        assert expected
-        _wait(lambda: len(read_received(net.inbox("alice"))[0]) >= len(expected), 30,
-              "alice's view")
-        time.sleep(0.3)
+        assert len(expected) == 2
+        _wait(lambda: ("production-dept", "marker") in read_received(net.inbox("alice"))[0], 60,
+              "alice's view of the marker")
         received, refused = read_received(net.inbox("alice"))
         assert (received, refused) == (expected, 0)
         assert list((net.inbox("alice") / "views").rglob("*.xml"))

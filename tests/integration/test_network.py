@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from deploy.demo import expected_deliveries, read_received
-from deploy.network import ONTOLOGY, LocalNetwork
+from deploy.expectations import expected_deliveries, read_received
+from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn import xmlsafe
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
@@ -19,12 +18,6 @@ SAMPLES = {
     "production-dept": [REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"],
     "qa-company": [REPO_ROOT / "ontology" / "samples" / "qa-company-report.xml"],
 }
-
-
-def _wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not condition():
-        time.sleep(0.1)
 
 
 def _publish_samples(network: LocalNetwork) -> None:
@@ -41,12 +34,12 @@ def test_each_subscriber_receives_exactly_what_its_policy_allows(network: LocalN
     assert alice["served_by"] == "d2"
     assert bob["served_by"] == "d1"
     _publish_samples(network)
+    # Once a later marker is in, anything beyond the grants would have arrived before it.
+    published = {p: [*docs, network.publish_marker(p)] for p, docs in SAMPLES.items()}
     ontology = load_ontology([ONTOLOGY])
     for name in network.subscribers:
-        expected = expected_deliveries(network, ontology, name, SAMPLES)
-        assert expected, f"the sample policies grant {name} something"
-        _wait_for(lambda n=name, e=expected: len(read_received(network.inbox(n))[0]) >= len(e))
-        time.sleep(0.3)
+        expected = expected_deliveries(network, ontology, name, published)
+        assert len(expected) > 1, f"the sample policies grant {name} something"
         received, refused = read_received(network.inbox(name))
         assert refused == 0
         assert received == expected
@@ -58,7 +51,7 @@ def test_views_hold_the_original_content_and_sites_hold_no_plaintext(
     network.start_subscriber("alice")
     network.wait_subscribed("alice")
     _publish_samples(network)
-    _wait_for(lambda: (network.inbox("alice") / "received.jsonl").exists())
+    assert wait_until(lambda: (network.inbox("alice") / "received.jsonl").exists())
     views = list((network.inbox("alice") / "views").rglob("*.xml"))
     assert views
     view_text = b"".join(v.read_bytes() for v in views)
@@ -89,7 +82,7 @@ def test_unregistered_credential_gets_nothing_and_is_told_why(network: LocalNetw
 
     network.subscribers["eve"] = SubscriberSpec(name="eve", site="d1")
     network.start_subscriber("eve")
-    _wait_for(lambda: "refused" in network.output("eve"), 20)
+    assert wait_until(lambda: "refused" in network.output("eve"))
     assert "no policy grants" in network.output("eve")
     assert not (network.inbox("eve") / "subscription.json").exists()
 

@@ -84,4 +84,4 @@ def test_a_member_that_missed_an_epoch_catches_up_by_a_path_refresh(
     db.close()
     # Answered requests are cleared all the way up: the next sync sends no refresh.
     assert wait_until(lambda: "keys synchronised: rekeyed none, 0 key messages"
-          in network.publish("production-dept", []), timeout=20)
+          in network.publish("production-dept", []), timeout=60)

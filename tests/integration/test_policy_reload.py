@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
-from deploy.network import LocalNetwork
+from deploy.network import LocalNetwork, wait_until
 from xdn import crypto
 from xdn.policy import sign_policy, signature_path
 
 pytestmark = pytest.mark.integration
-
-
-def _wait_for(condition, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return bool(condition())
 
 
 def _rewrite_policy(network: LocalNetwork, publisher: str, old: str, new: str) -> None:
@@ -39,7 +29,7 @@ def test_revoking_a_grant_forces_unsubscription_at_once(network: LocalNetwork) -
     _rewrite_policy(network, "production-dept", 'OU = "Cred1"', 'OU = "Cred9"')
     for site in network.sites:
         network.signal_site(site, signal.SIGHUP)
-    assert _wait_for(lambda: not network.subscriber_running("alice"), 20)
+    assert wait_until(lambda: not network.subscriber_running("alice"), 20)
     assert "subscription ended by the site: no policy grants it anything" in network.output(
         "alice"
     )
@@ -54,6 +44,6 @@ def test_an_unsigned_policy_change_is_refused_and_nothing_changes(
     path = network.workdir / "policies" / "production-dept.toml"
     path.write_text(path.read_text().replace('OU = "Cred1"', 'OU = "Cred9"'))  # not re-signed
     network.signal_site("d2", signal.SIGHUP)
-    assert _wait_for(lambda: "policy reload refused" in network.output("d2"), 20)
+    assert wait_until(lambda: "policy reload refused" in network.output("d2"), 20)
     assert "does not verify" in network.output("d2")
     assert network.subscriber_running("alice")

@@ -1,0 +1,61 @@
+"""What each subscriber of a local network should receive, and what it recorded.
+
+The expectation is computed independently of the network, from the publishers' mappings and
+signed policies and the subscriber's certificate, so the demo and the integration tests can
+hold the network's deliveries against it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xdn import certs, xmlsafe
+from xdn.codec import fragment_id
+from xdn.mapping import load_mapping, map_document
+from xdn.ontology import Ontology
+from xdn.policy import auth_list, load_policy
+
+if TYPE_CHECKING:
+    from deploy.network import LocalNetwork
+
+__all__ = ["Deliveries", "expected_deliveries", "read_received"]
+
+Deliveries = dict[tuple[str, str], dict[str, str]]  # (publisher, document) → fragment → concept
+
+
+def expected_deliveries(
+    net: LocalNetwork, ontology: Ontology, subscriber: str, published: dict[str, list[Path]]
+) -> Deliveries:
+    """Fragments the policies grant ``subscriber``, computed from mappings and policies."""
+    credential = certs.credential_from_pem((net.certs / f"{subscriber}.pem").read_bytes())
+    now = datetime.now(UTC)
+    out: Deliveries = {}
+    for publisher, documents in published.items():
+        spec = net.publishers[publisher]
+        allowed = auth_list(credential, load_policy(spec.policy, ontology), ontology, at=now)
+        mapping = load_mapping(spec.mapping, ontology)
+        for doc in documents:
+            mapped = map_document(xmlsafe.parse_file(doc), mapping)
+            fragments = {
+                fragment_id(doc.stem, i): node.concept
+                for i, node in enumerate(mapped)
+                if node.concept in allowed.concepts
+            }
+            if fragments:
+                out[(publisher, doc.stem)] = fragments
+    return out
+
+
+def read_received(inbox: Path) -> tuple[Deliveries, int]:
+    """What a subscriber recorded: accepted deliveries and the number refused."""
+    received: Deliveries = {}
+    path = inbox / "received.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            received[(record["publisher"], record["document"])] = record["fragments"]
+    refused = inbox / "refused.jsonl"
+    return received, len(refused.read_text().splitlines()) if refused.exists() else 0
