@@ -25,11 +25,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from disseminator.delivery import StreamCursor, resume_point
+from disseminator.grant_changes import (
+    ENDING,
+    Ending,
+    end_of_queue,
+    grants_changed,
+    subscription_ended,
+)
 from disseminator.metrics import SiteMetrics
 from disseminator.planning import DocumentPlan, Planner
 from disseminator.refresh import Group, RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Retained, Store, StoredRegistration
+from disseminator.store import Append, Retained, Store, StoredRegistration
 from xdn import certs, provenance
 from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -122,6 +129,7 @@ class SiteNode:
         self._link_serials: dict[str, int] = {}  # certificate serial of each linked downlink
         self.refreshes = RefreshRequests()
         self._ended: dict[str, str] = {}
+        self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self._recover()
         self._gauges: dict[str, float] = {}
@@ -190,6 +198,9 @@ class SiteNode:
                 self._requested[reg.subscriber] = reg.concepts()
                 self.engine.subscribe(reg.subscriber, credential, at=self._clock())
                 dest = Destination("subscriber", reg.subscriber)
+            elif stored.kind == ENDING:
+                self._recover_ending(reg)
+                dest = Destination("subscriber", reg.subscriber)
             else:
                 self.table.links.setdefault(stored.owner, {})[reg.subscriber] = reg
                 dest = Destination("link", stored.owner)
@@ -200,6 +211,16 @@ class SiteNode:
                 "recovered %d local subscribers and %d downlinks",
                 len(self.table.local), len(self.table.links),
             )
+
+    def _recover_ending(self, reg: Registration) -> None:
+        end = end_of_queue(
+            self.store.pending("subscriber", reg.subscriber, after=0, limit=2**62)
+        )
+        if end is None:  # its end was acknowledged before the site stopped
+            self.store.delete_registration(ENDING, "", reg.subscriber)
+            self.store.drop_destination("subscriber", reg.subscriber)
+            return
+        self._ending[reg.subscriber] = Ending(registration=reg, sequence=end[0], reason=end[1])
 
     def flush_log(self) -> None:
         """Write committed provenance graphs to the log, then drop them from the outbox."""
@@ -322,6 +343,9 @@ class SiteNode:
         if cursor.on_ack(seq):
             self.metrics.acks.labels(kind=destination.kind).inc()
             self.store.ack(destination.kind, destination.name, seq)
+            ending = self._ending.get(destination.name)
+            if destination.kind == "subscriber" and ending and seq >= ending.sequence:
+                self._finish_ending(destination.name)
             self.wake(destination)
 
     async def pump(
@@ -359,9 +383,53 @@ class SiteNode:
         )
         self._ended.pop(name, None)
         self._requested[name] = requested
+        previous = self.table.local.get(name)
         self.table.local[name] = registration
-        self.store.save_registration(_to_stored("subscriber", "", registration, self.now_ms()))
+        if previous is not None and dict(previous.grants) != dict(registration.grants):
+            self._queue_grants_change(previous, registration, "registered again for other concepts")
+        else:
+            self.store.save_registration(
+                _to_stored("subscriber", "", registration, self.now_ms())
+            )
         self._on_interest_change()
+
+    def ending(self, subscriber: str) -> Registration | None:
+        """The registration of a subscription that ends once its queue is delivered, if any."""
+        ending = self._ending.get(subscriber)
+        return None if ending is None else ending.registration
+
+    def _queue_grants_change(self, previous: Registration, updated: Registration, why: str) -> None:
+        """Store ``updated`` and queue the change for its subscriber, atomically."""
+        payload = grants_changed(previous.grants, updated.grants, why)
+        self.store.change_registration(
+            save=_to_stored("subscriber", "", updated, self.now_ms()),
+            control=Append(kind="subscriber", name=updated.subscriber, payload=payload),
+        )
+        self.wake(Destination("subscriber", updated.subscriber))
+
+    def _end_after_queue(self, subscriber: str, reason: str) -> None:
+        """Route nothing more to ``subscriber``; end it once its queue is delivered."""
+        reg = self.table.local.pop(subscriber)
+        if subscriber in self.engine:
+            self.engine.unsubscribe(subscriber)
+        self._requested.pop(subscriber, None)
+        self.refreshes.forget(subscriber)
+        seq = self.store.change_registration(
+            save=_to_stored(ENDING, "", reg, self.now_ms()),
+            delete=("subscriber", "", subscriber),
+            control=Append(kind="subscriber", name=subscriber, payload=subscription_ended(reason)),
+        )
+        self._ending[subscriber] = Ending(registration=reg, sequence=seq, reason=reason)
+        self.wake(Destination("subscriber", subscriber))
+
+    def _finish_ending(self, subscriber: str) -> None:
+        ending = self._ending.pop(subscriber)
+        self.store.delete_registration(ENDING, "", subscriber)
+        self.store.drop_destination("subscriber", subscriber)
+        self._ended[subscriber] = ending.reason
+        self.end_stream(Destination("subscriber", subscriber))
+        self._online.discard(Destination("subscriber", subscriber))
+        log.warning("subscription of %s ended: %s", subscriber, ending.reason)
 
     def replay_retained(self, registration: Registration) -> int:
         """Queue the retained documents ``registration`` may read (state at subscribe time).
@@ -425,6 +493,8 @@ class SiteNode:
         destination = Destination("subscriber", subscriber)
         if self.table.local.pop(subscriber, None) is not None and subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
+        if self._ending.pop(subscriber, None) is not None:
+            self.store.delete_registration(ENDING, "", subscriber)
         self._requested.pop(subscriber, None)
         self.refreshes.forget(subscriber)
         if reason:
@@ -449,21 +519,21 @@ class SiteNode:
             wanted = self._requested.get(name, frozenset()) or self.served
             held = self.engine.grants(name) if name in self.engine else {}
             grants = {p: c & wanted & self.served for p, c in held.items() if c & wanted}
-            if not grants:
-                reason = (
-                    "its certificate expired"
-                    if name not in self.engine
-                    else "no policy grants it anything any more"
+            if not grants and name not in self.engine:  # cut off at once
+                self.unregister_local(name, reason="its certificate expired")
+                done.append(f"forced unsubscription of {name}: its certificate expired")
+                continue
+            if not grants:  # what was routed to it under its old grants still reaches it
+                self._end_after_queue(name, "no policy grants it anything any more")
+                done.append(
+                    f"subscription of {name} ends after its queued deliveries: "
+                    "no policy grants it anything any more"
                 )
-                self.unregister_local(name, reason=reason)
-                done.append(f"forced unsubscription of {name}: {reason}")
                 continue
             updated = Registration(subscriber=name, certificate=reg.certificate, grants=grants)
             if dict(updated.grants) != dict(reg.grants):
                 self.table.local[name] = updated
-                self.store.save_registration(
-                    _to_stored("subscriber", "", updated, self.now_ms())
-                )
+                self._queue_grants_change(reg, updated, "the policy changed")
                 done.append(f"grants of {name} changed to {sorted(updated.concepts())}")
         if changes:
             self._reevaluate_links()
@@ -498,7 +568,8 @@ class SiteNode:
                 self._ended[site] = "its certificate was revoked"
                 self.drop_link(site)
                 done.append(f"downlink {site} cut off: its certificate was revoked")
-        for name, reg in list(self.table.local.items()):
+        local = [*self.table.local.items(), *((n, e.registration) for n, e in self._ending.items())]
+        for name, reg in local:
             if certs.credential_from_pem(reg.certificate).serial in serials:
                 self.unregister_local(name, reason="its certificate was revoked")
                 done.append(f"forced unsubscription of {name}: its certificate was revoked")
@@ -552,7 +623,7 @@ class SiteNode:
         now, now_ms, done = self._clock(), self.now_ms(), []
         lease_ms = int(self.site.lease_s * 1000)
         done += self.apply_changes(self.engine.advance(now))
-        for name in list(self.table.local):
+        for name in [*self.table.local, *self._ending]:
             destination = Destination("subscriber", name)
             if destination not in self._online and (
                 now_ms - self._last_seen.get(destination, now_ms) > lease_ms

@@ -255,14 +255,22 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     # ---- subscribing ---------------------------------------------------------------------
     async def _admit(
         self, first: Any, context: grpc.aio.ServicerContext
-    ) -> tuple[Registration, pb.SubscribeRequest, frozenset[str]]:
-        """Check the subscriber and decide its subscription (paper §III.B)."""
+    ) -> tuple[Registration, pb.SubscribeRequest, frozenset[str] | None]:
+        """Check the subscriber and decide its subscription (paper §III.B).
+
+        Returns:
+            The registration, the request, and the concepts asked for — ``None`` for a
+            subscription the policy ended, connecting to receive what its queue still holds.
+        """
         node = self._node
         credential = self._peer(context, role="subscriber")
         pem = peer_certificate(context.auth_context())
         _well_formed(first)
         if first is None or first.WhichOneof("kind") != "subscribe":
             raise ProtocolError("a Subscribe stream must start with a SubscribeRequest")
+        ending = node.ending(credential.name)
+        if ending is not None and ending.certificate == pem:
+            return ending, first.subscribe, None
         requested: frozenset[str] = frozenset()
         for concept in first.subscribe.concepts:
             if concept not in node.ontology.concepts:
@@ -294,9 +302,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await self._refuse_if_draining(context)
             registration, request, requested = await self._admit(first, context)
             destination = Destination("subscriber", registration.subscriber)
-            new = registration.subscriber not in node.table.local
-            node.register_local(registration, requested)
-            retained = node.replay_retained(registration) if new and request.retained else 0
+            retained = 0
+            if requested is not None:
+                new = registration.subscriber not in node.table.local
+                node.register_local(registration, requested)
+                retained = node.replay_retained(registration) if new and request.retained else 0
             cursor = node.connect(destination, request.resume_after, WINDOW)
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)

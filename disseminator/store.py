@@ -282,6 +282,51 @@ class Store:
                  json.dumps(reg.grants), reg.seen_ms),
             )
 
+    def change_registration(
+        self,
+        *,
+        save: StoredRegistration,
+        delete: tuple[str, str, str] | None = None,
+        control: Append | None = None,
+    ) -> int:
+        """Save a registration, maybe delete another and queue a control delivery, atomically.
+
+        A control delivery (a subscriber's grants changed, its subscription ended) is queued
+        even past the queue's bound: it must reach the subscriber, in order.
+
+        Returns:
+            The sequence number of the control delivery (0 if none).
+        """
+        seq = 0
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            if delete is not None:
+                self._db.execute(
+                    "DELETE FROM registrations WHERE kind = ? AND owner = ? AND subscriber = ?",
+                    delete,
+                )
+            self._db.execute(
+                "INSERT OR REPLACE INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                (save.kind, save.owner, save.subscriber, save.certificate,
+                 json.dumps(save.grants), save.seen_ms),
+            )
+            if control is not None:
+                dest = (control.kind, control.name)
+                self._db.execute(
+                    "INSERT OR IGNORE INTO destinations (kind, name) VALUES (?, ?)", dest
+                )
+                (seq,) = self._db.execute(
+                    "SELECT next_seq FROM destinations WHERE kind = ? AND name = ?", dest
+                ).fetchone()
+                self._db.execute(
+                    "INSERT INTO deliveries VALUES (?, ?, ?, ?)", (*dest, seq, control.payload)
+                )
+                self._db.execute(
+                    "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",
+                    (seq + 1, *dest),
+                )
+        return int(seq)
+
     def delete_registration(self, kind: str, owner: str, subscriber: str) -> None:
         with self._db:
             self._db.execute("BEGIN")

@@ -150,12 +150,11 @@ def _handle(
     setup = session.setup
     kind = message.WhichOneof("kind")
     if kind == "subscribed":
+        session.report.served_by = message.subscribed.served_by
+        grants = session.grants_at_resume(message.subscribed)
         if message.subscribed.resumed_after < session.keyring.applied(session.address):
             # The site lost track of our queue; dedupe by document from here on.
             session.keyring.set_applied(session.address, message.subscribed.resumed_after)
-        grants = {g.publisher: list(g.concepts) for g in message.subscribed.grants}
-        session.report.served_by = message.subscribed.served_by
-        session.report.grants = grants
         session.report.retained += message.subscribed.retained
         if setup.retained:
             now_ms = int(session.clock().timestamp() * 1000)
@@ -195,6 +194,11 @@ def _handle(
         session.release_held(delivery.sequence)
         session.keyring.set_applied(session.address, delivery.sequence)
         _send_refresh_requests(session, outgoing)
+    elif body == "grants_changed":
+        session.on_grants_changed(delivery.grants_changed, delivery.sequence)
+    elif body == "ended":  # the site ends the stream once it has our acknowledgement
+        print(f"{setup.name}: subscription ends: {delivery.ended.reason}", flush=True)
+        session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
         done = session.report.accepted + session.report.refused

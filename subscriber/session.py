@@ -139,6 +139,37 @@ class Session:
         self.keyring.close()
         self.log.close()
 
+    # ---- grants --------------------------------------------------------------------------
+    def grants_at_resume(self, subscribed: pb.Subscribed) -> dict[str, list[str]]:
+        """The grants the deliveries after the resume point were routed by.
+
+        The site's registration already reflects every grant change it queued, even those
+        still ahead in our queue; so when the site resumes our queue where we left it, the
+        grants we stored as we applied its deliveries are the ones in force.
+        """
+        applied = self.keyring.applied(self.address)
+        stored = self.keyring.grants(self.address)
+        if stored is not None and applied > 0 and subscribed.resumed_after == applied:
+            grants = stored
+        else:
+            grants = {g.publisher: sorted(g.concepts) for g in subscribed.grants}
+            self.keyring.set_grants(self.address, grants)
+        self.report.grants = grants
+        return grants
+
+    def on_grants_changed(self, change: pb.GrantsChanged, sequence: int) -> None:
+        """The site changed our grants (a policy update): later deliveries follow the new ones."""
+        grants = {g.publisher: sorted(g.concepts) for g in change.grants}
+        self.keyring.set_grants(self.address, grants, applied=sequence)
+        self.report.grants = grants
+        for publisher, concept in self.keyring.stale():  # nothing to catch up on any more
+            if concept not in grants.get(publisher, ()):
+                self.keyring.clear_stale(publisher, concept)
+        self.inbox.write_subscription(
+            {"subscriber": self.setup.name, "served_by": self.report.served_by, "grants": grants}
+        )
+        print(f"{self.setup.name}: grants changed ({change.reason}): {grants}", flush=True)
+
     def on_enrolment(self, message: pb.KeyMessage) -> None:
         """Join a group (or catch up): open our key-tree path sealed to our certificate."""
         enrolment = enrolment_from_pb(message)

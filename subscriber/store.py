@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS groups (
     publisher TEXT, concept TEXT, state BLOB NOT NULL, PRIMARY KEY (publisher, concept)
 );
 CREATE TABLE IF NOT EXISTS cursors (address TEXT PRIMARY KEY, applied INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS grants (address TEXT PRIMARY KEY, grants TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
     version INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (publisher, document)
@@ -167,6 +168,27 @@ class Keyring:
 
     def set_applied(self, address: str, sequence: int) -> None:
         self._db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (address, sequence))
+
+    # ---- grants in force at the applied cursor ------------------------------------------
+    def grants(self, address: str) -> dict[str, list[str]] | None:
+        """The grants the deliveries after our cursor at ``address`` were routed by, if known."""
+        row = self._db.execute("SELECT grants FROM grants WHERE address = ?", (address,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def set_grants(
+        self, address: str, grants: Mapping[str, list[str]], *, applied: int | None = None
+    ) -> None:
+        """Store the grants in force (and, atomically, the delivery that changed them)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT OR REPLACE INTO grants VALUES (?, ?)",
+                (address, json.dumps(dict(grants), sort_keys=True)),
+            )
+            if applied is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO cursors VALUES (?, ?)", (address, applied)
+                )
 
     # ---- accepted documents --------------------------------------------------------------
     def version(self, publisher: str, document: str) -> int | None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import signal
+from pathlib import Path
 
 import pytest
 
-from deploy.network import LocalNetwork, wait_until
+from deploy.expectations import expected_deliveries, read_received
+from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork, wait_until
 from xdn import crypto
+from xdn.ontology import load_ontology
 from xdn.policy import sign_policy, signature_path
 
 pytestmark = pytest.mark.integration
@@ -47,3 +53,92 @@ def test_an_unsigned_policy_change_is_refused_and_nothing_changes(
     assert wait_until(lambda: "policy reload refused" in network.output("d2"), 20)
     assert "does not verify" in network.output("d2")
     assert network.subscriber_running("alice")
+
+
+# ---- live narrowing, widening and ending ---------------------------------------------------
+DENY_MACHINE_SETTINGS_TO_CRED1 = """
+[[rule]]
+id = "N1"
+effect = "deny"
+concept = "MachineSetting"
+inherit = true
+when = { subject = { OU = "Cred1" } }
+"""
+
+
+def _put_policy(network: LocalNetwork, publisher: str, text: str, version: int) -> None:
+    """Install ``text`` as ``publisher``'s signed policy, at ``version``, on every site."""
+    path = network.workdir / "policies" / f"{publisher}.toml"
+    path.write_text(re.sub(r"^version = \d+$", f"version = {version}", text, flags=re.M))
+    key = crypto.load_private_key_pem((network.certs / f"{publisher}.key").read_bytes())
+    signature_path(path).write_bytes(sign_policy(path.read_bytes(), key))
+    reloads = {s: network.full_output(s).count("policies reloaded") for s in network.sites}
+    for site in network.sites:
+        network.signal_site(site, signal.SIGHUP)
+    for site, before in reloads.items():
+        assert wait_until(lambda s=site, b=before: network.full_output(s).count(
+            "policies reloaded") > b), network.output(site)
+
+
+def _document(network: LocalNetwork, name: str) -> Path:
+    path = network.workdir / f"{name}.xml"
+    shutil.copyfile(SAMPLE_DOCUMENTS["production-dept"], path)
+    return path
+
+
+def _record(network: LocalNetwork, name: str, document: str) -> dict[str, object]:
+    assert wait_until(lambda: any(r["document"] == document for r in network.received(name)))
+    return next(r for r in network.received(name) if r["document"] == document)
+
+
+def test_narrowing_widening_and_ending_a_live_subscription_lose_nothing(
+    network: LocalNetwork,
+) -> None:
+    original = (network.workdir / "policies" / "production-dept.toml").read_text()
+    network.start_subscriber("alice", extra=("--heartbeat", "60"))  # frozen ≠ dead, below
+    network.wait_subscribed("alice")
+    full = expected_deliveries(
+        network, load_ontology([ONTOLOGY]), "alice",
+        {"production-dept": [SAMPLE_DOCUMENTS["production-dept"]]},
+    )
+    [everything] = [{k.replace("production-dept-order", "{doc}"): c for k, c in f.items()}
+                    for f in full.values()]
+    assert "MachineSetting" in everything.values()
+
+    def fragments(document: str, *, without: str = "") -> dict[str, str]:
+        return {k.format(doc=document): c for k, c in everything.items() if c != without}
+
+    network.publish("production-dept", [_document(network, "before")], wait_for=("alice",))
+    assert _record(network, "alice", "before")["fragments"] == fragments("before")
+
+    # Narrowing: the deny reaches alice's live stream, in order; the next document lacks
+    # MachineSetting and she expects exactly that.
+    _put_policy(network, "production-dept", original + DENY_MACHINE_SETTINGS_TO_CRED1, 2)
+    assert wait_until(lambda: "grants changed" in network.output("alice"))
+    subscription = json.loads((network.inbox("alice") / "subscription.json").read_text())
+    assert "MachineSetting" not in subscription["grants"]["production-dept"]
+    network.publish("production-dept", [_document(network, "narrowed")], wait_for=("alice",))
+    assert _record(network, "alice", "narrowed")["fragments"] == fragments(
+        "narrowed", without="MachineSetting"
+    )
+
+    # Widening back.
+    _put_policy(network, "production-dept", original, 3)
+    assert wait_until(lambda: network.output("alice").count("grants changed") == 2)
+    network.publish("production-dept", [_document(network, "widened")], wait_for=("alice",))
+    assert _record(network, "alice", "widened")["fragments"] == fragments("widened")
+
+    # Ending, with a document still queued for her: it arrives, then the subscription ends.
+    network.signal_subscriber("alice", signal.SIGSTOP)
+    try:
+        routed = network.metric("d2", "xdn_documents_routed_total")
+        network.publish("production-dept", [_document(network, "queued")], wait_for=("alice",))
+        assert wait_until(lambda: network.metric("d2", "xdn_documents_routed_total") > routed)
+        _put_policy(network, "production-dept", original.replace('"Cred1"', '"Cred9"'), 4)
+    finally:
+        network.signal_subscriber("alice", signal.SIGCONT)
+    assert wait_until(lambda: not network.subscriber_running("alice"))
+    assert _record(network, "alice", "queued")["fragments"] == fragments("queued")
+    output = network.output("alice")
+    assert "subscription ended by the site: no policy grants it anything any more" in output
+    assert read_received(network.inbox("alice"))[1] == 0  # nothing refused along the way

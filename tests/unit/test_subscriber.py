@@ -181,3 +181,38 @@ def test_received_jsonl_is_rewritten_from_the_database_after_a_crash(tmp_path: P
         assert documents == ["d1", "d2", "d3"]
     finally:
         keyring.close()
+
+
+def test_grants_follow_the_queue_across_a_reconnect(tmp_path: Path, pki) -> None:  # type: ignore[no-untyped-def]
+    """A change applied from the queue outlives a reconnect; a queue the site lost does not."""
+    cert_pem, key_pem = pki["alice"]
+    setup = SubscriberSetup(
+        name="alice", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
+        connect="d2:1", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        provenance_log=tmp_path / "alice.nq",
+    )
+
+    def subscribed(resumed_after: int, concepts: list[str]) -> pb.Subscribed:
+        grant = pb.Grant(publisher="production-dept", concepts=concepts)
+        return pb.Subscribed(resumed_after=resumed_after, grants=[grant])
+
+    session = Session(setup, clock=lambda: NOW)
+    try:
+        first = session.grants_at_resume(subscribed(0, ["A", "B"]))
+        assert first == {"production-dept": ["A", "B"]}
+        session.keyring.set_applied(setup.connect, 4)
+        session.on_grants_changed(
+            pb.GrantsChanged(grants=[pb.Grant(publisher="production-dept", concepts=["A"])]), 5
+        )
+        assert session.report.grants == {"production-dept": ["A"]}
+        assert session.keyring.applied(setup.connect) == 5
+    finally:
+        session.close()
+
+    again = Session(setup, clock=lambda: NOW)  # a restart; the site resumes after 5 and its
+    try:  # registration already shows a later change (to C) that is still queued for us
+        assert again.grants_at_resume(subscribed(5, ["C"])) == {"production-dept": ["A"]}
+        # The site lost our queue (resumes before what we applied): its word stands.
+        assert again.grants_at_resume(subscribed(2, ["C"])) == {"production-dept": ["C"]}
+    finally:
+        again.close()

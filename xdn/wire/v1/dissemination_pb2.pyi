@@ -126,21 +126,41 @@ class Heartbeat(_message.Message):
     interval_ms: int
     def __init__(self, interval_ms: _Optional[int] = ...) -> None: ...
 
+class GrantsChanged(_message.Message):
+    __slots__ = ("previous", "grants", "reason")
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    previous: _containers.RepeatedCompositeFieldContainer[Grant]
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    reason: str
+    def __init__(self, previous: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SubscriptionEnded(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     REKEY_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
     rekey: GroupRekey
     document_keys: DocumentKeys
     heartbeat: Heartbeat
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    grants_changed: GrantsChanged
+    ended: SubscriptionEnded
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("dissemination", "keys", "rekeys", "document_keys")
