@@ -35,7 +35,7 @@ from disseminator.server import DisseminatorService, add_to_server
 from disseminator.store import Store
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
-from xdn.errors import CertificateError, ConfigError, XdnError
+from xdn.errors import CertificateError, ConfigError, PolicyError, XdnError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.ontology import Ontology, load_ontology
 from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
@@ -72,6 +72,29 @@ def load_policies(config: SiteConfig, ontology: Ontology, ca_pem: bytes) -> Poli
             )
         )
     return PolicySet.of(ontology, policies)
+
+
+def check_no_rollback(policies: PolicySet, enforced: dict[str, tuple[int, str]]) -> None:
+    """Refuse a policy older than one this site already enforced (across restarts too).
+
+    Raises:
+        PolicyError: a policy's version is below the highest this site put in force, or equal
+            to it with other content.
+    """
+    for publisher, policy in sorted(policies.policies.items()):
+        if publisher not in enforced:
+            continue
+        version, digest = enforced[publisher]
+        if policy.version < version or (policy.version == version and policy.digest != digest):
+            raise PolicyError(
+                f"{policy.source}: version {policy.version} of {publisher!r} would roll back "
+                f"version {version}, which this site already enforced; install version "
+                f"{version} or a newer one signed by {publisher!r}"
+            )
+
+
+def enforced_versions(policies: PolicySet) -> dict[str, tuple[int, str]]:
+    return {p: (policy.version, policy.digest) for p, policy in policies.policies.items()}
 
 
 def load_revoked(config: SiteConfig, ca_pem: bytes) -> frozenset[int]:
@@ -126,6 +149,8 @@ async def serve(config: SiteConfig) -> DrainReport:
         config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
     )
     store = Store(config.state_dir / "site.sqlite", retain=config.retain_documents)
+    check_no_rollback(policies, store.enforced_policies())
+    store.record_policies(enforced_versions(policies))
     metrics = SiteMetrics(config.name)
     uplinks: list[Uplink] = []
 
@@ -289,7 +314,9 @@ class _PolicyWatcher:
         self._stamp = self._stamps()
         try:
             policies = load_policies(self._config, self._node.ontology, self._ca_pem)
+            check_no_rollback(policies, self._node.store.enforced_policies())
             done = self._node.reload_policies(policies)
+            self._node.store.record_policies(enforced_versions(policies))
         except XdnError as exc:
             log.error("policy reload refused, previous policies stay in force: %s", exc)
             return

@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS routed (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_outbox (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS policy_versions (
+    publisher TEXT PRIMARY KEY, version INTEGER NOT NULL, digest TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS retained (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     publisher TEXT NOT NULL, document TEXT NOT NULL, version INTEGER NOT NULL,
@@ -210,6 +213,23 @@ class Store:
         with self._db:
             self._db.execute("BEGIN")
             self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
+
+    # ---- policy versions -----------------------------------------------------------------
+    def enforced_policies(self) -> dict[str, tuple[int, str]]:
+        """publisher → (version, digest) of the newest policy this site ever put in force."""
+        rows = self._db.execute("SELECT publisher, version, digest FROM policy_versions")
+        return {publisher: (version, digest) for publisher, version, digest in rows}
+
+    def record_policies(self, enforced: dict[str, tuple[int, str]]) -> None:
+        """Remember the policies put in force (a version is never lowered)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT INTO policy_versions VALUES (?, ?, ?) ON CONFLICT (publisher) DO UPDATE "
+                "SET version = excluded.version, digest = excluded.digest "
+                "WHERE excluded.version >= policy_versions.version",
+                [(p, v, d) for p, (v, d) in sorted(enforced.items())],
+            )
 
     # ---- queues --------------------------------------------------------------------------
     def cursor(self, kind: str, name: str) -> tuple[int, int]:

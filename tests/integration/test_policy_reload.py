@@ -13,6 +13,7 @@ import pytest
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork, wait_until
 from xdn import crypto
+from xdn.errors import UsageError
 from xdn.ontology import load_ontology
 from xdn.policy import sign_policy, signature_path
 
@@ -142,3 +143,19 @@ def test_narrowing_widening_and_ending_a_live_subscription_lose_nothing(
     output = network.output("alice")
     assert "subscription ended by the site: no policy grants it anything any more" in output
     assert read_received(network.inbox("alice"))[1] == 0  # nothing refused along the way
+
+
+def test_a_policy_cannot_roll_back_across_a_restart(network: LocalNetwork) -> None:
+    policy = network.workdir / "policies" / "production-dept.toml"
+    version_1 = (policy.read_bytes(), signature_path(policy).read_bytes())  # genuinely signed
+    _put_policy(network, "production-dept", policy.read_text() + DENY_MACHINE_SETTINGS_TO_CRED1, 2)
+
+    network.signal_site("d2", signal.SIGTERM)
+    assert network.wait_site("d2") == 0
+    policy.write_bytes(version_1[0])
+    signature_path(policy).write_bytes(version_1[1])
+    with pytest.raises(UsageError) as refused:
+        network.restart_site("d2")
+    message = str(refused.value)
+    assert "version 1 of 'production-dept' would roll back version 2" in message
+    assert "install version 2 or a newer one" in message

@@ -119,3 +119,34 @@ def test_bad_heartbeat_or_drain_settings_are_refused(
     path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
     with pytest.raises(ConfigError, match=message):
         load_site_config(path)
+
+
+def test_the_newest_policy_version_a_site_enforced_is_never_lowered(tmp_path: Path) -> None:
+    from disseminator.store import Store
+
+    store = Store(tmp_path / "site.sqlite")
+    store.record_policies({"p": (3, "c")})
+    store.record_policies({"p": (2, "b"), "q": (1, "a")})  # an older one does not replace it
+    store.close()
+    assert Store(tmp_path / "site.sqlite").enforced_policies() == {"p": (3, "c"), "q": (1, "a")}
+
+
+def test_a_policy_that_would_roll_back_the_enforced_one_is_refused() -> None:
+    from deploy.network import ONTOLOGY
+    from disseminator.daemon import check_no_rollback, enforced_versions
+    from xdn.errors import PolicyError
+    from xdn.ontology import load_ontology
+    from xdn.paths import REPO_ROOT
+    from xdn.policy import PolicySet, parse_policy
+
+    ontology = load_ontology([ONTOLOGY])
+    text = (REPO_ROOT / "policies" / "production-dept.toml").read_bytes()
+    policies = PolicySet.of(ontology, [parse_policy(text, ontology)])
+    (version, digest) = enforced_versions(policies)["production-dept"]
+    check_no_rollback(policies, {})  # nothing enforced yet
+    check_no_rollback(policies, {"production-dept": (version, digest)})  # the same document
+    check_no_rollback(policies, {"production-dept": (version - 1, "older")})
+    with pytest.raises(PolicyError, match=f"would roll back version {version + 1}"):
+        check_no_rollback(policies, {"production-dept": (version + 1, digest)})
+    with pytest.raises(PolicyError, match=f"would roll back version {version},"):
+        check_no_rollback(policies, {"production-dept": (version, "another document")})
