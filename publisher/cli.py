@@ -14,10 +14,11 @@ def _publish(args: argparse.Namespace) -> int:
     import asyncio
 
     from publisher.client import Publisher, PublisherSetup
+    from xdn import certs
     from xdn.grpc_tls import TlsFiles
     from xdn.mapping import load_mapping
     from xdn.ontology import load_ontology
-    from xdn.policy import load_policy
+    from xdn.policy import load_signed_policy
 
     tls = TlsFiles.from_dir(args.certs, args.name)
     ontology = load_ontology(args.ontology)
@@ -26,7 +27,9 @@ def _publish(args: argparse.Namespace) -> int:
         tls=tls,
         ontology=ontology,
         mapping=load_mapping(args.mapping, ontology),
-        policy=load_policy(args.policy, ontology),
+        policy=load_signed_policy(  # the document the sites enforce, signed by us
+            args.policy, ontology, certs.public_key_of(tls.cert_pem), publisher=args.name
+        ),
         state_dir=args.state_dir / args.name,
         provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
         connect=args.connect,
@@ -89,7 +92,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
     )
     parser.add_argument("--mapping", type=Path, required=True, help="concept → XPath mapping")
-    parser.add_argument("--policy", type=Path, required=True, help="this publisher's policy")
+    parser.add_argument(
+        "--policy", type=Path, required=True,
+        help="this publisher's policy, signed (POLICY.sig beside it): the one the sites enforce",
+    )
     parser.add_argument(
         "--ontology", type=Path, nargs="+", default=[REPO_ROOT / "ontology" / "production.owl"],
         help="OWL files (default: the sample production ontology)",

@@ -4,8 +4,12 @@ Theory of operation, per document:
 
 1. Ask the root disseminator who is registered (``GetMembership``). The publisher trusts none
    of it blindly: each member's certificate is checked against the CA and the publisher
-   evaluates *its own* policy for it, so a disseminator cannot get keys sealed to anyone the
-   policy does not authorise.
+   evaluates *its own signed* policy for it, so a disseminator cannot get keys sealed to
+   anyone the policy does not authorise. What the policy grants also depends on what only the
+   sites see — which concepts were disseminated (``after`` rules), how many instances a
+   subscriber received (``max_instances``), which concepts it asked for — so a member holds a
+   group exactly when the policy *could* grant it the concept and its site grants it now: a
+   site can narrow a member's groups, never widen them (:func:`member_concepts`).
 2. Map the document (concept → XPath) into fragments; for each concept present, compare the
    group's members with who must hold its key now and start a new epoch where they differ —
    a logical key hierarchy per (publisher, concept) (:mod:`xdn.lkh`): one broadcast rekey
@@ -115,6 +119,24 @@ class _Member:
     refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
 
 
+def member_concepts(
+    credential: certs.Credential, member: pb.Member, policy: Policy, ontology: Ontology,
+    *, at: datetime,
+) -> frozenset[str]:
+    """The concepts whose group keys ``member`` must hold now.
+
+    The policy is evaluated as if every ``after`` precondition were met and no
+    ``max_instances`` budget spent (the most it could grant); the member's site, which sees the
+    disseminations and deliveries, narrows that to what it grants the member now.
+    """
+    preconditions = {(a.publisher, a.concept) for rule in policy.rules for a in rule.after}
+    most = auth_list(
+        credential, policy, ontology, at=at, disseminated=preconditions, explain=False
+    ).concepts
+    reported = {c for g in member.grants if g.publisher == policy.publisher for c in g.concepts}
+    return frozenset(most) & reported
+
+
 class Publisher:
     """A connected publisher and its key service state."""
 
@@ -163,13 +185,15 @@ class Publisher:
             except CertificateError as exc:
                 log.warning("ignoring member %s: %s", member.subscriber, exc)
                 continue
-            granted = auth_list(credential, self._setup.policy, self._setup.ontology, at=now)
-            if granted.concepts:
+            concepts = member_concepts(
+                credential, member, self._setup.policy, self._setup.ontology, at=now
+            )
+            if concepts:
                 members.append(
                     _Member(
                         name=credential.name,
                         public_key=certs.public_key_of(member.certificate),
-                        concepts=frozenset(granted.concepts),
+                        concepts=concepts,
                         refresh=frozenset(
                             c
                             for g in member.refresh

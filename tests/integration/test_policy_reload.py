@@ -76,9 +76,13 @@ def _put_policy(network: LocalNetwork, publisher: str, text: str, version: int) 
     reloads = {s: network.full_output(s).count("policies reloaded") for s in network.sites}
     for site in network.sites:
         network.signal_site(site, signal.SIGHUP)
-    for site, before in reloads.items():
-        assert wait_until(lambda s=site, b=before: network.full_output(s).count(
-            "policies reloaded") > b), network.output(site)
+
+    def reloaded() -> bool:
+        return all(
+            network.full_output(s).count("policies reloaded") > n for s, n in reloads.items()
+        )
+
+    assert wait_until(reloaded), [network.output(s) for s in network.sites]
 
 
 def _document(network: LocalNetwork, name: str) -> Path:
