@@ -164,7 +164,7 @@ async def serve(config: SiteConfig) -> DrainReport:
             lease_s=config.lease_seconds,
         ),
         ontology=ontology,
-        engine=PolicyEngine(policies),
+        engine=PolicyEngine(policies, disseminated=store.disseminated()),
         store=store,
         log_sink=log_sink,
         clock=lambda: datetime.now(UTC),

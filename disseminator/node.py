@@ -36,7 +36,7 @@ from disseminator.metrics import SiteMetrics
 from disseminator.planning import DocumentPlan, Planner
 from disseminator.refresh import Group, RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Append, Retained, Store, StoredRegistration
+from disseminator.store import Append, History, Retained, Store, StoredRegistration
 from xdn import certs, provenance
 from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -197,6 +197,7 @@ class SiteNode:
                 self.table.local[reg.subscriber] = reg
                 self._requested[reg.subscriber] = reg.concepts()
                 self.engine.subscribe(reg.subscriber, credential, at=self._clock())
+                self._replay_instances(reg.subscriber, reg.certificate)
                 dest = Destination("subscriber", reg.subscriber)
             elif stored.kind == ENDING:
                 self._recover_ending(reg)
@@ -273,6 +274,7 @@ class SiteNode:
             log_graphs=() if planned is None else planned.graphs,
             counter=counter,
             retained=retained,
+            history=None if planned is None else self._history(planned),
         )
         self.flush_log()
         for kind, name in full:
@@ -296,6 +298,31 @@ class SiteNode:
             )
             return None
         return self.planner.document(diss)
+
+    def _history(self, plan: DocumentPlan) -> History:
+        """What routing ``plan`` adds to the durable history (see :class:`History`)."""
+        instances = {
+            certs.credential_from_pem(self.table.local[name].certificate).fingerprint: frozenset(c)
+            for name, c in plan.delivered.items()
+            if name in self.table.local
+        }
+        return History(publisher=plan.identity[0], concepts=plan.concepts, instances=instances)
+
+    def _replay_instances(self, subscriber: str, certificate: bytes) -> ChangeSet:
+        """Tell the engine what this certificate received before, under any registration.
+
+        Counts past the largest ``max_instances`` budget of a policy change nothing, so the
+        replay stops there.
+        """
+        changes = ChangeSet()
+        fingerprint = certs.credential_from_pem(certificate).fingerprint
+        for publisher, counts in sorted(self.store.instances(fingerprint).items()):
+            policy = self.engine.policies.policies.get(publisher)
+            budgets = [r.max_instances for r in policy.rules if r.max_instances] if policy else []
+            for k in range(min(max(counts.values()), max(budgets, default=0))):
+                received = [c for c, n in counts.items() if n > k]
+                changes += self.engine.record_delivery(subscriber, publisher, received)
+        return changes
 
     def _record_dissemination(self, plan: DocumentPlan) -> None:
         """Feed the policy engine's dissemination state (temporal and separation-of-duty rules)."""
@@ -373,13 +400,33 @@ class SiteNode:
                 yield delivery
 
     # ---- registrations -------------------------------------------------------------------
-    def register_local(self, registration: Registration, requested: frozenset[str]) -> None:
-        """Register (or re-register) a local subscriber with the grants decided for it."""
+    def register_local(
+        self, registration: Registration, requested: frozenset[str]
+    ) -> Registration:
+        """Register (or re-register) a local subscriber with the grants decided for it.
+
+        The certificate's earlier deliveries count (``max_instances``), whatever registration
+        they were made under: the grants kept are those still left after them.
+
+        Returns:
+            The registration as kept (its grants may be narrower than decided).
+        """
         name = registration.subscriber
         if name in self.engine:
             self.engine.unsubscribe(name)
         self.engine.subscribe(
             name, certs.credential_from_pem(registration.certificate), at=self._clock()
+        )
+        self._replay_instances(name, registration.certificate)
+        left = self.engine.grants(name)
+        registration = Registration(
+            subscriber=name,
+            certificate=registration.certificate,
+            grants={
+                p: c & left.get(p, frozenset())
+                for p, c in registration.grants.items()
+                if c & left.get(p, frozenset())
+            },
         )
         self._ended.pop(name, None)
         self._requested[name] = requested
@@ -392,6 +439,7 @@ class SiteNode:
                 _to_stored("subscriber", "", registration, self.now_ms())
             )
         self._on_interest_change()
+        return registration
 
     def ending(self, subscriber: str) -> Registration | None:
         """The registration of a subscription that ends once its queue is delivered, if any."""

@@ -305,7 +305,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             retained = 0
             if requested is not None:
                 new = registration.subscriber not in node.table.local
-                node.register_local(registration, requested)
+                registration = node.register_local(registration, requested)
+                if not registration.grants:
+                    node.unregister_local(registration.subscriber)
+                    raise _Abort(
+                        grpc.StatusCode.PERMISSION_DENIED,
+                        "no policy grants it anything any more: the certificate has received "
+                        "every document instance its grants allowed (max_instances)",
+                    )
                 retained = node.replay_retained(registration) if new and request.retained else 0
             cursor = node.connect(destination, request.resume_after, WINDOW)
         except (_Abort, PeerError) as exc:

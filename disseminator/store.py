@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Append", "QueueFull", "Retained", "Store", "StoredRegistration"]
+__all__ = ["Append", "History", "QueueFull", "Retained", "Store", "StoredRegistration"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS destinations (
@@ -53,6 +53,13 @@ CREATE TABLE IF NOT EXISTS routed (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_outbox (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS disseminated (
+    publisher TEXT NOT NULL, concept TEXT NOT NULL, PRIMARY KEY (publisher, concept)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS instances (
+    certificate TEXT NOT NULL, publisher TEXT NOT NULL, concept TEXT NOT NULL,
+    count INTEGER NOT NULL, PRIMARY KEY (certificate, publisher, concept)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS policy_versions (
     publisher TEXT PRIMARY KEY, version INTEGER NOT NULL, digest TEXT NOT NULL
 );
@@ -86,6 +93,20 @@ class Retained:
     document: str
     version: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History:
+    """What routing one document adds to the state history-dependent rules read.
+
+    ``publisher``'s ``concepts`` were disseminated (``after`` rules); each certificate in
+    ``instances`` (by fingerprint) received one more instance of its concepts
+    (``max_instances`` rules). Kept per certificate, so a new registration starts from them.
+    """
+
+    publisher: str
+    concepts: frozenset[str]
+    instances: dict[str, frozenset[str]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +153,7 @@ class Store:
         log_graphs: Iterable[bytes] = (),
         counter: tuple[str, int] | None = None,
         retained: Retained | None = None,
+        history: History | None = None,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
@@ -175,7 +197,38 @@ class Store:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
             if retained is not None and self.retain > 0:
                 self._retain(retained)
+            if history is not None:
+                self._record_history(history)
         return last, full
+
+    def _record_history(self, history: History) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO disseminated VALUES (?, ?)",
+            [(history.publisher, c) for c in sorted(history.concepts)],
+        )
+        self._db.executemany(
+            "INSERT INTO instances VALUES (?, ?, ?, 1) ON CONFLICT (certificate, publisher, "
+            "concept) DO UPDATE SET count = count + 1",
+            [
+                (fingerprint, history.publisher, c)
+                for fingerprint, concepts in sorted(history.instances.items())
+                for c in sorted(concepts)
+            ],
+        )
+
+    def disseminated(self) -> frozenset[tuple[str, str]]:
+        """Every (publisher, concept) this site has routed."""
+        return frozenset(self._db.execute("SELECT publisher, concept FROM disseminated"))
+
+    def instances(self, fingerprint: str) -> dict[str, dict[str, int]]:
+        """publisher → concept → document instances the certificate was sent from here."""
+        out: dict[str, dict[str, int]] = {}
+        rows = self._db.execute(
+            "SELECT publisher, concept, count FROM instances WHERE certificate = ?", (fingerprint,)
+        )
+        for publisher, concept, count in rows:
+            out.setdefault(publisher, {})[concept] = int(count)
+        return out
 
     def _retain(self, doc: Retained) -> None:
         self._db.execute(

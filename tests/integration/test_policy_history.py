@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -120,6 +122,10 @@ def test_an_after_grant_applies_once_its_concept_was_disseminated(net: LocalNetw
     assert read_received(net.inbox("gina"))[1] == 0
     assert "holding" not in net.output("gina")  # no document waited for keys
 
+    # What was disseminated is durable: a new registration after a restart of d1 has it.
+    grants = _subscribe_again(net, "gina")
+    assert set(grants["production-dept"]) == STEP | INSPECTION
+
 
 def test_a_spent_budget_delivers_the_spending_document_then_narrows(net: LocalNetwork) -> None:
     net.start_subscriber("henry")
@@ -132,6 +138,30 @@ def test_a_spent_budget_delivers_the_spending_document_then_narrows(net: LocalNe
     assert "rekeyed: none" not in out  # henry left the production-step groups
     assert _concepts(net, "henry", "three") == SPEC
     assert read_received(net.inbox("henry"))[1] == 0
+
+    # The budget belongs to the certificate: neither a new registration nor a restart of the
+    # site gives it back.
+    grants = _subscribe_again(net, "henry")
+    assert set(grants["production-dept"]) == SPEC
+
+
+def _subscribe_again(network: LocalNetwork, name: str) -> dict[str, list[str]]:
+    """Unsubscribe ``name``, restart d1, subscribe again; return the new registration's grants."""
+    network.stop_subscriber(name)
+    done = subprocess.run(
+        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d1"),
+         "--name", name, "--certs", str(network.certs)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    network.signal_site("d1", signal.SIGTERM)
+    assert network.wait_site("d1") == 0
+    network.restart_site("d1")
+    (network.inbox(name) / "subscription.json").unlink()
+    network.start_subscriber(name)
+    grants = network.wait_subscribed(name)["grants"]
+    assert isinstance(grants, dict)
+    return grants
 
 
 def _publish_and_report(network: LocalNetwork, name: str) -> str:

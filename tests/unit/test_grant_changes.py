@@ -18,6 +18,7 @@ from deploy.network import ONTOLOGY
 from deploy.pki import Party, ensure_ca, issue_party
 from disseminator.grant_changes import end_of_queue, grants_changed, subscription_ended
 from disseminator.node import SiteIdentity, SiteNode
+from disseminator.planning import DocumentPlan
 from disseminator.routing import Destination, Registration
 from disseminator.store import Append, Store, StoredRegistration
 from xdn import certs, crypto, provenance
@@ -194,3 +195,42 @@ def test_grant_change_messages_round_trip() -> None:
     assert _grants(change.grants) == {"p": {"A"}}
     assert change.reason == "the policy changed"
     assert end_of_queue([(1, payload)]) is None
+
+
+def test_history_is_kept_per_certificate_with_the_routing(tmp_path: Path) -> None:
+    from disseminator.store import History
+
+    store = Store(tmp_path / "s.sqlite")
+    for concepts in ({"A", "B"}, {"A"}):
+        store.commit_routing(
+            document=None, appends=[],
+            history=History(
+                publisher="p", concepts=frozenset(concepts) | {"C"},
+                instances={"fp-alice": frozenset(concepts)},
+            ),
+        )
+    store.close()
+    again = Store(tmp_path / "s.sqlite")
+    assert again.disseminated() == {("p", "A"), ("p", "B"), ("p", "C")}
+    assert again.instances("fp-alice") == {"p": {"A": 2, "B": 1}}
+    assert again.instances("fp-bob") == {}
+
+
+def test_a_new_registration_keeps_what_the_certificate_received(site: _Site) -> None:
+    """A max_instances budget spent under one registration stays spent under the next."""
+    budget = POLICY.replace('id = "R1"', 'id = "R1"\nmax_instances = 1')
+    node = site.node(site.policies(budget, 1))
+    _subscribed(site, node)
+    routed = DocumentPlan(  # as routing a document with one WorkOrder instance for alice does
+        identity=("production-dept", "d", 1), fragments=1, concepts=frozenset({"WorkOrder"}),
+        delivered={"alice": {"WorkOrder"}},
+    )
+    node.store.commit_routing(document=None, appends=[], history=node._history(routed))
+    node.unregister_local("alice")
+
+    pem = site.alice()
+    decided = Registration(subscriber="alice", certificate=pem, grants=node.grants(pem))
+    kept = node.register_local(decided, frozenset())
+    assert "WorkOrder" in decided.grants["production-dept"]  # the policy alone would grant it
+    assert "WorkOrder" not in kept.grants.get("production-dept", frozenset())
+    assert node.table.local["alice"] == kept
