@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import signal
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,28 @@ def test_a_policy_cannot_roll_back_across_a_restart(network: LocalNetwork) -> No
     message = str(refused.value)
     assert "version 1 of 'production-dept' would roll back version 2" in message
     assert "install version 2 or a newer one" in message
+
+
+def test_an_expiring_policy_ends_the_subscription_after_its_queue(network: LocalNetwork) -> None:
+    """``valid_until`` passes while alice is connected: the site's timer ends her subscription
+    (what was queued before still arrives), and she cannot subscribe again."""
+    text = (network.workdir / "policies" / "production-dept.toml").read_text()
+    until = (datetime.now(UTC) + timedelta(seconds=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _put_policy(
+        network, "production-dept",
+        text.replace("version = 1\n", f"version = 1\nvalid_until = {until}\n"), 2,
+    )
+    network.start_subscriber("alice")
+    network.wait_subscribed("alice")
+    network.publish("production-dept", [_document(network, "while-valid")], wait_for=("alice",))
+    _record(network, "alice", "while-valid")
+    assert wait_until(lambda: not network.subscriber_running("alice"), 90)
+    assert "subscription ended by the site: no policy grants it anything any more" in (
+        network.output("alice")
+    )
+    assert datetime.now(UTC) >= datetime.fromisoformat(until)  # not before its time
+
+    (network.inbox("alice") / "subscription.json").unlink()
+    network.start_subscriber("alice")
+    assert wait_until(lambda: not network.subscriber_running("alice"))
+    assert "no policy grants" in network.output("alice").split("ended by the site")[-1]
