@@ -127,8 +127,8 @@ class Planner:
         relayed = provenance.relay(
             message,
             self.signer,
-            message_uri=(
-                f"{self.signer.node_uri}msg/{manifest.document_id}/v{manifest.version}/{hop}"
+            message_uri=provenance.message_uri(
+                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
             ),
             recipient_uri=certs.node_uri(destination.name),
             fragment_ids=fragment_ids,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 
 __all__ = ["register"]
@@ -19,6 +20,8 @@ def _publish(args: argparse.Namespace) -> int:
     from xdn.ontology import load_ontology
     from xdn.policy import load_policy
 
+    if args.id is not None and len(args.documents) != 1:
+        raise UsageError("--id names one document: give exactly one DOC with it")
     tls = TlsFiles.from_dir(args.certs, args.name)
     ontology = load_ontology(args.ontology)
     setup = PublisherSetup(
@@ -53,7 +56,10 @@ def _publish(args: argparse.Namespace) -> int:
                 if args.rate:  # pace the documents: the n-th leaves at n / rate seconds
                     await asyncio.sleep(max(0.0, start + index / args.rate - loop.time()))
 
-            async for result in publisher.publish_each(args.documents, pace=pace):
+            named = None if args.id is None else [args.id]
+            async for result in publisher.publish_each(
+                args.documents, pace=pace, document_ids=named
+            ):
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
                 print(
                     f"published {result.document_id} v{result.version}: "
@@ -82,6 +88,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "documents", type=Path, nargs="*", metavar="DOC",
         help="XML documents (none: only synchronise group keys)",
+    )
+    parser.add_argument(
+        "--id", metavar="ID",
+        help="document id of the one DOC (default: the file name without its extension); any "
+        "text without control characters, e.g. 'order 7', 'café' or '2024/03/order'",
     )
     parser.add_argument("--connect", required=True, help="root disseminator HOST:PORT")
     parser.add_argument("--name", required=True, help="publisher name (certificate CN)")

@@ -41,7 +41,7 @@ import grpc
 
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
-from xdn import certs, crypto, provenance, xmlsafe
+from xdn import certs, crypto, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
@@ -113,6 +113,15 @@ class _Member:
     public_key: crypto.PublicKey
     concepts: frozenset[str]
     refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
+
+
+def _document_id(path: Path, document_id: str | None) -> str:
+    """The id of a document: ``document_id`` if given, else the file's stem; checked early."""
+    chosen = path.stem if document_id is None else document_id
+    try:
+        return ids.check_id(chosen)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}; choose another id (--id)") from None
 
 
 class Publisher:
@@ -200,20 +209,28 @@ class Publisher:
         return await self._send(await self._prepare(path, document_id=document_id))
 
     async def publish_each(
-        self, paths: Sequence[Path], *, pace: Callable[[int], Awaitable[None]] | None = None
+        self,
+        paths: Sequence[Path],
+        *,
+        pace: Callable[[int], Awaitable[None]] | None = None,
+        document_ids: Sequence[str] | None = None,
     ) -> AsyncIterator[PublishResult]:
         """Publish documents in order, encoding each while the network takes the previous one.
 
         One ``Publish`` is in flight at a time and each request takes the key outbox as the
         previous acknowledgement left it, so the network receives what a serial loop sends, in
         the same order. ``pace(i)`` is awaited before document ``i`` is prepared.
+        ``document_ids`` names the documents (default: each file's stem).
         """
+        if document_ids is not None and len(document_ids) != len(paths):
+            raise UsageError(f"{len(document_ids)} document ids for {len(paths)} documents")
         sending: asyncio.Task[PublishResult] | None = None
         try:
             for index, path in enumerate(paths):
                 if pace is not None:
                     await pace(index)
-                prepared = await self._prepare(path)
+                named = None if document_ids is None else document_ids[index]
+                prepared = await self._prepare(path, document_id=named)
                 if sending is not None:
                     previous, sending = sending, None
                     yield await previous
@@ -228,7 +245,7 @@ class Publisher:
     async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
         """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
-        document_id = document_id or path.stem
+        document_id = _document_id(path, document_id)
         # Ask first: while waiting, the loop starts sending the previous document.
         site, members = await self._members()
         tree = xmlsafe.parse_file(path)
@@ -260,7 +277,7 @@ class Publisher:
         )
         message = provenance.originate(
             self._signer,
-            message_uri=f"{self._signer.node_uri}msg/{document_id}/v{version}",
+            message_uri=provenance.message_uri(self._signer.node_uri, document_id, f"v{version}"),
             recipient_uri=certs.node_uri(site),
             content=provenance.ContentFacts(
                 document_id=document_id,
