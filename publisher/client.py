@@ -5,7 +5,10 @@ Theory of operation, per document:
 1. Ask the root disseminator who is registered (``GetMembership``). The publisher trusts none
    of it blindly: each member's certificate is checked against the CA and the publisher
    evaluates *its own* policy for it, so a disseminator cannot get keys sealed to anyone the
-   policy does not authorise.
+   policy does not authorise. The reply also says where the site stands: publishing stops
+   (a UsageError, before anything is rekeyed or encrypted) at a site that is not a root, that
+   does not know this publisher, or that enforces a newer version of its policy
+   (:func:`xdn.publication.check_standing`).
 2. Map the document (concept → XPath) into fragments; for each concept present, compare the
    group's members with who must hold its key now and start a new epoch where they differ —
    a logical key hierarchy per (publisher, concept) (:mod:`xdn.lkh`): one broadcast rekey
@@ -15,7 +18,8 @@ Theory of operation, per document:
 3. Encode: encrypt each fragment under its concept's per-document key, build and sign the
    Merkle manifest; originate the signed provenance message.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
-   outbox delivered, store the document version and append provenance to the log.
+   outbox delivered, store the document version and append provenance to the log. The
+   acknowledgement says what the document reached (:class:`xdn.publication.Reach`).
 
 Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
 while the network takes the previous one. Only one ``Publish`` is in flight, and its request
@@ -36,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -49,18 +54,23 @@ from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
+from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wireconv import (
     dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
+    reach_from_pb,
     rekey_to_pb,
+    standing_from_pb,
 )
 
 __all__ = ["PublishResult", "Publisher", "PublisherSetup"]
 
 log = logging.getLogger(__name__)
+
+_Reply = TypeVar("_Reply")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +86,7 @@ class PublisherSetup:
     provenance_log: Path
     connect: str
     retain: int = 10  # recent documents whose keys a joiner is granted (0: none)
+    allow_older_policy: bool = False  # publish even if the site enforces a newer policy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +99,12 @@ class PublishResult:
     concepts: frozenset[str]
     rekeyed: frozenset[str]
     key_messages: int
-    links_reached: int
+    site: str
+    reach: Reach  # what the document reached at the site
+
+    def describe(self) -> str:
+        """Who the document reached, in words (see :func:`xdn.publication.describe_reach`)."""
+        return describe_reach(self.reach, self.site)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +113,7 @@ class _Prepared:
 
     document_id: str
     version: int
+    site: str
     dissemination: pb.Dissemination
     message: provenance.Message
     fragments: int
@@ -128,10 +145,16 @@ class Publisher:
     """A connected publisher and its key service state."""
 
     def __init__(
-        self, setup: PublisherSetup, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        setup: PublisherSetup,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        warn: Callable[[str], None] = log.warning,
     ) -> None:
         self._setup = setup
         self._clock = clock
+        self._warn = warn
+        self._warned: set[str] = set()
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
@@ -158,10 +181,41 @@ class Publisher:
         self._lkh.close()
         self._log.close()
 
+    async def _call(self, what: str, call: Awaitable[_Reply]) -> _Reply:
+        """Await one RPC; a refusal or failure becomes a UsageError saying what the site said."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code().name if exc.code() is not None else "UNKNOWN"
+            raise UsageError(
+                f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
+            ) from None
+
+    def _check_site(self, reply: pb.Membership) -> None:
+        """Refuse to go on at a site that would drop what we send; warn once per finding."""
+        if not reply.HasField("standing"):
+            warnings: tuple[str, ...] = (
+                f"site {reply.site or self._setup.connect} does not report where it stands "
+                "(an older version): cannot check that it is a root enforcing our policy",
+            )
+        else:
+            warnings = check_standing(
+                standing_from_pb(reply.site, reply.standing),
+                publisher=self._setup.name,
+                policy_version=self._setup.policy.version,
+                allow_older_policy=self._setup.allow_older_policy,
+            )
+        for warning in warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                self._warn(warning)
+
     async def _members(self) -> tuple[str, list[_Member]]:
-        reply = await self._stub.GetMembership(
-            pb.MembershipRequest(publisher=self._setup.name), timeout=30
+        reply = await self._call(
+            "asking who is registered",
+            self._stub.GetMembership(pb.MembershipRequest(publisher=self._setup.name), timeout=30),
         )
+        self._check_site(reply)
         members = []
         now = self._clock()
         for member in reply.members:
@@ -303,6 +357,7 @@ class Publisher:
         return _Prepared(
             document_id=document_id,
             version=version,
+            site=site,
             dissemination=dissemination,
             message=message,
             fragments=len(encoded.fragments),
@@ -332,7 +387,9 @@ class Publisher:
         self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
     ) -> PublishResult:
         """Await the network's acknowledgement, then record what it accepted."""
-        ack = await self._stub.Publish(request, timeout=120)
+        ack = await self._call(
+            f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
+        )
         for sent in outbox:
             self._lkh.delivered(sent.concept, sent.epoch)
         self._keys.commit(prepared.document_id, prepared.version, prepared.document_keys)
@@ -346,7 +403,8 @@ class Publisher:
             concepts=prepared.concepts,
             rekeyed=prepared.rekeyed,
             key_messages=len(request.keys) + len(request.rekeys) + len(request.document_keys),
-            links_reached=ack.links_reached,
+            site=prepared.site,
+            reach=reach_from_pb(ack),
         )
 
     def _path_refreshes(self, members: list[_Member]) -> list[Enrolment]:
@@ -395,7 +453,7 @@ class Publisher:
         refreshes = self._path_refreshes(members)
         request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
         if outbox or refreshes:
-            await self._stub.Publish(request, timeout=120)
+            await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)
         return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)
