@@ -347,25 +347,46 @@ class LocalNetwork:
     def publish(
         self, publisher: str, documents: Sequence[Path], *, site: str = "d1",
         wait_for: Sequence[str] = (), timeout: float = 120.0, rate: float | None = None,
+        extra: Sequence[str] = (),
     ) -> str:
-        """Run ``xdn publish`` to completion; return its output."""
-        spec = self.publishers[publisher]
+        """Run ``xdn publish`` to completion; return its output (``extra``: more options)."""
+        done = self.run_publish(
+            publisher, documents, site=site, wait_for=wait_for, timeout=timeout, rate=rate,
+            extra=extra,
+        )
+        if done.returncode != 0:
+            raise UsageError(f"publish by {publisher} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def run_publish(
+        self, publisher: str, documents: Sequence[Path], *, site: str = "d1",
+        wait_for: Sequence[str] = (), timeout: float = 120.0, rate: float | None = None,
+        extra: Sequence[str] = (), policy: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``xdn publish`` to completion, whatever its exit code, and return the process.
+
+        ``publisher`` need not be one the sites know (give ``policy`` then; its documents are
+        mapped as production-dept's); ``policy`` replaces the network's signed policy copy.
+        """
+        spec = self.publishers.get(publisher)
+        mapping = (spec or DEFAULT_PUBLISHERS[0]).mapping
+        if policy is None:
+            if spec is None:
+                raise UsageError(f"{publisher} is not a publisher of this network: give policy")
+            policy = Path("policies") / spec.policy.name
         args = self._xdn(
             "publish", *map(str, documents), "--connect", self.address(site),
-            "--name", publisher, "--certs", "certs", "--mapping", str(spec.mapping),
-            "--policy", f"policies/{spec.policy.name}", "--ontology", str(ONTOLOGY),
-            "--state-dir", "state", "--log", f"logs/{publisher}.nq",
+            "--name", publisher, "--certs", "certs", "--mapping", str(mapping),
+            "--policy", str(policy), "--ontology", str(ONTOLOGY),
+            "--state-dir", "state", "--log", f"logs/{publisher}.nq", *extra,
         )
         for name in wait_for:
             args += ["--wait-for", name]
         if rate is not None:
             args += ["--rate", str(rate)]
-        done = subprocess.run(
+        return subprocess.run(
             args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
         )
-        if done.returncode != 0:
-            raise UsageError(f"publish by {publisher} failed: {done.stdout}{done.stderr}")
-        return done.stdout
 
     def publish_marker(
         self, publisher: str, subscribers: Sequence[str] | None = None, *, site: str = "d1",

@@ -42,6 +42,7 @@ from xdn.errors import CertificateError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
+from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = ["SiteIdentity", "SiteNode", "to_pb_member"]
@@ -239,13 +240,13 @@ class SiteNode:
         rekeys: Sequence[pb.GroupRekey] = (),
         document_keys: Sequence[pb.DocumentKeys] = (),
         counter: tuple[str, int] | None = None,
-    ) -> tuple[int, int]:
+    ) -> Reach:
         """Queue group rekeys, key messages and a document for every destination, atomically.
 
         The document is retained (when the site retains documents) for new subscribers.
 
         Returns:
-            (fragments accepted, destinations the document reached).
+            What the document reached (all zero without a document, or for a retransmission).
         """
         appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
         addressed: list[pb.KeyMessage | pb.DocumentKeys] = [*keys, *document_keys]
@@ -285,9 +286,25 @@ class SiteNode:
         if any(refreshed):
             self._on_interest_change()
         if planned is None:
-            return 0, 0
+            return Reach()
         self._record_dissemination(planned)
-        return planned.fragments, len(planned.appends)
+        return Reach(
+            fragments=planned.fragments,
+            destinations=len(planned.appends),
+            subscribers=planned.subscribers,
+            retained=retained is not None,
+        )
+
+    def standing(self, publisher: str) -> Standing:
+        """Where this site stands for ``publisher``: root or not, the policy version it
+        enforces (0: none), its uplink (see :mod:`xdn.publication`)."""
+        policy = self.engine.policies.policies.get(publisher)
+        return Standing(
+            site=self.site.name,
+            root=self.site.uplink is None and not self.ontology.parents(self.site.block),
+            policy_version=0 if policy is None else policy.version,
+            uplink=self.uplink_address,
+        )
 
     def _plan_document(self, diss: pb.Dissemination) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""

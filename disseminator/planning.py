@@ -44,6 +44,7 @@ class DocumentPlan:
     appends: list[Append] = field(default_factory=list)
     graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
     delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
+    subscribers: int = 0  # registered here or behind downlinks, granted some fragment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,8 +84,10 @@ class Planner:
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
         pairs = [self._checked(f, identity) for f in fragments]
         message = provenance.Message.from_nquads(diss.provenance)
+        concepts = frozenset(c for _, c in pairs)
         plan = DocumentPlan(
-            identity=identity, fragments=len(pairs), concepts=frozenset(c for _, c in pairs)
+            identity=identity, fragments=len(pairs), concepts=concepts,
+            subscribers=self.table.reach(manifest.publisher, concepts),
         )
         for destination, ids in self.table.plan(manifest.publisher, pairs).items():
             wanted = set(ids)
@@ -127,8 +130,8 @@ class Planner:
         relayed = provenance.relay(
             message,
             self.signer,
-            message_uri=(
-                f"{self.signer.node_uri}msg/{manifest.document_id}/v{manifest.version}/{hop}"
+            message_uri=provenance.message_uri(
+                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
             ),
             recipient_uri=certs.node_uri(destination.name),
             fragment_ids=fragment_ids,

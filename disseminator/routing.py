@@ -142,6 +142,10 @@ class RoutingTable:
                 out[Destination("link", site)] = ids
         return out
 
+    def reach(self, publisher: str, concepts: frozenset[str]) -> int:
+        """How many subscribers (here or behind downlinks) some of ``concepts`` would reach."""
+        return sum(1 for r in self.members() if r.grants.get(publisher, frozenset()) & concepts)
+
     def route_key(self, subscriber: str) -> Destination | None:
         """Where a key message for ``subscriber`` goes, if it is known here."""
         if subscriber in self.local:

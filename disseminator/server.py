@@ -7,7 +7,9 @@ stream's opening message before it may refuse the call (:func:`_opening`), so th
 learns the status the site sent.
 
 * ``Publish`` (publisher → root): queue the key messages and the document's fragments (a
-  request may carry key messages only).
+  request may carry key messages only). Refused with ``FAILED_PRECONDITION`` at a site that is
+  not a root or enforces no policy of the publisher (:mod:`xdn.publication`); the
+  acknowledgement says what the document reached and where the site stands.
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
   when ``auth_list ⊆ served_list``, otherwise fail with ``FAILED_PRECONDITION`` carrying the
   uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); a new subscriber
@@ -17,7 +19,8 @@ learns the status the site sent.
   interest sent upstream shrinks accordingly.
 * ``Link`` (downlink → uplink): the downlink states the members behind it (re-evaluated here,
   never trusted) and receives what they may receive.
-* ``GetMembership`` (publisher's key service): who is registered, with their certificates.
+* ``GetMembership`` (publisher's key service): who is registered, with their certificates,
+  and where the site stands for the publisher (checked before anything is encrypted).
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from disseminator.stream_watch import StreamWatch
 from xdn import certs
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
+from xdn.publication import site_refusal
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wireconv import standing_to_pb
 
 __all__ = ["REDIRECT_METADATA", "DisseminatorService", "Malformed", "add_to_server"]
 
@@ -209,6 +214,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             _well_formed(request)
             publisher = self._peer(context, role="publisher")
+            standing = self._node.standing(publisher.name)
+            refused = site_refusal(standing, publisher.name)
+            if refused is not None:
+                raise _Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION, refused.reason, redirect=refused.uplink
+                )
             has_document = request.HasField("dissemination")
             if has_document and not request.dissemination.HasField("manifest"):
                 raise ProtocolError("a PublishRequest's dissemination needs a manifest")
@@ -223,7 +234,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 raise ProtocolError("a key message names another publisher")
             if not has_document and not addressed:
                 raise ProtocolError("a PublishRequest carries neither a document nor keys")
-            accepted, reached = self._node.route(
+            reach = self._node.route(
                 dissemination=request.dissemination if has_document else None,
                 keys=list(request.keys),
                 rekeys=list(request.rekeys),
@@ -233,7 +244,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await self._refuse(context, exc)
             raise
         return pb.PublishAck(
-            document_id=manifest.document_id, fragments_accepted=accepted, links_reached=reached
+            document_id=manifest.document_id,
+            fragments_accepted=reach.fragments,
+            links_reached=reach.destinations,
+            subscribers_reached=reach.subscribers,
+            retained=reach.retained,
+            standing=standing_to_pb(standing),
         )
 
     async def GetMembership(
@@ -250,7 +266,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         members = [
             self._node.member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
         ]
-        return pb.Membership(members=members, site=self._node.site.name)
+        return pb.Membership(
+            members=members,
+            site=self._node.site.name,
+            standing=standing_to_pb(self._node.standing(publisher.name)),
+        )
 
     # ---- subscribing ---------------------------------------------------------------------
     async def _admit(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import textwrap
 from pathlib import Path
 
+from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 
 __all__ = ["register"]
@@ -20,6 +23,8 @@ def _publish(args: argparse.Namespace) -> int:
     from xdn.ontology import load_ontology
     from xdn.policy import load_signed_policy
 
+    if args.id is not None and len(args.documents) != 1:
+        raise UsageError("--id names one document: give exactly one DOC with it")
     tls = TlsFiles.from_dir(args.certs, args.name)
     ontology = load_ontology(args.ontology)
     setup = PublisherSetup(
@@ -34,10 +39,14 @@ def _publish(args: argparse.Namespace) -> int:
         provenance_log=args.log or args.state_dir / args.name / "provenance.nq",
         connect=args.connect,
         retain=args.retain,
+        allow_older_policy=args.allow_older_policy,
     )
 
+    def warn(message: str) -> None:
+        print(f"xdn: warning: {message}", file=sys.stderr, flush=True)
+
     async def run() -> None:
-        publisher = Publisher(setup)
+        publisher = Publisher(setup, warn=warn)
         try:
             if args.wait_for:
                 await publisher.wait_for_members(args.wait_for, timeout=args.wait_timeout)
@@ -56,12 +65,16 @@ def _publish(args: argparse.Namespace) -> int:
                 if args.rate:  # pace the documents: the n-th leaves at n / rate seconds
                     await asyncio.sleep(max(0.0, start + index / args.rate - loop.time()))
 
-            async for result in publisher.publish_each(args.documents, pace=pace):
+            named = None if args.id is None else [args.id]
+            async for result in publisher.publish_each(
+                args.documents, pace=pace, document_ids=named
+            ):
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
                 print(
                     f"published {result.document_id} v{result.version}: "
                     f"{result.fragments} fragments, {len(result.concepts)} concepts, "
-                    f"rekeyed: {rekeyed}, {result.key_messages} key messages",
+                    f"rekeyed: {rekeyed}, {result.key_messages} key messages; "
+                    f"{result.describe()}",
                     flush=True,
                 )
         finally:
@@ -71,20 +84,41 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+_DESCRIPTION = (
+    "Map each document to ontology concepts, rekey groups whose membership changed, encrypt "
+    "every fragment with its concept's key, sign the manifest and push it to the root "
+    "disseminator. Without DOC, only bring the group keys up to date: enrol subscribers "
+    "registered since the last publication (granting them the retained recent documents' "
+    "keys) and rekey after leaves.",
+    "Each 'published' line says whom the document reached. Reaching no subscriber is not an "
+    "error (the site may retain the document for subscribers who join later); the line says "
+    "so.",
+    "Publishing is refused, with exit status 1 and nothing sent, when the site is not a root "
+    "site (publish at the root; the error names the site's uplink), when it enforces no "
+    "policy of this publisher (add the publisher to the sites' configuration), or when it "
+    "enforces a newer version of this publisher's policy than --policy (the key service "
+    "would hand out keys by replaced rules: publish with the current signed policy, or pass "
+    "--allow-older-policy to publish anyway, with a warning). A --policy newer than the "
+    "site's is a warning: the site loads a new signed policy when its file changes.",
+)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``xdn publish``."""
     parser = subparsers.add_parser(
         "publish",
         help="encrypt and publish XML documents (or, without DOC, only update group keys)",
-        description="Map each document to ontology concepts, rekey groups whose membership "
-        "changed, encrypt every fragment with its concept's key, sign the manifest and push "
-        "it to the root disseminator. Without DOC, only bring the group keys up to date: "
-        "enrol subscribers registered since the last publication (granting them the retained "
-        "recent documents' keys) and rekey after leaves.",
+        description="\n\n".join(textwrap.fill(p, 88) for p in _DESCRIPTION),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "documents", type=Path, nargs="*", metavar="DOC",
         help="XML documents (none: only synchronise group keys)",
+    )
+    parser.add_argument(
+        "--id", metavar="ID",
+        help="document id of the one DOC (default: the file name without its extension); any "
+        "text without control characters, e.g. 'order 7', 'café' or '2024/03/order'",
     )
     parser.add_argument("--connect", required=True, help="root disseminator HOST:PORT")
     parser.add_argument("--name", required=True, help="publisher name (certificate CN)")
@@ -120,5 +154,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--rate", type=float, help="publish at most this many documents per second"
+    )
+    parser.add_argument(
+        "--allow-older-policy", action="store_true",
+        help="publish even when the site enforces a newer version of this publisher's policy "
+        "than --policy (a warning instead of a refusal)",
     )
     parser.set_defaults(func=_publish)

@@ -9,7 +9,10 @@ Theory of operation, per document:
    sites see — which concepts were disseminated (``after`` rules), how many instances a
    subscriber received (``max_instances``), which concepts it asked for — so a member holds a
    group exactly when the policy *could* grant it the concept and its site grants it now: a
-   site can narrow a member's groups, never widen them (:func:`member_concepts`).
+   site can narrow a member's groups, never widen them (:func:`member_concepts`). The reply
+   also says where the site stands: publishing stops (a UsageError, before anything is rekeyed
+   or encrypted) at a site that is not a root, that does not know this publisher, or that
+   enforces a newer version of its policy (:func:`xdn.publication.check_standing`).
 2. Map the document (concept → XPath) into fragments; for each concept present, compare the
    group's members with who must hold its key now and start a new epoch where they differ —
    a logical key hierarchy per (publisher, concept) (:mod:`xdn.lkh`): one broadcast rekey
@@ -19,7 +22,8 @@ Theory of operation, per document:
 3. Encode: encrypt each fragment under its concept's per-document key, build and sign the
    Merkle manifest; originate the signed provenance message.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
-   outbox delivered, store the document version and append provenance to the log.
+   outbox delivered, store the document version and append provenance to the log. The
+   acknowledgement says what the document reached (:class:`xdn.publication.Reach`).
 
 Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
 while the network takes the previous one. Only one ``Publish`` is in flight, and its request
@@ -40,12 +44,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
-from xdn import certs, crypto, provenance, xmlsafe
+from xdn import certs, crypto, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
@@ -53,18 +58,23 @@ from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
+from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wireconv import (
     dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
+    reach_from_pb,
     rekey_to_pb,
+    standing_from_pb,
 )
 
 __all__ = ["PublishResult", "Publisher", "PublisherSetup"]
 
 log = logging.getLogger(__name__)
+
+_Reply = TypeVar("_Reply")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +90,7 @@ class PublisherSetup:
     provenance_log: Path
     connect: str
     retain: int = 10  # recent documents whose keys a joiner is granted (0: none)
+    allow_older_policy: bool = False  # publish even if the site enforces a newer policy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +103,12 @@ class PublishResult:
     concepts: frozenset[str]
     rekeyed: frozenset[str]
     key_messages: int
-    links_reached: int
+    site: str
+    reach: Reach  # what the document reached at the site
+
+    def describe(self) -> str:
+        """Who the document reached, in words (see :func:`xdn.publication.describe_reach`)."""
+        return describe_reach(self.reach, self.site)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +117,7 @@ class _Prepared:
 
     document_id: str
     version: int
+    site: str
     dissemination: pb.Dissemination
     message: provenance.Message
     fragments: int
@@ -137,14 +154,29 @@ def member_concepts(
     return frozenset(most) & reported
 
 
+def _document_id(path: Path, document_id: str | None) -> str:
+    """The id of a document: ``document_id`` if given, else the file's stem; checked early."""
+    chosen = path.stem if document_id is None else document_id
+    try:
+        return ids.check_id(chosen)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}; choose another id (--id)") from None
+
+
 class Publisher:
     """A connected publisher and its key service state."""
 
     def __init__(
-        self, setup: PublisherSetup, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        setup: PublisherSetup,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        warn: Callable[[str], None] = log.warning,
     ) -> None:
         self._setup = setup
         self._clock = clock
+        self._warn = warn
+        self._warned: set[str] = set()
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
@@ -171,10 +203,41 @@ class Publisher:
         self._lkh.close()
         self._log.close()
 
+    async def _call(self, what: str, call: Awaitable[_Reply]) -> _Reply:
+        """Await one RPC; a refusal or failure becomes a UsageError saying what the site said."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code().name if exc.code() is not None else "UNKNOWN"
+            raise UsageError(
+                f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
+            ) from None
+
+    def _check_site(self, reply: pb.Membership) -> None:
+        """Refuse to go on at a site that would drop what we send; warn once per finding."""
+        if not reply.HasField("standing"):
+            warnings: tuple[str, ...] = (
+                f"site {reply.site or self._setup.connect} does not report where it stands "
+                "(an older version): cannot check that it is a root enforcing our policy",
+            )
+        else:
+            warnings = check_standing(
+                standing_from_pb(reply.site, reply.standing),
+                publisher=self._setup.name,
+                policy_version=self._setup.policy.version,
+                allow_older_policy=self._setup.allow_older_policy,
+            )
+        for warning in warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                self._warn(warning)
+
     async def _members(self) -> tuple[str, list[_Member]]:
-        reply = await self._stub.GetMembership(
-            pb.MembershipRequest(publisher=self._setup.name), timeout=30
+        reply = await self._call(
+            "asking who is registered",
+            self._stub.GetMembership(pb.MembershipRequest(publisher=self._setup.name), timeout=30),
         )
+        self._check_site(reply)
         members = []
         now = self._clock()
         for member in reply.members:
@@ -224,20 +287,28 @@ class Publisher:
         return await self._send(await self._prepare(path, document_id=document_id))
 
     async def publish_each(
-        self, paths: Sequence[Path], *, pace: Callable[[int], Awaitable[None]] | None = None
+        self,
+        paths: Sequence[Path],
+        *,
+        pace: Callable[[int], Awaitable[None]] | None = None,
+        document_ids: Sequence[str] | None = None,
     ) -> AsyncIterator[PublishResult]:
         """Publish documents in order, encoding each while the network takes the previous one.
 
         One ``Publish`` is in flight at a time and each request takes the key outbox as the
         previous acknowledgement left it, so the network receives what a serial loop sends, in
         the same order. ``pace(i)`` is awaited before document ``i`` is prepared.
+        ``document_ids`` names the documents (default: each file's stem).
         """
+        if document_ids is not None and len(document_ids) != len(paths):
+            raise UsageError(f"{len(document_ids)} document ids for {len(paths)} documents")
         sending: asyncio.Task[PublishResult] | None = None
         try:
             for index, path in enumerate(paths):
                 if pace is not None:
                     await pace(index)
-                prepared = await self._prepare(path)
+                named = None if document_ids is None else document_ids[index]
+                prepared = await self._prepare(path, document_id=named)
                 if sending is not None:
                     previous, sending = sending, None
                     yield await previous
@@ -252,7 +323,7 @@ class Publisher:
     async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
         """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
-        document_id = document_id or path.stem
+        document_id = _document_id(path, document_id)
         # Ask first: while waiting, the loop starts sending the previous document.
         site, members = await self._members()
         tree = xmlsafe.parse_file(path)
@@ -284,7 +355,7 @@ class Publisher:
         )
         message = provenance.originate(
             self._signer,
-            message_uri=f"{self._signer.node_uri}msg/{document_id}/v{version}",
+            message_uri=provenance.message_uri(self._signer.node_uri, document_id, f"v{version}"),
             recipient_uri=certs.node_uri(site),
             content=provenance.ContentFacts(
                 document_id=document_id,
@@ -310,6 +381,7 @@ class Publisher:
         return _Prepared(
             document_id=document_id,
             version=version,
+            site=site,
             dissemination=dissemination,
             message=message,
             fragments=len(encoded.fragments),
@@ -339,7 +411,9 @@ class Publisher:
         self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
     ) -> PublishResult:
         """Await the network's acknowledgement, then record what it accepted."""
-        ack = await self._stub.Publish(request, timeout=120)
+        ack = await self._call(
+            f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
+        )
         for sent in outbox:
             self._lkh.delivered(sent.concept, sent.epoch)
         self._keys.commit(prepared.document_id, prepared.version, prepared.document_keys)
@@ -353,7 +427,8 @@ class Publisher:
             concepts=prepared.concepts,
             rekeyed=prepared.rekeyed,
             key_messages=len(request.keys) + len(request.rekeys) + len(request.document_keys),
-            links_reached=ack.links_reached,
+            site=prepared.site,
+            reach=reach_from_pb(ack),
         )
 
     def _path_refreshes(self, members: list[_Member]) -> list[Enrolment]:
@@ -402,7 +477,7 @@ class Publisher:
         refreshes = self._path_refreshes(members)
         request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
         if outbox or refreshes:
-            await self._stub.Publish(request, timeout=120)
+            await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)
         return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)

@@ -307,8 +307,8 @@ class Session:
         receipt = provenance.receipt(
             received,
             self.signer,
-            message_uri=(
-                f"{self.signer.node_uri}msg/{manifest.document_id}/v{manifest.version}/received"
+            message_uri=provenance.message_uri(
+                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
             ),
             timestamp_ms=int(self.clock().timestamp() * 1000),
         )

@@ -11,7 +11,8 @@ application twice, an older version (a replay) is refused.
 Output layout under ``OUT`` (the application's view of what arrived)::
 
     subscription.json                 grants reported by the disseminator at registration
-    views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view
+    views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view (names escaped by
+                                      xdn.ids.file_stem: no separators, no leading dot)
     received.jsonl                    one line per accepted document: fragment id → concept
     refused.jsonl                     one line per refused document, with the reason
 
@@ -27,6 +28,8 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from xdn import ids
 
 __all__ = ["Inbox", "Keyring"]
 
@@ -250,9 +253,14 @@ class Inbox:
     def write_view(
         self, *, publisher: str, document_id: str, version: int, view_xml: bytes
     ) -> Path:
-        folder = self.out_dir / "views" / publisher
+        """Store a verified view as ``views/PUBLISHER/DOCUMENT.vN.xml``; return its path.
+
+        Publisher and document id are escaped into single safe path components
+        (:func:`xdn.ids.file_stem`): an id like ``../x`` or ``a/b`` stays inside the folder.
+        """
+        folder = self.out_dir / "views" / ids.file_stem(publisher)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{document_id}.v{version}.xml"
+        path = folder / f"{ids.file_stem(document_id)}.v{version}.xml"
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(view_xml)
         os.replace(tmp, path)

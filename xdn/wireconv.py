@@ -1,7 +1,7 @@
-"""Conversions between the codec's and key service's values and the wire contract.
+"""Conversions between the codec's, key service's and publication values and the wire contract.
 
-An edge module: the publisher and the subscriber call it; the core modules never see a
-``*_pb2`` type. Anything malformed that arrives from the wire becomes a
+An edge module: the publisher, the subscriber and the sites' servicer call it; the core
+modules never see a ``*_pb2`` type. Anything malformed that arrives from the wire becomes a
 :class:`~xdn.errors.ProtocolError` with a message saying which field is wrong.
 
 Range proofs travel on fragments: the first fragment (in leaf order) of each run of leaves a
@@ -27,6 +27,7 @@ from xdn.codec import (
 )
 from xdn.errors import ProtocolError
 from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage
+from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = [
@@ -36,9 +37,12 @@ __all__ = [
     "document_keys_to_pb",
     "enrolment_from_pb",
     "enrolment_to_pb",
+    "reach_from_pb",
     "rekey_from_pb",
     "rekey_to_pb",
     "restrict_dissemination",
+    "standing_from_pb",
+    "standing_to_pb",
 ]
 
 
@@ -278,3 +282,36 @@ def document_keys_from_pb(message: pb.DocumentKeys) -> DocumentKeyGrant:
     ):
         raise ProtocolError("document keys: routing fields do not match their content")
     return grant
+
+
+def standing_to_pb(standing: Standing) -> pb.SiteStanding:
+    """The wire form of where a site stands for a publisher."""
+    return pb.SiteStanding(
+        root=standing.root, policy_version=standing.policy_version, uplink=standing.uplink or ""
+    )
+
+
+def standing_from_pb(site: str, message: pb.SiteStanding) -> Standing:
+    """Where site ``site`` says it stands.
+
+    Raises:
+        ProtocolError: no site name.
+    """
+    if not site:
+        raise ProtocolError("a site's standing must name the site")
+    return Standing(
+        site=site,
+        root=message.root,
+        policy_version=message.policy_version,
+        uplink=message.uplink or None,
+    )
+
+
+def reach_from_pb(ack: pb.PublishAck) -> Reach:
+    """What a ``PublishAck`` says the document reached."""
+    return Reach(
+        fragments=ack.fragments_accepted,
+        destinations=ack.links_reached,
+        subscribers=ack.subscribers_reached,
+        retained=ack.retained,
+    )

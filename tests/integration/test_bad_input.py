@@ -48,6 +48,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
         network.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
         now=datetime.now(UTC),
     )
+    # A publisher the CA certifies but no site's configuration names.
+    issue_party(network.certs, Party(name="rogue-dept", role="publisher"), now=datetime.now(UTC))
     try:
         network.start_sites()
         network.start_subscriber("alice")
@@ -243,6 +245,49 @@ def test_publish_of_nothing_is_invalid(net: LocalNetwork) -> None:
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "neither a document nor keys" in (error.details() or "")
     _assert_serving(net)
+
+
+def test_publish_at_a_site_that_is_not_a_root_fails_with_a_redirect_to_its_uplink(
+    net: LocalNetwork,
+) -> None:
+    error = _run(_call_error(
+        net, "d2", "production-dept",
+        lambda stub: stub.Publish(_publish_request(publisher="production-dept"), timeout=TIMEOUT),
+    ))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "site d2 is not a root site" in (error.details() or "")
+    assert ("xdn-redirect", net.address("d1")) in tuple(error.trailing_metadata() or ())
+    _assert_serving(net)
+
+
+def test_publish_by_a_publisher_the_site_does_not_know_fails_precondition(
+    net: LocalNetwork,
+) -> None:
+    error = _run(_call_error(
+        net, "d1", "rogue-dept",
+        lambda stub: stub.Publish(_publish_request(publisher="rogue-dept"), timeout=TIMEOUT),
+    ))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "enforces no policy of publisher 'rogue-dept'" in (error.details() or "")
+    _assert_serving(net)
+
+
+def test_membership_says_where_the_site_stands_for_the_publisher(net: LocalNetwork) -> None:
+    async def standing(site: str, name: str) -> pb.SiteStanding:
+        async with _channel(net, site, name) as channel:
+            reply = await pb_grpc.DisseminatorStub(channel).GetMembership(
+                pb.MembershipRequest(publisher=name), timeout=TIMEOUT
+            )
+        assert reply.site == site
+        return reply.standing
+
+    assert _run(standing("d1", "production-dept")) == pb.SiteStanding(
+        root=True, policy_version=1
+    )
+    assert _run(standing("d2", "production-dept")) == pb.SiteStanding(
+        root=False, policy_version=1, uplink=net.address("d1")
+    )
+    assert _run(standing("d1", "rogue-dept")) == pb.SiteStanding(root=True, policy_version=0)
 
 
 def test_document_keys_in_another_publishers_name_are_invalid(net: LocalNetwork) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xdn import crypto
+from xdn import crypto, ids
 from xdn.errors import ProvenanceError, SignatureError, UsageError
 from xdn.provenance import (
     ContentFacts,
@@ -18,6 +18,7 @@ from xdn.provenance import (
     Message,
     ProvenanceLog,
     Signer,
+    message_uri,
     node_description,
     originate,
     read_node_description,
@@ -600,3 +601,42 @@ def test_log_starts_with_node_description_and_appends_each_hop(tmp_path: Path) -
     assert data.count(chain()[1].latest_graphs_nquads()) == 2
     with pytest.raises(UsageError, match="closed"):
         log.append(chain()[1])
+
+
+# ---- ids that need escaping in message URIs -----------------------------------------------
+@pytest.mark.parametrize("document_id", ["order 7", "café", "2024/03/order", "../x", "a#b?c"])
+def test_message_uri_escapes_any_document_id_and_the_chain_verifies(document_id: str) -> None:
+    s = signers()
+    content = ContentFacts(
+        document_id=document_id, publisher="ACME", manifest_root=b"\x05" * 32,
+        fragments=(FragmentFact(fragment_id=f"{document_id}#0", concept="Item",
+                                ciphertext_sha256=b"\x01" * 32),),
+    )
+    m1 = originate(s["pub"], message_uri=message_uri(uri("pub"), document_id, "v1"),
+                   recipient_uri=uri("d1"), content=content, timestamp_ms=1)
+    m2 = relay(m1, s["d1"], message_uri=message_uri(uri("d1"), document_id, "v1", "link-d 2"),
+               recipient_uri=uri("s1"), fragment_ids={f"{document_id}#0"}, timestamp_ms=2)
+    m3 = receipt(m2, s["s1"], message_uri=message_uri(uri("s1"), document_id, "v1", "received"),
+                 timestamp_ms=3)
+    verify_message(m3, keys())
+    prefix = f"msg/{ids.segment(document_id)}/v1"
+    assert all(prefix in e.message for e in shape_of(m3).envelopes)
+    assert m3.document_id == document_id  # the literal keeps the original text
+    assert Message.from_nquads(m3.to_nquads()) == m3
+
+
+def test_message_uri_needs_a_hop_and_text_parts() -> None:
+    assert message_uri(uri("d1"), "x", "v1", "a/b") == f"{uri('d1')}msg/x/v1/a%2Fb"
+    with pytest.raises(ValueError):
+        message_uri(uri("d1"), "x")
+    with pytest.raises(ValueError):
+        message_uri(uri("d1"), "", "v1")
+    with pytest.raises(TypeError):
+        message_uri(uri("d1"), "x", 1)  # type: ignore[arg-type]
+
+
+def test_an_unescaped_message_uri_is_still_refused() -> None:
+    """Minting by hand without escaping is the bug the helper removes: it stays an error."""
+    with pytest.raises(UsageError, match="must start with"):
+        originate(signers()["pub"], message_uri=f"{uri('pub')}msg/order 7/v1",
+                  recipient_uri=uri("d1"), content=CONTENT, timestamp_ms=1)

@@ -15,10 +15,13 @@ A dissemination message is an RDF dataset of named graphs only:
   base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical N-Quads.
 
 Message URIs are minted as ``<node_uri>msg/<document_id>/<hop id>`` by the node adding the
-hop. Building a :class:`Message` checks well-formedness (paper conditions 1 to 8, 10, 11);
-:func:`verify_message` checks condition 9 and every signature (Algorithm 2). Errors name the
-graph at fault. Fan-out is one relayed message per downlink, each with its own URI; the audit
-(``audit/``) rebuilds the tree from the nodes' :class:`ProvenanceLog` files.
+hop (:func:`message_uri`: every part percent-encoded as one path segment, :mod:`xdn.ids`, so a
+document id such as ``order 7``, ``café`` or ``a/b`` makes a valid IRI; the id itself travels
+unescaped as the ``xdn:documentId`` literal). Building a :class:`Message` checks
+well-formedness (paper conditions 1 to 8, 10, 11); :func:`verify_message` checks condition 9
+and every signature (Algorithm 2). Errors name the graph at fault. Fan-out is one relayed
+message per downlink, each with its own URI; the audit (``audit/``) rebuilds the tree from the
+nodes' :class:`ProvenanceLog` files.
 """
 
 from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
@@ -33,6 +36,7 @@ from xdn.provenance._graphs import (
 )
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
 from xdn.provenance._message import Message, originate, receipt, relay, signing_input
+from xdn.provenance._shape import message_uri
 from xdn.provenance._verify import verify_message
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "SignatureInfo",
     "Signer",
     "graph_type",
+    "message_uri",
     "node_description",
     "originate",
     "read_content",

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from urllib.parse import quote
 
+from xdn import ids
 from xdn.errors import ProvenanceError
 from xdn.provenance._graphs import (
     ContentSummary,
@@ -27,12 +27,32 @@ from xdn.provenance._graphs import (
 )
 from xdn.rdf import Quad
 
-__all__ = ["Shape", "analyse", "extend", "message_uri_prefix"]
+__all__ = ["Shape", "analyse", "extend", "message_uri", "message_uri_prefix"]
 
 
 def message_uri_prefix(node_uri: str, document_id: str) -> str:
-    """Message URIs a node mints for a document start with this (condition 11)."""
-    return f"{node_uri}msg/{quote(document_id, safe='')}/"
+    """Message URIs a node mints for a document start with this (condition 11).
+
+    The document id is one percent-encoded path segment (:func:`xdn.ids.segment`).
+    """
+    return f"{node_uri}msg/{ids.segment(document_id)}/"
+
+
+def message_uri(node_uri: str, document_id: str, *hop: str) -> str:
+    """The URI ``node_uri`` mints for a message of ``document_id``: ``<node>msg/<doc>/<hop…>``.
+
+    Every part is percent-encoded as one path segment, so any id and any hop name (a site or
+    subscriber name, ``v3``, ``received``) gives an IRI below :func:`message_uri_prefix`.
+
+    >>> message_uri("https://d1.xdn.example/", "order 7", "v1", "link-d2")
+    'https://d1.xdn.example/msg/order%207/v1/link-d2'
+
+    Raises:
+        TypeError, ValueError: an empty or non-``str`` part, or no hop at all.
+    """
+    if not hop:
+        raise ValueError("a message URI needs at least one hop segment after the document")
+    return message_uri_prefix(node_uri, document_id) + "/".join(ids.segment(h) for h in hop)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -175,14 +175,30 @@ class PublishRequest(_message.Message):
     def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ...) -> None: ...
 
 class PublishAck(_message.Message):
-    __slots__ = ("document_id", "fragments_accepted", "links_reached")
+    __slots__ = ("document_id", "fragments_accepted", "links_reached", "standing", "subscribers_reached", "retained")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     FRAGMENTS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     LINKS_REACHED_FIELD_NUMBER: _ClassVar[int]
+    STANDING_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_REACHED_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     fragments_accepted: int
     links_reached: int
-    def __init__(self, document_id: _Optional[str] = ..., fragments_accepted: _Optional[int] = ..., links_reached: _Optional[int] = ...) -> None: ...
+    standing: SiteStanding
+    subscribers_reached: int
+    retained: bool
+    def __init__(self, document_id: _Optional[str] = ..., fragments_accepted: _Optional[int] = ..., links_reached: _Optional[int] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ..., subscribers_reached: _Optional[int] = ..., retained: _Optional[bool] = ...) -> None: ...
+
+class SiteStanding(_message.Message):
+    __slots__ = ("root", "policy_version", "uplink")
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UPLINK_FIELD_NUMBER: _ClassVar[int]
+    root: bool
+    policy_version: int
+    uplink: str
+    def __init__(self, root: _Optional[bool] = ..., policy_version: _Optional[int] = ..., uplink: _Optional[str] = ...) -> None: ...
 
 class Grant(_message.Message):
     __slots__ = ("publisher", "concepts")
@@ -219,12 +235,14 @@ class MembershipRequest(_message.Message):
     def __init__(self, publisher: _Optional[str] = ...) -> None: ...
 
 class Membership(_message.Message):
-    __slots__ = ("members", "site")
+    __slots__ = ("members", "site", "standing")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     SITE_FIELD_NUMBER: _ClassVar[int]
+    STANDING_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Member]
     site: str
-    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ...) -> None: ...
+    standing: SiteStanding
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("concepts", "resume_after", "retained")
