@@ -64,6 +64,8 @@ def test_publishing_as_a_publisher_the_sites_do_not_know_is_refused(
         .read_text()
         .replace(f'publisher = "{PUBLISHER}"', 'publisher = "rogue-dept"')
     )
+    key = crypto.load_private_key_pem((network.certs / "rogue-dept.key").read_bytes())
+    signature_path(policy).write_bytes(sign_policy(policy.read_bytes(), key))  # its own, signed
     refused = network.run_publish("rogue-dept", [SAMPLE], policy=policy)
     assert refused.returncode == 1
     assert "published" not in refused.stdout
@@ -78,6 +80,7 @@ def test_publishing_with_an_older_policy_than_the_sites_is_refused_unless_allowe
     older = network.workdir / "old-policies" / current.name
     older.parent.mkdir()
     shutil.copyfile(current, older)
+    shutil.copyfile(signature_path(current), signature_path(older))  # version 1, signed
     current.write_text(current.read_text().replace("version = 1", "version = 2"))
     key = crypto.load_private_key_pem((network.certs / f"{PUBLISHER}.key").read_bytes())
     signature_path(current).write_bytes(sign_policy(current.read_bytes(), key))
