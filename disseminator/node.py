@@ -431,6 +431,8 @@ class SiteNode:
         name = registration.subscriber
         if name in self.engine:
             self.engine.unsubscribe(name)
+        if self._ending.pop(name, None) is not None:  # granted again (say, a new certificate)
+            self.store.delete_registration(ENDING, "", name)
         self.engine.subscribe(
             name, certs.credential_from_pem(registration.certificate), at=self._clock()
         )
