@@ -131,12 +131,12 @@ def make_credentials(count: int, seed: int = 3) -> list[Credential]:
             Credential(
                 name=f"user{i}",
                 subject={
-                    "CN": f"user{i}",
-                    "OU": f"Unit{unit}",
-                    "O": _org(unit),
-                    "title": f"Title{rng.randrange(TITLES)}",
+                    "CN": (f"user{i}",),
+                    "OU": (f"Unit{unit}",),
+                    "O": (_org(unit),),
+                    "title": (f"Title{rng.randrange(TITLES)}",),
                 },
-                issuer={"CN": "xdn-ca", "O": "xdn development CA"},
+                issuer={"CN": ("xdn-ca",), "O": ("xdn development CA",)},
                 role="subscriber",
                 serial=i,
                 not_before=NOW - timedelta(days=1),

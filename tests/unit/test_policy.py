@@ -50,8 +50,8 @@ def policies(ontology: Ontology) -> PolicySet:
 def cred(ou: str = "Cred1", **subject: str) -> Credential:
     return Credential(
         name=f"user-{ou}",
-        subject={"CN": f"user-{ou}", "OU": ou, **subject},
-        issuer={"CN": "xdn-ca", "O": "xdn development CA"},
+        subject={"CN": (f"user-{ou}",), "OU": (ou,), **{k: (v,) for k, v in subject.items()}},
+        issuer={"CN": ("xdn-ca",), "O": ("xdn development CA",)},
         role="subscriber",
         serial=7,
         not_before=NOW - timedelta(days=1),
@@ -141,8 +141,8 @@ def _rule(rid: str, effect: str, concept: str, ou: str, extra: str = "") -> str:
         (HEAD + GRANT.replace('"grant"', '"allow"'), r"^p\.toml:7: .*effect must be 'grant'"),
         (HEAD + GRANT + GRANT, r"^p\.toml:11: rule R1: duplicate rule id \(first at line 5\)"),
         (
-            HEAD + GRANT.replace('role = "subscriber"', 'subject = { ou = "x" }'),
-            r"^p\.toml:9: rule R1: unknown subject field 'ou'",
+            HEAD + GRANT.replace('role = "subscriber"', 'subject = { UO = "x" }'),
+            r"^p\.toml:9: rule R1: unknown subject field 'UO'",
         ),
         (HEAD + GRANT.replace('role = "subscriber"', 'role = "admin"'), "when.role must be"),
         (HEAD + GRANT.replace('{ role = "subscriber" }', "{}"), "'when' must be a non-empty"),
@@ -196,7 +196,7 @@ def test_concepts_by_full_iri_and_lists_of_values(ontology: Ontology) -> None:
     )
     policy = parse_policy(text.encode(), ontology, source="p.toml")
     assert policy.rules[0].concept == "Machine"
-    assert policy.rules[0].when.subject == (("2.5.4.12", {"Boss"}), ("OU", {"A", "B"}))
+    assert policy.rules[0].when.subject == (("OU", {"A", "B"}), ("title", {"Boss"}))
 
 
 # ----------------------------------------------------------------------------- validity

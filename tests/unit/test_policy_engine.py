@@ -49,8 +49,8 @@ def policies(ontology: Ontology) -> PolicySet:
 def cred(ou: str, *, days: int = 30, **subject: str) -> Credential:
     return Credential(
         name=f"user-{ou}",
-        subject={"CN": f"user-{ou}", "OU": ou, **subject},
-        issuer={"CN": "xdn-ca", "O": "xdn development CA"},
+        subject={"CN": (f"user-{ou}",), "OU": (ou,), **{k: (v,) for k, v in subject.items()}},
+        issuer={"CN": ("xdn-ca",), "O": ("xdn development CA",)},
         role="subscriber",
         serial=1,
         not_before=NOW - timedelta(days=1),
