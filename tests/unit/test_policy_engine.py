@@ -453,4 +453,4 @@ def test_time_never_goes_back_and_a_late_start_is_honoured(ontology: Ontology) -
     with pytest.raises(PolicyError, match="expired"):
         engine.apply(_policy(ontology, "", version=2, head=UNTIL))  # at defaults to now
     with pytest.raises(UsageError, match="timezone-aware"):
-        engine.advance(datetime(2025, 1, 1))  # noqa: DTZ001
+        engine.advance(datetime(2025, 1, 1))
