@@ -220,6 +220,10 @@ def _decode(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
         line = re.search(r"at line (\d+)", str(exc))
         where = f"{source}:{line.group(1)}" if line else source
         raise PolicyError(f"{where}: malformed TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays / tables
+        raise PolicyError(
+            f"{source}: malformed policy: arrays or inline tables nested too deeply"
+        ) from None
 
 
 def _head(doc: dict[str, Any], ctx: _Ctx, at: datetime | None) -> dict[str, Any]:
