@@ -52,7 +52,7 @@ import networkx as nx
 
 from xdn.errors import PolicyError
 from xdn.ontology import Ontology
-from xdn.policy._model import ROLES, Condition, Policy, Rule
+from xdn.policy._model import Condition, Policy, Rule
 
 __all__ = ["check_rules", "revalidate"]
 
@@ -186,7 +186,9 @@ class _Implications:
 
     def dead(self) -> list[Rule]:
         """The grants that apply for no credential, in file order."""
-        roles = ROLES.union(*(r.when.roles for r in self.grants))
+        # A role no grant names admits only the grants without a role, which every named
+        # role admits too: one run per named role, or one run when no grant names a role.
+        roles = set().union(*(r.when.roles for r in self.grants)) or {""}
         applies: set[int] = set()
         for role in sorted(roles):
             applies |= self.fixpoint(role)
@@ -258,7 +260,7 @@ def _unsatisfiable(policy: Policy, ontology: Ontology, dead: list[Rule]) -> Poli
 def _warnings(policy: Policy) -> list[str]:
     out = []
     denies = {(r.when, r.concept): r for r in policy.rules if r.effect == "deny"}
-    seen: dict[Rule, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
     for rule in policy.rules:
         if rule.effect == "grant" and (rule.when, rule.concept) in denies:
             deny = denies[(rule.when, rule.concept)]
@@ -268,7 +270,15 @@ def _warnings(policy: Policy) -> list[str]:
                 f"wins, so only {rule.concept}'s sub-concepts are granted — write a deny of "
                 "the sub-concepts you mean instead"
             )
-        shape = dataclasses.replace(rule, id="", description="")
+        shape = (
+            rule.effect,
+            rule.concept,
+            rule.inherit,
+            rule.requires,
+            rule.when,
+            rule.after,
+            rule.max_instances,
+        )  # the rule without its id and description
         if shape in seen:
             out.append(f"{policy.where(rule.id)}: rule {rule.id} repeats rule {seen[shape]}")
         seen.setdefault(shape, rule.id)

@@ -8,6 +8,8 @@ values, so two versions of a policy can be compared rule by rule.
 
 from __future__ import annotations
 
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -186,10 +188,14 @@ class Policy:
     valid_until: datetime | None = None
     warnings: tuple[str, ...] = ()
     rule_lines: tuple[tuple[str, int], ...] = ()
+    _line_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_line_of", types.MappingProxyType(dict(self.rule_lines)))
 
     def where(self, rule_id: str | None = None) -> str:
         """``source[:line]`` of a rule (or of the policy) for messages."""
-        line = dict(self.rule_lines).get(rule_id) if rule_id is not None else None
+        line = self._line_of.get(rule_id) if rule_id is not None else None
         return f"{self.source}:{line}" if line else self.source
 
     def expired(self, at: datetime) -> bool:
