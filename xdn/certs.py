@@ -224,7 +224,9 @@ def issue(
     ca_key = crypto.load_private_key_pem(ca_key_pem)
     key = crypto.generate_private_key()
     subject_fields: dict[str, str | Sequence[str]] = {
-        "CN": name, _ROLE_FIELD: role, **(attributes or {})
+        "CN": name,
+        _ROLE_FIELD: role,
+        **(attributes or {}),
     }
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(node_uri(name))]
     for host in hosts:

@@ -93,8 +93,14 @@ def test_a_grant_matches_any_value(ontology: Ontology, ca: tuple[bytes, bytes]) 
 def test_issuer_fields_match_any_value_too(ontology: Ontology) -> None:
     pol = policy(ontology, rule("G", '{ issuer = { O = "Root" } }'))
     holder = Credential(
-        name="u", subject={"CN": ("u",)}, issuer={"O": ("Intermediate", "Root")},
-        role="subscriber", serial=1, not_before=NOW, not_after=NOW, fingerprint="",
+        name="u",
+        subject={"CN": ("u",)},
+        issuer={"O": ("Intermediate", "Root")},
+        role="subscriber",
+        serial=1,
+        not_before=NOW,
+        not_after=NOW,
+        fingerprint="",
     )
     assert len(decide(ontology, pol, holder)) == WORK_ORDER
 
@@ -107,8 +113,9 @@ def test_engine_live_subscribers_are_found_by_any_value(
     engine = PolicyEngine(PolicySet.of(ontology, [first]))
     engine.subscribe("s", issued(ca, OU=("Interns", "Staff")), at=NOW)
     second = parse_policy(
-        (HEAD.replace("version = 1", "version = 2") + rule("D", '{ subject = { OU = "Staff" } }'))
-        .encode(),
+        (
+            HEAD.replace("version = 1", "version = 2") + rule("D", '{ subject = { OU = "Staff" } }')
+        ).encode(),
         ontology,
         source="p2.toml",
     )
