@@ -13,14 +13,15 @@ from xdn.errors import UsageError
 __all__ = ["register"]
 
 
-def _attributes(pairs: list[str]) -> dict[str, str]:
-    out = {}
+def _attributes(pairs: list[str]) -> dict[str, str | list[str]]:
+    """``--attr`` pairs; a field given several times keeps every value, in order."""
+    out: dict[str, list[str]] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--attr expects FIELD=VALUE (e.g. OU=Cred1), got {pair!r}")
-        out[key] = value
-    return out
+        out.setdefault(key, []).append(value)
+    return {key: values[0] if len(values) == 1 else values for key, values in out.items()}
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -45,8 +46,8 @@ def _show(args: argparse.Namespace) -> int:
     if credential.block:
         print(f"block:     {credential.block} (the block this site may serve)")
     print(f"uri:       {credential.uri}")
-    print("subject:   " + ", ".join(f"{k}={v}" for k, v in credential.subject.items()))
-    print("issuer:    " + ", ".join(f"{k}={v}" for k, v in credential.issuer.items()))
+    print("subject:   " + certs.describe_fields(credential.subject))
+    print("issuer:    " + certs.describe_fields(credential.issuer))
     print(f"valid:     {credential.not_before.isoformat()} .. {credential.not_after.isoformat()}")
     print(f"sha256:    {credential.fingerprint}")
     return 0

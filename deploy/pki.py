@@ -14,7 +14,7 @@ deployment brings its own CA and only uses ``xdn certs issue``-style requests ag
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,7 +42,7 @@ class Party:
 
     name: str
     role: str
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: certs.Attributes = field(default_factory=dict)
     hosts: Sequence[str] = ()
 
 

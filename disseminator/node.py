@@ -187,6 +187,7 @@ class SiteNode:
 
     # ---- recovery and the provenance log -------------------------------------------------
     def _recover(self) -> None:
+        expired = ChangeSet()
         for stored in self.store.registrations():
             reg = _from_stored(stored)
             if stored.kind == "subscriber":
@@ -197,7 +198,9 @@ class SiteNode:
                     continue
                 self.table.local[reg.subscriber] = reg
                 self._requested[reg.subscriber] = reg.concepts()
-                self.engine.subscribe(reg.subscriber, credential, at=self._clock())
+                expired += _expiry_of_others(
+                    self.engine.subscribe(reg.subscriber, credential, at=self._clock())
+                )
                 self._replay_instances(reg.subscriber, reg.certificate)
                 dest = Destination("subscriber", reg.subscriber)
             elif stored.kind == ENDING:
@@ -207,6 +210,7 @@ class SiteNode:
                 self.table.links.setdefault(stored.owner, {})[reg.subscriber] = reg
                 dest = Destination("link", stored.owner)
             self._last_seen[dest] = max(self._last_seen.get(dest, 0), stored.seen_ms)
+        self.apply_changes(expired)
         self.flush_log()
         if self.table.local or self.table.links:
             log.info(
@@ -433,7 +437,7 @@ class SiteNode:
             self.engine.unsubscribe(name)
         if self._ending.pop(name, None) is not None:  # granted again (say, a new certificate)
             self.store.delete_registration(ENDING, "", name)
-        self.engine.subscribe(
+        changes = self.engine.subscribe(
             name, certs.credential_from_pem(registration.certificate), at=self._clock()
         )
         self._replay_instances(name, registration.certificate)
@@ -458,6 +462,7 @@ class SiteNode:
                 _to_stored("subscriber", "", registration, self.now_ms())
             )
         self._on_interest_change()
+        self.apply_changes(_expiry_of_others(changes))
         return registration
 
     def ending(self, subscriber: str) -> Registration | None:
@@ -708,3 +713,14 @@ class SiteNode:
             log.warning("%s", line)
         self.refresh_gauges()
         return done
+
+
+def _expiry_of_others(changes: ChangeSet) -> ChangeSet:
+    """What a subscription's ChangeSet says expired for *other* subscribers.
+
+    The engine processes expiry up to the time of every operation, so subscribing may end
+    someone else's grants (a policy past ``valid_until``, an expired credential) before the
+    next housekeeping tick; the site acts on those at once.
+    """
+    return ChangeSet(changes=tuple(c for c in changes.changes if c.reason == "expiry"))
+

@@ -9,7 +9,9 @@ Every party has a P-384 key and a certificate from the network's CA:
 
 The role travels in the subject's ``businessCategory``; the node's linked-data URI
 (``https://NAME.xdn.example/``) in a URI SubjectAlternativeName. Policy conditions match on the
-subject and issuer fields exposed by :class:`Credential`.
+subject and issuer fields exposed by :class:`Credential`: every field keeps *all* its values
+in certificate order (``OU=Interns, OU=Staff`` is ``{"OU": ("Interns", "Staff")}``), under its
+canonical name (:mod:`xdn.names`: ``2.5.4.11`` and ``organizationalUnitName`` are ``OU``).
 """
 
 from __future__ import annotations
@@ -23,18 +25,21 @@ from ipaddress import ip_address
 from types import MappingProxyType
 
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from xdn import crypto
+from xdn import crypto, names
 from xdn.errors import CertificateError, UsageError
 
 __all__ = [
     "BLOCK_FIELD",
     "ROLES",
+    "Attributes",
     "Credential",
+    "Fields",
     "create_ca",
     "create_crl",
     "credential_from_pem",
+    "describe_fields",
     "issue",
     "load_crl",
     "node_uri",
@@ -43,23 +48,11 @@ __all__ = [
 ]
 
 ROLES = frozenset({"site", "publisher", "subscriber"})
-BLOCK_FIELD = "xdnBlock"
+BLOCK_FIELD = names.BLOCK_FIELD
+_ROLE_FIELD = "businessCategory"
 
-_SHORT_NAMES: dict[x509.ObjectIdentifier, str] = {
-    NameOID.COMMON_NAME: "CN",
-    NameOID.ORGANIZATION_NAME: "O",
-    NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
-    NameOID.COUNTRY_NAME: "C",
-    NameOID.STATE_OR_PROVINCE_NAME: "ST",
-    NameOID.LOCALITY_NAME: "L",
-    NameOID.TITLE: "title",
-    NameOID.BUSINESS_CATEGORY: "businessCategory",
-    NameOID.EMAIL_ADDRESS: "emailAddress",
-    # A UUID-derived OID (ITU-T X.667, arc 2.25; no registration needed): the maximum
-    # conceptual block a site certificate authorises its holder to serve.
-    x509.ObjectIdentifier("2.25.284602625711494823787518244044928283463"): "xdnBlock",
-}
-_OIDS = {short: oid for oid, short in _SHORT_NAMES.items()}
+Fields = Mapping[str, tuple[str, ...]]
+"""A distinguished name as fields: canonical field name → its values, in certificate order."""
 
 
 def node_uri(name: str) -> str:
@@ -67,13 +60,39 @@ def node_uri(name: str) -> str:
     return f"https://{name}.xdn.example/"
 
 
+def _normalised(fields: Mapping[str, tuple[str, ...]], what: str) -> Fields:
+    out: dict[str, tuple[str, ...]] = {}
+    for key, values in fields.items():
+        if not isinstance(values, tuple) or not all(isinstance(v, str) for v in values):
+            raise TypeError(f"{what} field {key!r}: values must be a tuple of strings")
+        try:
+            name = names.canonical_field(key)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        out[name] = out.get(name, ()) + values
+    return MappingProxyType(out)
+
+
+def _single(fields: Fields, name: str) -> str:
+    """The field's value when it has exactly one, else ``""``."""
+    values = fields.get(name, ())
+    return values[0] if len(set(values)) == 1 else ""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Credential:
-    """What policies and routing know about a certificate."""
+    """What policies and routing know about a certificate.
+
+    Attributes:
+        name: the subject's (first) common name.
+        subject: subject name fields: canonical field name → every value, in order.
+        issuer: issuer name fields, likewise.
+        role: ``site``, ``publisher`` or ``subscriber`` (from ``businessCategory``).
+    """
 
     name: str
-    subject: Mapping[str, str]
-    issuer: Mapping[str, str]
+    subject: Fields
+    issuer: Fields
     role: str
     serial: int
     not_before: datetime
@@ -84,33 +103,58 @@ class Credential:
     def __post_init__(self) -> None:
         if self.not_before.tzinfo is None or self.not_after.tzinfo is None:
             raise ValueError("credential validity must be timezone-aware")
-        object.__setattr__(self, "subject", MappingProxyType(dict(self.subject)))
-        object.__setattr__(self, "issuer", MappingProxyType(dict(self.issuer)))
+        object.__setattr__(self, "subject", _normalised(self.subject, "subject"))
+        object.__setattr__(self, "issuer", _normalised(self.issuer, "issuer"))
 
     @property
     def block(self) -> str:
-        """The block a site certificate authorises its holder to serve ("" if none)."""
-        return self.subject.get(BLOCK_FIELD, "")
+        """The block a site certificate authorises its holder to serve.
+
+        ``""`` when it names none, or several different ones (which authorises nothing).
+        """
+        return _single(self.subject, BLOCK_FIELD)
 
     def valid_at(self, at: datetime) -> bool:
         """Whether ``at`` lies inside the certificate's validity period."""
         return self.not_before <= at <= self.not_after
 
 
-def _name(fields: Mapping[str, str]) -> x509.Name:
+def describe_fields(fields: Fields) -> str:
+    """``CN=alice, OU=Interns, OU=Staff``: every value of every field, in order."""
+    return ", ".join(f"{key}={value}" for key, values in fields.items() for value in values)
+
+
+Attributes = Mapping[str, str | Sequence[str]]
+"""Subject fields to issue: field name (any spelling) → one value or several."""
+
+
+def _name(fields: Attributes) -> x509.Name:
+    attributes = []
+    for key, given in fields.items():
+        try:
+            oid = names.field_oid(key)
+        except ValueError:
+            raise UsageError(
+                f"unknown subject field {key!r}; use a name such as CN, O, OU, title, or a "
+                "dotted OID"
+            ) from None
+        for value in [given] if isinstance(given, str) else given:
+            attributes.append(x509.NameAttribute(oid, value))
+    return x509.Name(attributes)
+
+
+def _canonical(key: str) -> str:
     try:
-        return x509.Name([x509.NameAttribute(_OIDS[k], v) for k, v in fields.items()])
-    except KeyError as exc:
-        raise UsageError(
-            f"unknown subject field {exc.args[0]!r}; use one of {sorted(_OIDS)}"
-        ) from None
+        return names.canonical_field(key)
+    except ValueError:
+        return key  # reported by _name
 
 
-def _fields(name: x509.Name) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _fields(name: x509.Name) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
     for attribute in name:
-        short = _SHORT_NAMES.get(attribute.oid, attribute.oid.dotted_string)
-        out[short] = str(attribute.value)
+        key = names.field_name(attribute.oid)
+        out[key] = (*out.get(key, ()), str(attribute.value))
     return out
 
 
@@ -153,7 +197,7 @@ def issue(
     *,
     name: str,
     role: str,
-    attributes: Mapping[str, str] | None = None,
+    attributes: Attributes | None = None,
     hosts: Sequence[str] = (),
     now: datetime,
     days: int = 365,
@@ -161,8 +205,9 @@ def issue(
     """Issue a certificate for ``name`` in ``role``; return ``(cert_pem, key_pem)``.
 
     Args:
-        attributes: extra subject fields (e.g. ``{"OU": "Cred1"}``) that policies match on; a
-            site certificate must carry :data:`BLOCK_FIELD`, the block it may serve.
+        attributes: extra subject fields (e.g. ``{"OU": "Cred1"}``, or several values:
+            ``{"OU": ("Interns", "Staff")}``) that policies match on; a site certificate must
+            carry :data:`BLOCK_FIELD`, the block it may serve.
         hosts: DNS names / IP addresses for TLS (sites: ``localhost``, ``127.0.0.1``).
     """
     if role not in ROLES:
@@ -172,10 +217,17 @@ def issue(
             f"{name}: a site certificate, and only a site certificate, names the block its "
             "holder may serve (xdn certs issue --role site --block CONCEPT)"
         )
+    reserved = [k for k in attributes or {} if _canonical(k) in ("CN", _ROLE_FIELD)]
+    if reserved:
+        raise UsageError(f"{name}: the name and the role are not attributes ({reserved[0]!r})")
     ca_cert = _load(ca_cert_pem)
     ca_key = crypto.load_private_key_pem(ca_key_pem)
     key = crypto.generate_private_key()
-    subject_fields = {"CN": name, "businessCategory": role, **(attributes or {})}
+    subject_fields: dict[str, str | Sequence[str]] = {
+        "CN": name,
+        _ROLE_FIELD: role,
+        **(attributes or {}),
+    }
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(node_uri(name))]
     for host in hosts:
         try:
@@ -211,10 +263,10 @@ def credential_from_pem(cert_pem: bytes) -> Credential:
     except x509.ExtensionNotFound:
         uris = []
     return Credential(
-        name=subject.get("CN", ""),
+        name=subject.get("CN", ("",))[0],
         subject=subject,
         issuer=_fields(cert.issuer),
-        role=subject.get("businessCategory", ""),
+        role=_single(subject, _ROLE_FIELD),
         serial=cert.serial_number,
         not_before=cert.not_valid_before_utc,
         not_after=cert.not_valid_after_utc,

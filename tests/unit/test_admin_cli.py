@@ -180,6 +180,20 @@ def test_policy_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize(
+    "value", ["[" * 5000 + "]" * 5000, "{ a = " * 5000 + "1" + " }" * 5000]
+)
+def test_policy_check_refuses_deep_nesting_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """Issue #12 item 9: deeply nested TOML was a RecursionError traceback."""
+    deep = _copy(tmp_path, QA, QA.read_text(encoding="utf-8") + f"[[rule]]\nid = {value}\n")
+    code, out, err = run(capsys, "policy", "check", str(deep))
+    assert code == 1 and not out
+    assert f"{deep}: malformed policy: arrays or inline tables nested too deeply" in err
+    assert "Traceback" not in err and "RecursionError" not in err
+
+
+@pytest.mark.parametrize(
     ("edit", "message"),
     [
         (('concept = "ResourceDetails"', 'concept = "Resources"'), ":17: rule R0: unknown concept"),

@@ -21,10 +21,10 @@ def test_issued_subscriber_carries_role_attributes_and_uri(ca: tuple[bytes, byte
     pem, _ = certs.issue(*ca, name="alice", role="subscriber", attributes={"OU": "Cred1"}, now=NOW)
     credential = certs.verify_certificate(pem, ca[0], at=NOW, role="subscriber")
     assert credential.name == "alice"
-    assert credential.subject["OU"] == "Cred1"
+    assert credential.subject["OU"] == ("Cred1",)
     assert credential.role == "subscriber"
     assert credential.uri == "https://alice.xdn.example/"
-    assert credential.issuer["CN"] == "test-ca"
+    assert credential.issuer["CN"] == ("test-ca",)
 
 
 def test_certificate_from_another_ca_is_refused(ca: tuple[bytes, bytes]) -> None:

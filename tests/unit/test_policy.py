@@ -16,6 +16,7 @@ from xdn.ontology import Ontology, load_ontology
 from xdn.policy import (
     Condition,
     Policy,
+    PolicyEngine,
     PolicySet,
     Rule,
     auth_list,
@@ -50,8 +51,8 @@ def policies(ontology: Ontology) -> PolicySet:
 def cred(ou: str = "Cred1", **subject: str) -> Credential:
     return Credential(
         name=f"user-{ou}",
-        subject={"CN": f"user-{ou}", "OU": ou, **subject},
-        issuer={"CN": "xdn-ca", "O": "xdn development CA"},
+        subject={"CN": (f"user-{ou}",), "OU": (ou,), **{k: (v,) for k, v in subject.items()}},
+        issuer={"CN": ("xdn-ca",), "O": ("xdn development CA",)},
         role="subscriber",
         serial=7,
         not_before=NOW - timedelta(days=1),
@@ -141,8 +142,8 @@ def _rule(rid: str, effect: str, concept: str, ou: str, extra: str = "") -> str:
         (HEAD + GRANT.replace('"grant"', '"allow"'), r"^p\.toml:7: .*effect must be 'grant'"),
         (HEAD + GRANT + GRANT, r"^p\.toml:11: rule R1: duplicate rule id \(first at line 5\)"),
         (
-            HEAD + GRANT.replace('role = "subscriber"', 'subject = { ou = "x" }'),
-            r"^p\.toml:9: rule R1: unknown subject field 'ou'",
+            HEAD + GRANT.replace('role = "subscriber"', 'subject = { UO = "x" }'),
+            r"^p\.toml:9: rule R1: unknown subject field 'UO'",
         ),
         (HEAD + GRANT.replace('role = "subscriber"', 'role = "admin"'), "when.role must be"),
         (HEAD + GRANT.replace('{ role = "subscriber" }', "{}"), "'when' must be a non-empty"),
@@ -196,7 +197,7 @@ def test_concepts_by_full_iri_and_lists_of_values(ontology: Ontology) -> None:
     )
     policy = parse_policy(text.encode(), ontology, source="p.toml")
     assert policy.rules[0].concept == "Machine"
-    assert policy.rules[0].when.subject == (("2.5.4.12", {"Boss"}), ("OU", {"A", "B"}))
+    assert policy.rules[0].when.subject == (("OU", {"A", "B"}), ("title", {"Boss"}))
 
 
 # ----------------------------------------------------------------------------- validity
@@ -245,6 +246,76 @@ def test_valid_until(ontology: Ontology) -> None:
     ],
 )
 def test_contradictory_rules_are_errors(ontology: Ontology, rules: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_policy((HEAD + rules).encode(), ontology, source="p.toml")
+
+
+PP_BLOCK = {
+    "ProductionProcess", "WorkOrder", "Production", "ProductionStep", "MachineSetting",
+    "ProductSpecification", "ResourceSpecification", "QualityInspection", "InspectionResult",
+    "Measurement", "ResourceDetails", "Machine", "Material",
+}
+
+
+def test_a_grant_requiring_a_concept_of_its_own_block_applies_when_another_rule_grants_it(
+    ontology: Ontology,
+) -> None:
+    """Issue #12 item 5: B's block holds ResourceDetails, but A grants it: no cycle."""
+    rules = _rule("A", "grant", "ResourceDetails", "X", "inherit = true\n") + (
+        '[[rule]]\nid = "B"\neffect = "grant"\nconcept = "ProductionProcess"\n'
+        'inherit = true\nrequires = "ResourceDetails"\nwhen = { subject = { O = "Acme" } }\n'
+    )
+    policy = parse_policy((HEAD + rules).encode(), ontology, source="p.toml")
+    both = auth_list(cred("X", O="Acme"), policy, ontology, at=NOW).concepts
+    assert both == PP_BLOCK
+    engine = PolicyEngine(PolicySet.of(ontology, [policy]))
+    assert engine.auth_list(cred("X", O="Acme"), NOW).concepts == PP_BLOCK
+    only_b = auth_list(cred("Y", O="Acme"), policy, ontology, at=NOW)
+    assert only_b.concepts == set()  # least fixed point: B cannot grant its own premise
+    assert "B does not apply: ResourceDetails not granted" in only_b.notes
+    only_a = auth_list(cred("X"), policy, ontology, at=NOW).concepts
+    assert only_a == {"ResourceDetails", "Machine", "Material", "ResourceSpecification"}
+
+
+def test_implications_requiring_each_other_are_fine_when_a_third_rule_starts_them(
+    ontology: Ontology,
+) -> None:
+    rules = (
+        _rule("A", "grant", "Machine", "X", 'requires = "Material"\n')
+        + _rule("B", "grant", "Material", "X", 'requires = "Machine"\n')
+        + _rule("C", "grant", "Machine", "Starter")
+    )
+    policy = parse_policy((HEAD + rules).encode(), ontology, source="p.toml")
+    assert auth_list(cred("X"), policy, ontology, at=NOW).concepts == set()
+    holder = dataclasses.replace(cred("X"), subject={"OU": ("X", "Starter")})
+    assert auth_list(holder, policy, ontology, at=NOW).concepts == {"Machine", "Material"}
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        (  # its own block is the only provider
+            _rule("B", "grant", "ProductionProcess", "X", 'inherit = true\nrequires = "Machine"\n'),
+            r"^p\.toml:5: rule B: implication cycle: B → B: it requires what only its own grant",
+        ),
+        (  # a cycle another dead rule depends on is reported at the cycle
+            _rule("Z", "grant", "Measurement", "X", 'requires = "Machine"\n')
+            + _rule("A", "grant", "Machine", "X", 'requires = "Material"\n')
+            + _rule("B", "grant", "Material", "X", 'requires = "Machine"\n'),
+            r"^p\.toml:11: rule A: implication cycle: A → B → A, and no other rule grants",
+        ),
+        (  # the only provider is for another role
+            '[[rule]]\nid = "S"\neffect = "grant"\nconcept = "Machine"\n'
+            'when = { role = "site" }\n'
+            '[[rule]]\nid = "U"\neffect = "grant"\nconcept = "Material"\n'
+            'requires = "Machine"\nwhen = { role = "subscriber" }\n',
+            r"rule U: requires Machine, which no grant rule for the same role can give",
+        ),
+    ],
+)
+def test_unsatisfiable_implications_are_errors(
+    ontology: Ontology, rules: str, message: str
+) -> None:
     with pytest.raises(PolicyError, match=message):
         parse_policy((HEAD + rules).encode(), ontology, source="p.toml")
 

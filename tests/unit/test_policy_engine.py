@@ -49,8 +49,8 @@ def policies(ontology: Ontology) -> PolicySet:
 def cred(ou: str, *, days: int = 30, **subject: str) -> Credential:
     return Credential(
         name=f"user-{ou}",
-        subject={"CN": f"user-{ou}", "OU": ou, **subject},
-        issuer={"CN": "xdn-ca", "O": "xdn development CA"},
+        subject={"CN": (f"user-{ou}",), "OU": (ou,), **{k: (v,) for k, v in subject.items()}},
+        issuer={"CN": ("xdn-ca",), "O": ("xdn development CA",)},
         role="subscriber",
         serial=1,
         not_before=NOW - timedelta(days=1),
@@ -384,3 +384,73 @@ def test_change_sets() -> None:
     assert not ChangeSet() and len(ChangeSet()) == 0
     with pytest.raises(ValueError, match="both gained and lost"):
         dataclasses.replace(one, lost=frozenset({"X"}))
+
+
+# ---------------------------------------------------------------- expiry at every entry point
+UNTIL = "valid_until = 2025-07-01T00:00:00Z\n"
+AFTER_UNTIL = datetime(2025, 7, 2, tzinfo=UTC)
+
+
+def _expiring(ontology: Ontology) -> PolicyEngine:
+    policy = _policy(ontology, _rule("G", "Machine", "X"), head=UNTIL)
+    engine = PolicyEngine(PolicySet.of(ontology, [policy]))
+    engine.subscribe("s", cred("X", days=90), at=NOW)
+    assert engine.advance(AFTER_UNTIL).lost() == {"s": {"qa-company": {"Machine"}}}
+    return engine
+
+
+def _agrees_with_auth_list(engine: PolicyEngine, holder: Credential, subscriber: str) -> None:
+    assert engine.now is not None
+    at_now = engine.auth_list(holder, engine.now, publisher="qa-company").concepts
+    assert engine.grants(subscriber)["qa-company"] == at_now
+
+
+def test_an_expired_policy_stays_expired_when_the_ontology_is_reloaded(
+    ontology: Ontology,
+) -> None:
+    engine = _expiring(ontology)
+    reloaded = load_ontology([REPO / "ontology" / "production.owl"])
+    assert reloaded is not ontology
+    changes = engine.apply(reloaded)
+    assert not changes.gained()
+    assert engine.grants("s") == {"qa-company": set()}
+    _agrees_with_auth_list(engine, cred("X", days=90), "s")
+    again = engine.apply(PolicySet.of(reloaded, engine.policies.policies.values()), at=AFTER_UNTIL)
+    assert not again.gained() and engine.grants("s") == {"qa-company": set()}
+    renewed = _policy(reloaded, _rule("G", "Machine", "X"), version=2)
+    assert engine.apply(renewed).gained() == {"s": {"qa-company": {"Machine"}}}
+
+
+def test_an_expired_policy_stays_expired_when_its_file_is_reloaded(ontology: Ontology) -> None:
+    engine = _expiring(ontology)
+    same = _policy(ontology, _rule("G", "Machine", "X"), head=UNTIL)  # parsed again
+    assert not engine.apply(PolicySet.of(ontology, [same]))
+    assert engine.grants("s") == {"qa-company": set()}
+    assert not engine.mark_disseminated("qa-company", ["Machine"])
+    assert not engine.record_delivery("s", "qa-company", ["Machine"])
+    assert engine.grants("s") == {"qa-company": set()}
+
+
+def test_subscribe_after_valid_until_grants_nothing_before_the_timer(ontology: Ontology) -> None:
+    policy = _policy(ontology, _rule("G", "Machine", "X"), head=UNTIL)
+    engine = PolicyEngine(PolicySet.of(ontology, [policy]))
+    engine.subscribe("early", cred("X", days=90), at=NOW)
+    late = engine.subscribe("late", cred("X", days=90), at=AFTER_UNTIL)  # no advance() before
+    assert late.gained() == {}
+    assert late.lost() == {"early": {"qa-company": {"Machine"}}}
+    assert all(c.reason == "expiry" for c in late.changes)
+    for subscriber in ("early", "late"):
+        assert engine.grants(subscriber) == {"qa-company": set()}
+        _agrees_with_auth_list(engine, cred("X", days=90), subscriber)
+    assert engine.now == AFTER_UNTIL
+
+
+def test_time_never_goes_back_and_a_late_start_is_honoured(ontology: Ontology) -> None:
+    policy = _policy(ontology, _rule("G", "Machine", "X"), head=UNTIL)
+    engine = PolicyEngine(PolicySet.of(ontology, [policy]), at=AFTER_UNTIL)
+    assert not engine.subscribe("s", cred("X", days=90), at=NOW)  # NOW < now: taken as now
+    assert engine.now == AFTER_UNTIL and engine.grants("s") == {"qa-company": set()}
+    with pytest.raises(PolicyError, match="expired"):
+        engine.apply(_policy(ontology, "", version=2, head=UNTIL))  # at defaults to now
+    with pytest.raises(UsageError, match="timezone-aware"):
+        engine.advance(datetime(2025, 1, 1))

@@ -40,8 +40,8 @@ EFFECTS: tuple[Effect, ...] = ("grant", "deny")
 def credential(unit: str, org: str, role: str = "subscriber", issuer: str = "ca") -> Credential:
     return Credential(
         name=f"{unit}-{org}-{role}-{issuer}",
-        subject={"CN": f"{unit}{org}", "OU": unit, "O": org},
-        issuer={"O": issuer},
+        subject={"CN": (f"{unit}{org}",), "OU": (unit,), "O": (org,)},
+        issuer={"O": (issuer,)},
         role=role,
         serial=1,
         not_before=NOW - timedelta(days=1),

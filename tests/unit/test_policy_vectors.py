@@ -44,12 +44,17 @@ class Vector:
     expect_note: str | None
 
 
+def _fields(raw: dict[str, str | list[str]]) -> dict[str, tuple[str, ...]]:
+    """A name as written in the vector file: a field is one value or a list of values."""
+    return {k: (v,) if isinstance(v, str) else tuple(v) for k, v in raw.items()}
+
+
 def _credential(raw: dict[str, Any]) -> Credential:
     not_before, not_after = VALIDITY[raw.get("valid", "current")]
     return Credential(
         name="vector",
-        subject={"CN": "vector", **raw.get("subject", {})},
-        issuer=raw.get("issuer", {"CN": "xdn-ca", "O": "xdn development CA"}),
+        subject=_fields({"CN": "vector", **raw.get("subject", {})}),
+        issuer=_fields(raw.get("issuer", {"CN": "xdn-ca", "O": "xdn development CA"})),
         role=raw.get("role", "subscriber"),
         serial=1,
         not_before=not_before,

@@ -135,7 +135,9 @@ def explain_lines(
     credential: Credential, authorization: Authorization, policy: Policy | None = None
 ) -> list[str]:
     """Human-readable explanation of one authorization (rules, paths, notes)."""
-    subject = ", ".join(f"{k}={v}" for k, v in credential.subject.items())
+    from xdn.certs import describe_fields
+
+    subject = describe_fields(credential.subject)
     lines = [
         f"credential {subject} (role {credential.role}), valid "
         f"{credential.not_before.isoformat()} to {credential.not_after.isoformat()}",

@@ -17,7 +17,7 @@ from xdn.ontology import Ontology
 from xdn.policy._books import Book
 from xdn.policy._compiled import CompiledPolicy, Decision, Interner, OntologyBits, ProfileKey
 from xdn.policy._evaluate import auth_list, gate
-from xdn.policy._model import Authorization
+from xdn.policy._model import Authorization, Policy
 from xdn.policy._policyset import PolicySet
 from xdn.policy._registry import Registry
 
@@ -33,18 +33,37 @@ class EngineBase:
     """The engine's state and its read-only queries (see :class:`PolicyEngine`)."""
 
     def __init__(
-        self, policies: PolicySet, *, disseminated: abc.Set[tuple[str, str]] = frozenset()
+        self,
+        policies: PolicySet,
+        *,
+        disseminated: abc.Set[tuple[str, str]] = frozenset(),
+        at: datetime | None = None,
     ) -> None:
+        if at is not None and at.tzinfo is None:
+            raise UsageError("the engine needs timezone-aware times")
         self._set = policies
         self._bits = OntologyBits(policies.ontology)
         self._intern = Interner()
         self._sat = frozenset(disseminated)
+        self._now = at
         self._books = {
-            p: Book(CompiledPolicy(pol, self._bits, self._intern))
+            p: Book(CompiledPolicy(pol, self._bits, self._intern), dead=self._expired(pol))
             for p, pol in policies.policies.items()
         }
         self._live = Registry()
         self._evaluations = 0
+
+    def _expired(self, policy: Policy) -> bool:
+        """Whether ``policy`` is past its ``valid_until`` at the engine's instant."""
+        return self._now is not None and policy.expired(self._now)
+
+    def _instant(self, at: datetime | None) -> datetime | None:
+        """The instant an operation at ``at`` works at: the engine's time never goes back."""
+        if at is not None and at.tzinfo is None:
+            raise UsageError("the engine needs timezone-aware times")
+        if at is None or (self._now is not None and at < self._now):
+            return self._now
+        return at
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -61,6 +80,16 @@ class EngineBase:
     def disseminated(self) -> frozenset[tuple[str, str]]:
         """(publisher, concept) pairs disseminated so far."""
         return self._sat
+
+    @property
+    def now(self) -> datetime | None:
+        """The latest instant the engine has been told of; its live state is for that instant.
+
+        ``grants``, ``decision`` and every ChangeSet describe the state at this instant: a
+        policy past its ``valid_until`` then, or a credential expired then, grants nothing.
+        ``None`` until an operation with a time has been run (and no ``at`` was given).
+        """
+        return self._now
 
     @property
     def evaluations(self) -> int:

@@ -9,7 +9,8 @@ block as a Python ``int`` used as a bitset, so a rule's cover, a deny, a union o
 :class:`CompiledPolicy` evaluates exactly the semantics of :func:`~xdn.policy.auth_list` on
 those bitsets. Rules are grouped by their condition set, and each distinct condition is
 indexed under one *anchor* clause (a subject or issuer field, else the role): matching a
-credential looks up its value for each anchor field, then verifies only those candidates. The
+credential looks up each of its values for each anchor field (a field may have several), then
+verifies only those candidates. The
 set of matching conditions (as interned ids) is the credential's *profile*: two credentials
 with the same profile and the same relevant dissemination state get the same decision, which
 is what :class:`~xdn.policy.PolicyEngine` caches.
@@ -293,8 +294,7 @@ class CompiledPolicy:
         found: list[int] = list(self.always)
         for (scope, name), table in self.anchors.items():
             names = credential.subject if scope == "subject" else credential.issuer
-            value = names.get(name)
-            if value is not None:
+            for value in names.get(name, ()):
                 found += table.get(value, ())
         found += self.by_role.get(credential.role, ())
         verify, conditions = self.verify, self.conditions

@@ -65,11 +65,10 @@ def rule_diff(old: Policy, new: Policy) -> RuleDiff:
 def _representative(condition: Condition) -> Credential:
     from xdn.certs import Credential
 
-    subject = {key: min(values) for key, values in condition.subject}
     return Credential(
         name=condition.describe(),
-        subject=subject,
-        issuer={key: min(values) for key, values in condition.issuer},
+        subject={key: (min(values),) for key, values in condition.subject},
+        issuer={key: (min(values),) for key, values in condition.issuer},
         role=min(condition.roles) if condition.roles else "subscriber",
         serial=0,
         not_before=_DAWN,

@@ -25,8 +25,18 @@ are re-profiled one by one (:func:`xdn.policy._books.rebuild`). Every operation 
 state aside and swaps it in at the end, so a refused update leaves the engine as it was.
 
 Every mutating operation returns a :class:`~xdn.policy.ChangeSet`: who gained and who lost
-which concepts. Expiry of credentials and of policies (``valid_until``) is processed by
-:meth:`PolicyEngine.advance`, which the daemon calls on a timer and before a reload.
+which concepts.
+
+*Time and expiry.* The engine's live state is for one instant, :attr:`PolicyEngine.now`: the
+latest time any operation was given (it never goes back; an earlier ``at`` is taken as
+``now``). Every operation that takes a time first moves ``now`` there and processes expiry
+(:meth:`PolicyEngine.advance`): credentials expired by then are unsubscribed, and a policy
+past its ``valid_until`` stops granting — its book is *dead* and stays dead, through
+re-validations on a new ontology and reloads of the same file, until a newer version is
+applied. So ``subscribe`` after ``valid_until`` grants nothing even before the daemon's timer
+calls ``advance``, and the ChangeSet it returns also holds the losses that expiry caused.
+Operations without a time (deliveries, disseminations) work at ``now``. Queries
+(``auth_list``, ``explain``) evaluate at the time they are given and change nothing.
 """
 
 from __future__ import annotations
@@ -58,19 +68,27 @@ class PolicyEngine(EngineBase):
     Args:
         policies: the policies in force (and their ontology).
         disseminated: (publisher, concept) pairs already disseminated.
+        at: the engine's starting instant (see :attr:`now`); policies already expired then
+            grant nothing.
     """
 
     # ---- subscriptions -------------------------------------------------------------------
     def subscribe(self, subscriber: str, credential: Credential, *, at: datetime) -> ChangeSet:
         """Register a live subscription; the ChangeSet says what it gained.
 
+        Expiry up to ``at`` is processed first (see the module doc); its losses, if any, come
+        first in the ChangeSet.
+
         Raises:
             UsageError: already subscribed, or the credential is not valid at ``at``.
         """
+        when = self._instant(at)
+        assert when is not None
         if subscriber in self._live:
             raise UsageError(f"{subscriber!r} is already subscribed")
-        if not credential.valid_at(at):
-            raise UsageError(f"credential of {subscriber!r} is not valid at {at.isoformat()}")
+        if not credential.valid_at(when):
+            raise UsageError(f"credential of {subscriber!r} is not valid at {when.isoformat()}")
+        expiry = self.advance(when)
         before = self._evaluations
         decide = self._decider(self._sat)
         self._live.add(subscriber, credential)
@@ -82,7 +100,7 @@ class PolicyEngine(EngineBase):
             if decision.granted and not book.dead:
                 gained = ConceptSet(self._bits, decision.granted)
                 changes.append(_change(publisher, subscriber, gained, "subscribe"))
-        return ChangeSet(
+        return expiry + ChangeSet(
             changes=tuple(changes),
             reevaluated=len(self._books),
             evaluations=self._evaluations - before,
@@ -108,25 +126,30 @@ class PolicyEngine(EngineBase):
             update: one new policy version; several (one per publisher); a whole
                 :class:`PolicySet` (publishers missing from it are removed); or a new version
                 of the ontology (every policy is re-validated against it).
-            at: when given, policies already expired at ``at`` are refused.
+            at: the instant of the update (default: :attr:`now`); new policies already expired
+                then are refused, and expiry up to it is processed first (its losses come
+                first in the ChangeSet). A policy already in force that has expired stays
+                without effect, whatever is reloaded, until a newer version replaces it.
 
         Raises:
             PolicyError: a version that does not grow, another ontology, an expired policy,
                 or a policy the new ontology invalidates; the engine is left unchanged.
         """
+        when = self._instant(at)
         if isinstance(update, Ontology):
             target = self._set.with_ontology(update)
         elif isinstance(update, PolicySet):
             current = self._set.policies
             fresh = [p for k, p in update.policies.items() if current.get(k) is not p]
-            target = self._set.updated(fresh, remove=set(current) - set(update.policies), at=at)
+            target = self._set.updated(fresh, remove=set(current) - set(update.policies), at=when)
             if update.ontology is not self.ontology:
                 target = target.with_ontology(update.ontology)
         elif isinstance(update, Policy):
-            target = self._set.with_policy(update, at=at)
+            target = self._set.with_policy(update, at=when)
         else:
-            target = self._set.updated(list(update), at=at)
-        return self._transition(target)
+            target = self._set.updated(list(update), at=when)
+        expiry = self.advance(when) if when is not None else ChangeSet()
+        return expiry + self._transition(target)
 
     def _transition(self, target: PolicySet) -> ChangeSet:
         before = self._evaluations
@@ -146,6 +169,11 @@ class PolicyEngine(EngineBase):
                 books[publisher] = old
                 continue
             compiled = CompiledPolicy(policy, bits, self._intern)
+            if self._expired(policy):  # re-validated on a new ontology, but still expired
+                if old is not None:
+                    changes += old.everyone_loses("expiry", bits)
+                books[publisher] = Book(compiled, dead=True)
+                continue
             done = self._rebuild(old, compiled, target.ontology, decide)
             books[publisher] = done.book
             changes += done.changes
@@ -261,12 +289,15 @@ class PolicyEngine(EngineBase):
         return result + ChangeSet(evaluations=self._evaluations - before)
 
     def advance(self, at: datetime) -> ChangeSet:
-        """Process expiry at ``at``.
+        """Move :attr:`now` to ``at`` (if later) and process expiry there.
 
         A subscriber whose credential expired is unsubscribed (losing everything); a policy
         past its ``valid_until`` stops granting (its subscribers lose its concepts) until a
-        newer version is applied.
+        newer version is applied. Every operation with a time calls this first.
         """
+        when = self._instant(at)
+        assert when is not None
+        self._now = at = when
         result = ChangeSet()
         for subscriber in self._live.expired(at):
             result += self.unsubscribe(subscriber, reason="expiry")

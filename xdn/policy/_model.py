@@ -8,10 +8,13 @@ values, so two versions of a policy can be compared rule by rule.
 
 from __future__ import annotations
 
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
+from xdn.names import KNOWN_FIELDS, canonical_field
 from xdn.ontology import Ontology
 
 if TYPE_CHECKING:
@@ -33,38 +36,70 @@ __all__ = [
 Effect = Literal["grant", "deny"]
 Fields = tuple[tuple[str, frozenset[str]], ...]
 
-NAME_FIELDS = frozenset(
-    {"CN", "O", "OU", "C", "ST", "L", "title", "businessCategory", "emailAddress"}
-)
+NAME_FIELDS = KNOWN_FIELDS
 ROLES = frozenset({"site", "publisher", "subscriber"})
 
 
 def _fields_imply(strong: Fields, weak: Fields) -> bool:
-    """Whether every name satisfying ``strong`` also satisfies ``weak``."""
+    """Whether every name satisfying ``strong`` also satisfies ``weak``.
+
+    Sound for multi-valued fields too: a name with some value in ``S ⊆ W`` has one in ``W``.
+    """
     given = dict(strong)
     return all(key in given and given[key] <= accepted for key, accepted in weak)
+
+
+def _canonical_fields(fields: Fields, scope: str) -> Fields:
+    out: dict[str, frozenset[str]] = {}
+    for key, accepted in fields:
+        name = canonical_field(key)
+        if name in out:
+            raise ValueError(f"{scope} field {name} is given twice")
+        if not accepted or not all(isinstance(v, str) for v in accepted):
+            raise ValueError(f"{scope} field {name}: accepted values must be non-empty strings")
+        out[name] = frozenset(accepted)
+    return tuple(sorted(out.items()))
+
+
+def _any_in(values: tuple[str, ...], accepted: frozenset[str]) -> bool:
+    return not accepted.isdisjoint(values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Condition:
     """Conditions on a credential; all given ones must hold (exact, case-sensitive match).
 
+    A name field holds if *any* of the credential's values for it is accepted: a subject
+    ``OU=Interns, OU=Staff`` satisfies ``OU = "Interns"`` and ``OU = "Staff"`` alike. Field
+    names are canonicalised (:func:`xdn.names.canonical_field`), so ``"2.5.4.12"`` and
+    ``title`` are one field; the fields are kept sorted by name.
+
     Attributes:
-        subject: subject name fields (short name or dotted OID) → accepted values.
+        subject: subject name fields → accepted values.
         issuer: issuer name fields → accepted values.
         roles: accepted roles (``site``, ``publisher``, ``subscriber``); empty means any.
+
+    Raises:
+        ValueError: an unknown field name, a field given twice (in two spellings), or an
+            empty set of accepted values.
     """
 
     subject: Fields = ()
     issuer: Fields = ()
     roles: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "subject", _canonical_fields(self.subject, "subject"))
+        object.__setattr__(self, "issuer", _canonical_fields(self.issuer, "issuer"))
+        object.__setattr__(self, "roles", frozenset(self.roles))
+
     def matches(self, credential: Credential) -> bool:
         """Whether ``credential`` satisfies every condition."""
         if self.roles and credential.role not in self.roles:
             return False
-        return all(credential.subject.get(k) in v for k, v in self.subject) and all(
-            credential.issuer.get(k) in v for k, v in self.issuer
+        subject, issuer = credential.subject, credential.issuer
+        return all(_any_in(subject.get(k, ()), v) for k, v in self.subject) and all(
+            _any_in(issuer.get(k, ()), v) for k, v in self.issuer
         )
 
     def subsumes(self, other: Condition) -> bool:
@@ -153,10 +188,14 @@ class Policy:
     valid_until: datetime | None = None
     warnings: tuple[str, ...] = ()
     rule_lines: tuple[tuple[str, int], ...] = ()
+    _line_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_line_of", types.MappingProxyType(dict(self.rule_lines)))
 
     def where(self, rule_id: str | None = None) -> str:
         """``source[:line]`` of a rule (or of the policy) for messages."""
-        line = dict(self.rule_lines).get(rule_id) if rule_id is not None else None
+        line = self._line_of.get(rule_id) if rule_id is not None else None
         return f"{self.source}:{line}" if line else self.source
 
     def expired(self, at: datetime) -> bool:

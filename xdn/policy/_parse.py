@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from xdn.errors import PolicyError
+from xdn.names import canonical_field
 from xdn.ontology import Ontology
 from xdn.policy._consistency import check_rules
-from xdn.policy._model import NAME_FIELDS, ROLES, After, Condition, Fields, Policy, Rule
+from xdn.policy._model import ROLES, After, Condition, Fields, Policy, Rule
 
 __all__ = ["load_policy", "parse_policy"]
 
-_OID = re.compile(r"\d+(\.\d+)+")
 _HEADER = re.compile(r"\s*\[")
 _RULE_HEADER = re.compile(r"\s*\[\[\s*rule\s*\]\]")
 _POLICY_HEADER = re.compile(r"\s*\[\s*policy\s*\]")
@@ -114,15 +114,25 @@ class _RuleReader:
     def fields(self, value: Any, scope: str) -> Fields:
         if not isinstance(value, dict) or not value:
             raise self.fail(f"when.{scope} must be a table of field = value", "when")
-        out = []
-        for key, accepted in sorted(value.items()):
-            if key not in NAME_FIELDS and not _OID.fullmatch(key):
-                known = ", ".join(sorted(NAME_FIELDS))
+        out: dict[str, tuple[str, frozenset[str]]] = {}
+        for key, accepted in value.items():
+            try:
+                name = canonical_field(key)
+            except ValueError:
                 raise self.fail(
-                    f"unknown {scope} field {key!r} (use {known} or a dotted OID)", "when"
+                    f"unknown {scope} field {key!r} (use a name attribute such as CN, O, OU, "
+                    "C, ST, L, title, serialNumber, or a dotted OID)",
+                    "when",
+                ) from None
+            if name in out:
+                raise self.fail(
+                    f"when.{scope}: {out[name][0]!r} and {key!r} are the same field ({name}); "
+                    "give it once, with a list of accepted values",
+                    "when",
                 )
-            out.append((key, frozenset(self.strings(accepted, f"when.{scope}.{key}", "when"))))
-        return tuple(out)
+            values = frozenset(self.strings(accepted, f"when.{scope}.{key}", "when"))
+            out[name] = (key, values)
+        return tuple((name, values) for name, (_key, values) in out.items())
 
     def condition(self) -> Condition:
         value = self.raw["when"]
@@ -210,6 +220,10 @@ def _decode(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
         line = re.search(r"at line (\d+)", str(exc))
         where = f"{source}:{line.group(1)}" if line else source
         raise PolicyError(f"{where}: malformed TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays / tables
+        raise PolicyError(
+            f"{source}: malformed policy: arrays or inline tables nested too deeply"
+        ) from None
 
 
 def _head(doc: dict[str, Any], ctx: _Ctx, at: datetime | None) -> dict[str, Any]:

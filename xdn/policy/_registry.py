@@ -33,8 +33,8 @@ class Member:
 
 
 def _postings(credential: Credential) -> list[tuple[str, str, str]]:
-    keys = [("subject", k, v) for k, v in credential.subject.items()]
-    keys += [("issuer", k, v) for k, v in credential.issuer.items()]
+    keys = {("subject", k, v) for k, values in credential.subject.items() for v in values}
+    keys |= {("issuer", k, v) for k, values in credential.issuer.items() for v in values}
     return [*keys, ("role", "", credential.role)]
 
 
