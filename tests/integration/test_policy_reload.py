@@ -189,3 +189,35 @@ def test_an_expiring_policy_ends_the_subscription_after_its_queue(network: Local
     network.start_subscriber("alice")
     assert wait_until(lambda: not network.subscriber_running("alice"))
     assert "no policy grants" in network.output("alice").split("ended by the site")[-1]
+
+
+def test_a_widening_reaches_a_subscriber_that_was_offline_across_a_site_restart(
+    network: LocalNetwork,
+) -> None:
+    """alice is down while her grants widen, and d2 restarts too: when she comes back, the
+    document routed before the change is checked by her old grants (it lacks MachineSetting,
+    which she was not granted then), the one after by her new ones; she refuses nothing."""
+    original = (network.workdir / "policies" / "production-dept.toml").read_text()
+    _put_policy(network, "production-dept", original + DENY_MACHINE_SETTINGS_TO_CRED1, 2)
+    network.start_subscriber("alice")
+    network.wait_subscribed("alice")
+    network.publish("production-dept", [_document(network, "first")], wait_for=("alice",))
+    narrow = _record(network, "alice", "first")["fragments"]
+    assert isinstance(narrow, dict) and "MachineSetting" not in narrow.values()
+    network.stop_subscriber("alice")
+
+    network.publish("production-dept", [_document(network, "old-grants")], wait_for=("alice",))
+    _put_policy(network, "production-dept", original, 3)
+    network.publish("production-dept", [_document(network, "new-grants")], wait_for=("alice",))
+    network.signal_site("d2", signal.SIGTERM)
+    assert network.wait_site("d2") == 0
+    network.restart_site("d2")
+
+    network.start_subscriber("alice")
+    old = _record(network, "alice", "old-grants")["fragments"]
+    new = _record(network, "alice", "new-grants")["fragments"]
+    assert isinstance(old, dict) and isinstance(new, dict)
+    assert sorted(old.values()) == sorted(narrow.values())
+    assert "MachineSetting" in new.values()
+    assert read_received(network.inbox("alice"))[1] == 0, network.output("alice")
+    assert "grants changed" in network.output("alice")
