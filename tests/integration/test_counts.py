@@ -17,7 +17,6 @@ d3, which sends them on to its uplink d1). Then:
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -61,11 +60,6 @@ def _documents(directory: Path) -> dict[str, list[Path]]:
             docs.append(path)
         published[publisher] = docs
     return published
-
-
-def _records(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _unsubscribe(network: LocalNetwork, name: str, site: str) -> subprocess.CompletedProcess[str]:
@@ -114,7 +108,7 @@ def test_p_publishers_s_subscribers_d_documents_give_exactly_the_expected_delive
         assert refused == 0, (network.inbox(name) / "refused.jsonl").read_text()
         assert received == expected[name], name
         # No duplicates: one line and one view per distinct (publisher, document, version).
-        records = _records(network, name)
+        records = network.received(name)
         identities = Counter((r["publisher"], r["document"], r["version"]) for r in records)
         assert [k for k, n in identities.items() if n > 1] == [], name
         assert len(records) == len(identities) == len(expected[name]), name
@@ -135,7 +129,7 @@ def test_p_publishers_s_subscribers_d_documents_give_exactly_the_expected_delive
     delivered = sum(
         len(fragments)
         for name in subscribers
-        for r in _records(network, name)
+        for r in network.received(name)
         if isinstance(fragments := r["fragments"], dict)
     )
     assert delivered == total
@@ -152,8 +146,8 @@ def test_p_publishers_s_subscribers_d_documents_give_exactly_the_expected_delive
         assert done.stdout.startswith(f"{name}: "), done.stdout
         # Everything delivered had been acknowledged: nothing left in the queue to drop.
         assert "(0 queued deliveries dropped)" in done.stdout, done.stdout
+    assert wait_until(lambda: not any(network.subscriber_running(n) for n in subscribers))
     for name in subscribers:
-        assert wait_until(lambda n=name: not network.subscriber_running(n))
         assert "subscription ended by the site" in network.output(name), network.output(name)
     # ...and a second unsubscribe of the same subscriber is refused.
     for name in subscribers:

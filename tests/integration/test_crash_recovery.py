@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -27,11 +26,6 @@ def _documents(directory: Path, count: int) -> list[Path]:
     return docs
 
 
-def _received_lines(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def test_sigkill_mid_stream_then_restart(network: LocalNetwork, tmp_path: Path) -> None:
     network.start_subscriber("alice")
     network.wait_subscribed("alice")
@@ -49,7 +43,7 @@ def test_sigkill_mid_stream_then_restart(network: LocalNetwork, tmp_path: Path) 
     publisher.start()
     # Kill d2 (alice's site) as soon as the first documents are flowing through it.
     deadline = time.monotonic() + 60
-    while not _received_lines(network, "alice") and time.monotonic() < deadline:
+    while not network.received("alice") and time.monotonic() < deadline:
         time.sleep(0.02)
     network.kill_site("d2")
     assert wait_until(lambda: "connection lost" in network.output("alice"))  # the kill cut it
@@ -65,6 +59,6 @@ def test_sigkill_mid_stream_then_restart(network: LocalNetwork, tmp_path: Path) 
     received, refused = read_received(network.inbox("alice"))
     assert refused == 0
     assert received == expected  # nothing lost, nothing altered
-    lines = _received_lines(network, "alice")
+    lines = network.received("alice")
     assert len(lines) == len(expected), "a document reached the application twice"
     assert "connection lost" in network.output("alice")  # the kill really cut the stream

@@ -8,7 +8,6 @@ the bounds below are generous for a loaded machine, and every wait polls for its
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import signal
 import sqlite3
@@ -72,11 +71,6 @@ def _dead_peers(network: LocalNetwork, site: str, kind: str) -> float:
     return network.metric(site, "xdn_dead_peers_total", kind=kind)
 
 
-def _accepted(network: LocalNetwork, name: str) -> list[dict[str, object]]:
-    path = network.inbox(name) / "received.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def _assert_received_exactly_once(
     network: LocalNetwork, docs: list[Path], name: str = "alice", within: float = 90,
     *, site_running: bool = True,
@@ -100,7 +94,7 @@ def _assert_received_exactly_once(
     received, refused = read_received(network.inbox(name))
     assert refused == 0
     assert received == expected
-    assert len(_accepted(network, name)) == len(expected), "a document was applied twice"
+    assert len(network.received(name)) == len(expected), "a document was applied twice"
 
 
 def _queued(network: LocalNetwork, site: str) -> int:
@@ -121,7 +115,7 @@ def _subscribed(
     network.wait_subscribed("alice")
     docs = _documents(tmp_path, 0, 1)
     network.publish("production-dept", docs, wait_for=("alice",))
-    _wait(lambda: len(_accepted(network, "alice")) == 1, 60, "alice received the first document")
+    _wait(lambda: len(network.received("alice")) == 1, 60, "alice received the first document")
     return docs
 
 
@@ -161,7 +155,7 @@ def test_a_stalled_subscriber_does_not_slow_its_sibling(
         meanwhile = _documents(tmp_path, 1, 8)
         net.publish("production-dept", meanwhile, wait_for=("alice", "carol"))
         _assert_received_exactly_once(net, docs + meanwhile, name="carol", within=60)
-        assert len(_accepted(net, "alice")) == 1  # truly stalled all along
+        assert len(net.received("alice")) == 1  # truly stalled all along
         assert _dead_peers(net, "d2", "subscriber") == 0
     finally:
         net.signal_subscriber("alice", signal.SIGCONT)

@@ -88,10 +88,11 @@ def net(network: LocalNetwork) -> Iterator[LocalNetwork]:
     yield network
 
 
-def _publish(network: LocalNetwork, name: str, subscriber: str) -> None:
+def _publish(network: LocalNetwork, name: str, subscriber: str) -> str:
+    """Publish a copy of the sample as document ``name``; return ``xdn publish``'s output."""
     document = network.workdir / f"{name}.xml"
     shutil.copyfile(SAMPLE_DOCUMENTS["production-dept"], document)
-    network.publish("production-dept", [document], wait_for=(subscriber,))
+    return network.publish("production-dept", [document], wait_for=(subscriber,))
 
 
 def _concepts(network: LocalNetwork, subscriber: str, document: str) -> set[str]:
@@ -134,7 +135,7 @@ def test_a_spent_budget_delivers_the_spending_document_then_narrows(net: LocalNe
     _publish(net, "two", "henry")  # spends the budget of two: still delivered whole
     assert _concepts(net, "henry", "one") == SPEC | STEP
     assert _concepts(net, "henry", "two") == SPEC | STEP
-    out = _publish_and_report(net, "three")
+    out = _publish(net, "three", "henry")
     assert "rekeyed: none" not in out  # henry left the production-step groups
     assert _concepts(net, "henry", "three") == SPEC
     assert read_received(net.inbox("henry"))[1] == 0
@@ -162,12 +163,6 @@ def _subscribe_again(network: LocalNetwork, name: str) -> dict[str, list[str]]:
     grants = network.wait_subscribed(name)["grants"]
     assert isinstance(grants, dict)
     return grants
-
-
-def _publish_and_report(network: LocalNetwork, name: str) -> str:
-    document = network.workdir / f"{name}.xml"
-    shutil.copyfile(SAMPLE_DOCUMENTS["production-dept"], document)
-    return network.publish("production-dept", [document], wait_for=("henry",))
 
 
 def test_the_key_service_refuses_an_unsigned_policy(net: LocalNetwork) -> None:
