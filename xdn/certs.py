@@ -27,7 +27,7 @@ from types import MappingProxyType
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from xdn import crypto, names
+from xdn import crypto, identity, names
 from xdn.errors import CertificateError, UsageError
 
 __all__ = [
@@ -113,6 +113,11 @@ class Credential:
         ``""`` when it names none, or several different ones (which authorises nothing).
         """
         return _single(self.subject, BLOCK_FIELD)
+
+    @property
+    def member_id(self) -> str:
+        """Who holds this certificate, as queues and groups know it (see :mod:`xdn.identity`)."""
+        return identity.member_id(self.name, self.fingerprint)
 
     def valid_at(self, at: datetime) -> bool:
         """Whether ``at`` lies inside the certificate's validity period."""
