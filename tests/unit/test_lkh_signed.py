@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,7 +80,9 @@ def _grant() -> DocumentKeyGrant:
     )
 
 
-MESSAGES = {"rekey": _rekey, "enrolment": _enrolment, "document-keys": _grant}
+MESSAGES: dict[str, Callable[[], Any]] = {
+    "rekey": _rekey, "enrolment": _enrolment, "document-keys": _grant
+}
 
 
 def _verify(signed: Signed[Any], pki: dict[str, tuple[bytes, bytes]]) -> KeyMessage:
