@@ -32,12 +32,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harness import Result, best_of, ratio_result
 from publisher.lkh_store import LkhStore
-from xdn import crypto
-from xdn.lkh import GroupController, MemberPath, ceil_log2, seal_path
+from xdn import certs, crypto
+from xdn.lkh import GroupController, KeySigner, MemberPath, ceil_log2, seal_path
 from xdn.lkh._messages import wrap
 
 __all__ = ["run"]
@@ -216,16 +217,27 @@ def _batch(group: GroupController, label: str) -> Result:
     )
 
 
+def _signer() -> KeySigner:
+    now = datetime.now(UTC)
+    cert_pem, key_pem = certs.issue(
+        *certs.create_ca("bench-ca", now=now), name=PUB, role="publisher", now=now
+    )
+    return KeySigner(
+        publisher=PUB, private_key=crypto.load_private_key_pem(key_pem), certificate=cert_pem
+    )
+
+
 def _commit(group: GroupController, label: str, leave_ms: float) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         store = LkhStore(Path(tmp) / "keys.sqlite", publisher=PUB)
+        signer = _signer()  # the outbox keeps signed messages: the commit includes signing
         try:
             store.create(group)
             members = iter(random.Random(3).sample(sorted(group.members()), 21))
 
             def commit() -> int:
                 change = group.plan(leaves=[next(members)])
-                store.commit([change])
+                store.commit([change], signer=signer)
                 group.apply(change)
                 return 0
 
@@ -238,7 +250,7 @@ def _commit(group: GroupController, label: str, leave_ms: float) -> Result:
         unit="ms",
         baseline=f"rekey_leave_{label}_ms (in memory)",
         baseline_value=leave_ms,
-        note="plan + one SQLite transaction (rows, header, outbox) + apply; median of 21",
+        note="plan + sign + one SQLite transaction (rows, header, outbox) + apply; median of 21",
     )
 
 

@@ -54,7 +54,15 @@ from xdn import certs, crypto, identity, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
-from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
+from xdn.lkh import (
+    DocumentKeyGrant,
+    Enrolment,
+    EpochChange,
+    GroupController,
+    KeySigner,
+    Signed,
+    seal_document_keys,
+)
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
@@ -124,7 +132,7 @@ class _Prepared:
     concepts: frozenset[str]
     rekeyed: frozenset[str]
     public_keys: dict[str, crypto.PublicKey]  # of the members, for retained-document keys
-    refreshes: list[Enrolment]  # path refreshes members asked for
+    refreshes: list[Signed[Enrolment]]  # path refreshes members asked for
     document_keys: list[DocumentKey]
 
 
@@ -180,6 +188,10 @@ class Publisher:
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
+        )
+        # The key service signs every key message with the same key (checked against the cert).
+        self._key_signer = KeySigner(
+            publisher=setup.name, private_key=self._signer_key, certificate=setup.tls.cert_pem
         )
         self._keys = KeyStore(
             setup.state_dir / "keys.sqlite", publisher=setup.name, retain=setup.retain
@@ -441,34 +453,35 @@ class Publisher:
             reach=reach_from_pb(ack),
         )
 
-    def _path_refreshes(self, members: list[_Member]) -> list[Enrolment]:
+    def _path_refreshes(self, members: list[_Member]) -> list[Signed[Enrolment]]:
         """Members that missed epochs get their current path (after any rekey just planned)."""
         return [
-            self._groups[c].path_refresh(m.name, m.public_key)
+            self._key_signer.sign(self._groups[c].path_refresh(m.name, m.public_key))
             for m in members
             for c in sorted(m.refresh & m.concepts)
             if c in self._groups and m.name in self._groups[c]
         ]
 
     def _key_messages(
-        self, public_keys: dict[str, crypto.PublicKey], refreshes: Sequence[Enrolment] = ()
+        self,
+        public_keys: dict[str, crypto.PublicKey],
+        refreshes: Sequence[Signed[Enrolment]] = (),
     ) -> tuple[pb.PublishRequest, list[Outgoing]]:
         """A request carrying the key outbox (rekeys, enrolments, retained documents' keys) and
-        the path refreshes members asked for."""
+        the path refreshes members asked for; every key message signed by the key service."""
         outbox = self._lkh.pending()
-        grants = []
-        for enrolment in (e for o in outbox for e in o.enrolments):
+        grants: list[Signed[DocumentKeyGrant]] = []
+        for enrolment in (e.message for o in outbox for e in o.enrolments):
             keys = self._keys.retained_keys(enrolment.concept, before_epoch=enrolment.epoch)
             if keys and enrolment.member in public_keys:
-                grants.append(
-                    seal_document_keys(
-                        publisher=self._setup.name,
-                        concept=enrolment.concept,
-                        member=enrolment.member,
-                        keys=keys,
-                        public_key=public_keys[enrolment.member],
-                    )
+                grant = seal_document_keys(
+                    publisher=self._setup.name,
+                    concept=enrolment.concept,
+                    member=enrolment.member,
+                    keys=keys,
+                    public_key=public_keys[enrolment.member],
                 )
+                grants.append(self._key_signer.sign(grant))
         request = pb.PublishRequest(
             rekeys=[rekey_to_pb(o.message) for o in outbox],
             keys=[
@@ -511,7 +524,7 @@ class Publisher:
             self._groups[concept] = group
         enrolments = [e for c in changes for e in c.enrolments(public_keys)]
         if changes:
-            self._lkh.commit(changes, enrolments=enrolments)
+            self._lkh.commit(changes, signer=self._key_signer, enrolments=enrolments)
             for change in changes:
                 self._groups[change.concept].apply(change)
         return frozenset(c.concept for c in changes), len(enrolments)

@@ -8,7 +8,9 @@ epoch must send (its rekey message and the joiners' enrolments) into an outbox, 
 SQLite transaction. A crash at any point leaves either the old epochs or the new ones with
 their messages, never a mix (SQLite's journal rolls back an unfinished transaction when the
 database is next opened). Messages stay in the outbox until :meth:`LkhStore.delivered`, so a
-restarted key service resends what it may not have sent.
+restarted key service resends what it may not have sent. The outbox keeps each message signed
+(:class:`~xdn.lkh.Signed`, by the :class:`~xdn.lkh.KeySigner` given to ``commit``), so what is
+resent is exactly what was signed once.
 
 The key service's order is therefore: plan → :meth:`LkhStore.commit` → apply in memory →
 send the outbox → :meth:`LkhStore.delivered`.
@@ -22,7 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xdn.errors import UsageError
-from xdn.lkh import Enrolment, EpochChange, GroupController, GroupHeader, NodeRow, RekeyMessage
+from xdn.lkh import (
+    Enrolment,
+    EpochChange,
+    GroupController,
+    GroupHeader,
+    KeySigner,
+    NodeRow,
+    RekeyMessage,
+    Signed,
+)
 
 __all__ = ["LkhStore", "Outgoing"]
 
@@ -55,12 +66,12 @@ CREATE TABLE IF NOT EXISTS lkh_outbox (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outgoing:
-    """The undelivered messages of one epoch: the broadcast, then the enrolments."""
+    """The undelivered messages of one epoch, signed: the broadcast, then the enrolments."""
 
     concept: str
     epoch: int
-    message: RekeyMessage
-    enrolments: tuple[Enrolment, ...]
+    message: Signed[RekeyMessage]
+    enrolments: tuple[Signed[Enrolment], ...]
 
 
 class LkhStore:
@@ -136,14 +147,20 @@ class LkhStore:
             )
 
     def commit(
-        self, changes: Sequence[EpochChange], *, enrolments: Iterable[Enrolment] = ()
+        self,
+        changes: Sequence[EpochChange],
+        *,
+        signer: KeySigner,
+        enrolments: Iterable[Enrolment] = (),
     ) -> None:
-        """Store new epochs and their messages in one transaction, or nothing.
+        """Store new epochs and their messages, signed by ``signer``, in one transaction.
 
         Raises:
             UsageError: a change was not planned from the stored epoch of its group, two
-                changes concern one group, or an enrolment belongs to none of the changes.
+                changes concern one group, an enrolment belongs to none of the changes, or
+                ``signer`` is another publisher's.
         """
+        self._check_publisher(signer.publisher)
         epochs = {c.concept: c.epoch for c in changes}
         if len(epochs) != len(changes):
             raise UsageError("one change per group per commit")
@@ -151,13 +168,19 @@ class LkhStore:
         for e in enrolments:
             if epochs.get(e.concept) != e.epoch or e.publisher != self._publisher:
                 raise UsageError(f"enrolment of {e.member!r} matches no change")
+        for change in changes:
+            self._check_publisher(change.publisher)
+        # Sign before the transaction: ~1 ms each, and nothing to roll back if it fails.
+        outgoing = [
+            (change, [signer.sign(change.message)]
+             + [signer.sign(e) for e in enrolments if e.concept == change.concept])
+            for change in changes
+        ]
         with self._transaction():
-            for change in changes:
+            for change, messages in outgoing:
                 self._write_change(change)
-                seq = self._put(change.concept, change.epoch, 0, change.message.to_bytes())
-                for e in enrolments:
-                    if e.concept == change.concept:
-                        seq = self._put(e.concept, e.epoch, seq, e.to_bytes())
+                for seq, message in enumerate(messages):
+                    self._put(change.concept, change.epoch, seq, message.to_bytes())
 
     def pending(self) -> list[Outgoing]:
         """Every epoch whose messages are not yet marked delivered, oldest first per group."""
@@ -170,8 +193,8 @@ class LkhStore:
             Outgoing(
                 concept=concept,
                 epoch=epoch,
-                message=RekeyMessage.from_bytes(payloads[0]),
-                enrolments=tuple(Enrolment.from_bytes(p) for p in payloads[1:]),
+                message=Signed.from_bytes(payloads[0], RekeyMessage),
+                enrolments=tuple(Signed.from_bytes(p, Enrolment) for p in payloads[1:]),
             )
             for (concept, epoch), payloads in out.items()
         ]
@@ -230,12 +253,11 @@ class LkhStore:
             )
             self._tick()
 
-    def _put(self, concept: str, epoch: int, seq: int, payload: bytes) -> int:
+    def _put(self, concept: str, epoch: int, seq: int, payload: bytes) -> None:
         self._db.execute(
             "INSERT INTO lkh_outbox VALUES (?, ?, ?, ?)", (concept, epoch, seq, payload)
         )
         self._tick()
-        return seq + 1
 
 
 class _Transaction:

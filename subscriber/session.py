@@ -2,7 +2,14 @@
 
 Theory of operation. Deliveries arrive in order (:mod:`subscriber.client` runs the stream):
 
-* a key message is opened with the subscriber's private key (HPKE) and kept in the keyring;
+* a key message (rekey, enrolment, document-key grant) is first authenticated: the publisher
+  certificate it carries against the CA (role publisher, the message's publisher), then the
+  key service's signature over the whole message (:func:`xdn.lkh.verify_key_message`). One
+  that fails is refused — recorded in ``refused.jsonl``, raised as a PeerError — and leaves
+  the keyring as it was; so a site can drop a key message but cannot make us drop a group
+  (only a verified rekey we cannot follow removes us) or adopt a path the publisher never sent;
+* a verified key message is opened with the subscriber's private key (HPKE) and kept in the
+  keyring;
 * a dissemination is checked end to end: the publisher certificate against the CA, then the
   codec verifies the manifest signature, every inclusion proof and every GCM tag before the
   view is rebuilt. Anything that fails is refused — recorded with the reason, never written
@@ -25,7 +32,8 @@ subscriber's provenance log and sent back with the acknowledgement.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +43,7 @@ from xdn import certs, crypto, provenance
 from xdn.codec import View, decode, fragment_concepts, key_name
 from xdn.errors import DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
-from xdn.lkh import EpochGapError, MemberKeys, open_document_keys
+from xdn.lkh import EpochGapError, MemberKeys, open_document_keys, verify_key_message
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import (
     delivery_from_pb,
@@ -76,6 +84,7 @@ class SubscriptionReport:
     keys: int = 0
     held: int = 0  # documents waiting for their keys
     retained: int = 0  # retained documents the site queued at registration
+    keys_refused: int = 0  # key messages refused (unauthenticated, not ours, not opening)
 
 
 def open_dissemination(
@@ -172,20 +181,45 @@ class Session:
         )
         print(f"{self.setup.name}: grants changed ({change.reason}): {grants}", flush=True)
 
+    # ---- key messages --------------------------------------------------------------------
+    @contextmanager
+    def _refusing(self, kind: str, publisher: str, concept: str, epoch: int) -> Iterator[None]:
+        """Record a key message that fails inside the block as refused, then re-raise."""
+        try:
+            yield
+        except PeerError as exc:
+            self.report.keys_refused += 1
+            self.inbox.refuse_key(
+                kind=kind, publisher=publisher, concept=concept, epoch=epoch, reason=str(exc)
+            )
+            raise
+
     def on_enrolment(self, message: pb.KeyMessage) -> None:
-        """Join a group (or catch up): open our key-tree path sealed to our certificate."""
-        enrolment = enrolment_from_pb(message)
-        if enrolment.member != self.member_id:
-            raise ProtocolError(f"key message for {enrolment.member!r} delivered to us")
-        stored = self.keyring.group_state(enrolment.publisher, enrolment.concept)
-        current = None if stored is None else MemberKeys.from_bytes(stored)
-        if current is not None and current.member != self.member_id:
-            current = None  # kept under an earlier certificate of ours: start afresh
-        state = (
-            MemberKeys.enrol(enrolment, self.private_key)
-            if current is None
-            else current.apply_enrolment(enrolment, self.private_key)
-        )
+        """Join a group (or catch up): open our key-tree path sealed to our certificate.
+
+        Raises:
+            PeerError: the enrolment is not the publisher's, not ours, or does not open; the
+                keyring is unchanged.
+        """
+        with self._refusing("enrolment", message.publisher, message.concept, message.epoch):
+            enrolment = verify_key_message(
+                enrolment_from_pb(message), ca_pem=self.setup.tls.ca_pem, at=self.clock()
+            )
+            if enrolment.member != self.member_id:
+                raise ProtocolError(f"key message for {enrolment.member!r} delivered to us")
+            stored = self.keyring.group_state(enrolment.publisher, enrolment.concept)
+            current = None if stored is None else MemberKeys.from_bytes(stored)
+            if current is not None and current.member != self.member_id:
+                current = None  # kept under an earlier certificate of ours: start afresh
+            if current is not None and enrolment.epoch < current.epoch:
+                log.info("enrolment of %s/%s for epoch %d: we are at %d; ignored",
+                         enrolment.publisher, enrolment.concept, enrolment.epoch, current.epoch)
+                return
+            state = (
+                MemberKeys.enrol(enrolment, self.private_key)
+                if current is None
+                else current.apply_enrolment(enrolment, self.private_key)
+            )
         self._keep(enrolment.publisher, enrolment.concept, state)
         self.keyring.clear_stale(enrolment.publisher, enrolment.concept)
 
@@ -195,8 +229,18 @@ class Session:
             self.refresh_requests.append(pb.PathRefresh(publisher=publisher, concept=concept))
 
     def on_rekey(self, message: pb.GroupRekey) -> None:
-        """Apply a group's rekey broadcast to our path, if we are a member."""
-        rekey = rekey_from_pb(message)
+        """Apply a group's rekey broadcast to our path, if we are a member.
+
+        Only a rekey the publisher signed counts: if we cannot follow it, we were removed and
+        drop the group; if it is ahead of us by more than one epoch, we ask for a path refresh.
+
+        Raises:
+            PeerError: the rekey is not the publisher's (the keyring is unchanged).
+        """
+        with self._refusing("rekey", message.publisher, message.concept, message.epoch):
+            rekey = verify_key_message(
+                rekey_from_pb(message), ca_pem=self.setup.tls.ca_pem, at=self.clock()
+            )
         stored = self.keyring.group_state(rekey.publisher, rekey.concept)
         if stored is None:
             return  # not (yet) a member: our enrolment carries the keys we need
@@ -207,18 +251,33 @@ class Session:
                         rekey.publisher, rekey.concept)
             self.ask_refresh(rekey.publisher, rekey.concept)
             return
-        except DecryptError:
+        except DecryptError:  # authenticated: the publisher's own rekey leaves us out
             log.info("no longer a member of %s/%s", rekey.publisher, rekey.concept)
             self.keyring.set_group(rekey.publisher, rekey.concept, None, epoch=0, key=None)
             return
         self._keep(rekey.publisher, rekey.concept, state)
 
     def on_document_keys(self, message: pb.DocumentKeys) -> None:
-        """Keep the keys of retained documents granted to us with an enrolment."""
-        grant = document_keys_from_pb(message)
-        if grant.member != self.member_id:
-            raise ProtocolError(f"document keys for {grant.member!r} delivered to us")
-        self.keyring.put_document_keys(open_document_keys(grant, self.private_key))
+        """Keep the keys of retained documents granted to us with an enrolment.
+
+        The grant must be the publisher's, addressed to us, and for a group we are a member of
+        (its enrolment comes first, in the same request).
+
+        Raises:
+            PeerError: otherwise (the keyring is unchanged).
+        """
+        with self._refusing("document-keys", message.publisher, message.concept, 0):
+            grant = verify_key_message(
+                document_keys_from_pb(message), ca_pem=self.setup.tls.ca_pem, at=self.clock()
+            )
+            if grant.member != self.member_id:
+                raise ProtocolError(f"document keys for {grant.member!r} delivered to us")
+            if self.keyring.group_state(grant.publisher, grant.concept) is None:
+                raise ProtocolError(
+                    f"document keys of {grant.publisher}/{grant.concept}, a group we are not in"
+                )
+            keys = open_document_keys(grant, self.private_key)
+        self.keyring.put_document_keys(keys)
         self.report.keys += 1
 
     def _keep(self, publisher: str, concept: str, state: MemberKeys) -> None:

@@ -14,7 +14,8 @@ Output layout under ``OUT`` (the application's view of what arrived)::
     views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view (names escaped by
                                       xdn.ids.file_stem: no separators, no leading dot)
     received.jsonl                    one line per accepted document: fragment id → concept
-    refused.jsonl                     one line per refused document, with the reason
+    refused.jsonl                     one line per refused document (or key message, with
+                                      "key_message": its kind), with the reason
 
 ``received.jsonl`` is an export of the database: at start-up it is rewritten from the database
 if a crash left the two apart.
@@ -272,4 +273,14 @@ class Inbox:
 
     def refuse(self, *, publisher: str, document_id: str, reason: str) -> None:
         refusal = {"publisher": publisher, "document": document_id, "reason": reason}
+        self._append("refused.jsonl", refusal, sync=True)
+
+    def refuse_key(
+        self, *, kind: str, publisher: str, concept: str, epoch: int, reason: str
+    ) -> None:
+        """Record a refused key message (``kind``: rekey, enrolment, document-keys)."""
+        refusal = {
+            "publisher": publisher, "key_message": kind, "concept": concept, "epoch": epoch,
+            "reason": reason,
+        }
         self._append("refused.jsonl", refusal, sync=True)

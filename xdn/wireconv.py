@@ -10,11 +10,16 @@ disseminator that forwards a selection of concepts keeps the right proofs by jus
 fragments); :func:`restrict_dissemination` filters *and* merges adjacent runs, so a message
 carries one proof per contiguous run. The subscriber does not care which it gets: the codec
 checks that the proofs exactly cover what arrived.
+
+Key messages (rekeys, enrolments, document-key grants) travel with the key service's signature
+and the publisher's certificate; reading one gives an unverified :class:`xdn.lkh.Signed` that the
+member verifies before using it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 from xdn.codec import (
     ConceptRange,
@@ -25,8 +30,8 @@ from xdn.codec import (
     SignedManifest,
     merge_range_proofs,
 )
-from xdn.errors import ProtocolError
-from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage
+from xdn.errors import ProtocolError, SignatureError
+from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage, Signed
 from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -44,6 +49,8 @@ __all__ = [
     "standing_from_pb",
     "standing_to_pb",
 ]
+
+M = TypeVar("M", RekeyMessage, Enrolment, DocumentKeyGrant)
 
 
 def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment:
@@ -216,18 +223,37 @@ def delivery_from_pb(message: pb.Dissemination) -> Delivery:
         raise ProtocolError(f"malformed dissemination of {m.document_id!r}: {exc}") from None
 
 
-def rekey_to_pb(message: RekeyMessage) -> pb.GroupRekey:
-    """The wire form of an LKH rekey broadcast."""
+def _signed(
+    message: M, *, signature: bytes, certificate: bytes, what: str
+) -> Signed[M]:
+    """A received key message with its signature and certificate (verified by the member)."""
+    if not signature or not certificate:
+        raise SignatureError(f"{what} of {message.publisher}/{message.concept} is not signed")
+    return Signed(message=message, signature=signature, certificate=certificate)
+
+
+def rekey_to_pb(signed: Signed[RekeyMessage]) -> pb.GroupRekey:
+    """The wire form of a signed LKH rekey broadcast."""
+    message = signed.message
     return pb.GroupRekey(
         publisher=message.publisher,
         concept=message.concept,
         epoch=message.epoch,
         message=message.to_bytes(),
+        signature=signed.signature,
+        publisher_certificate=signed.certificate,
     )
 
 
-def rekey_from_pb(message: pb.GroupRekey) -> RekeyMessage:
-    """Read a received rekey broadcast; its routing fields must match its content."""
+def rekey_from_pb(message: pb.GroupRekey) -> Signed[RekeyMessage]:
+    """Read a received rekey broadcast; its routing fields must match its content.
+
+    The result is not verified yet (:func:`xdn.lkh.verify_key_message`).
+
+    Raises:
+        ProtocolError: malformed, or routing fields that differ from the content.
+        SignatureError: no signature or no certificate.
+    """
     rekey = RekeyMessage.from_bytes(message.message)
     if (rekey.publisher, rekey.concept, rekey.epoch) != (
         message.publisher,
@@ -235,22 +261,37 @@ def rekey_from_pb(message: pb.GroupRekey) -> RekeyMessage:
         message.epoch,
     ):
         raise ProtocolError("rekey message: routing fields do not match its content")
-    return rekey
+    return _signed(
+        rekey,
+        signature=message.signature,
+        certificate=message.publisher_certificate,
+        what="rekey message",
+    )
 
 
-def enrolment_to_pb(enrolment: Enrolment) -> pb.KeyMessage:
-    """The wire form of an LKH enrolment (routed to its member only)."""
+def enrolment_to_pb(signed: Signed[Enrolment]) -> pb.KeyMessage:
+    """The wire form of a signed LKH enrolment (routed to its member only)."""
+    enrolment = signed.message
     return pb.KeyMessage(
         publisher=enrolment.publisher,
         concept=enrolment.concept,
         epoch=enrolment.epoch,
         subscriber=enrolment.member,
         sealed=enrolment.to_bytes(),
+        signature=signed.signature,
+        publisher_certificate=signed.certificate,
     )
 
 
-def enrolment_from_pb(message: pb.KeyMessage) -> Enrolment:
-    """Read a received enrolment; its routing fields must match its content."""
+def enrolment_from_pb(message: pb.KeyMessage) -> Signed[Enrolment]:
+    """Read a received enrolment; its routing fields must match its content.
+
+    The result is not verified yet (:func:`xdn.lkh.verify_key_message`).
+
+    Raises:
+        ProtocolError: malformed, or routing fields that differ from the content.
+        SignatureError: no signature or no certificate.
+    """
     enrolment = Enrolment.from_bytes(message.sealed)
     if (enrolment.publisher, enrolment.concept, enrolment.epoch, enrolment.member) != (
         message.publisher,
@@ -259,21 +300,36 @@ def enrolment_from_pb(message: pb.KeyMessage) -> Enrolment:
         message.subscriber,
     ):
         raise ProtocolError("key message: routing fields do not match its content")
-    return enrolment
+    return _signed(
+        enrolment,
+        signature=message.signature,
+        certificate=message.publisher_certificate,
+        what="key message",
+    )
 
 
-def document_keys_to_pb(grant: DocumentKeyGrant) -> pb.DocumentKeys:
-    """The wire form of a document-key grant (routed to its member only)."""
+def document_keys_to_pb(signed: Signed[DocumentKeyGrant]) -> pb.DocumentKeys:
+    """The wire form of a signed document-key grant (routed to its member only)."""
+    grant = signed.message
     return pb.DocumentKeys(
         publisher=grant.publisher,
         concept=grant.concept,
         subscriber=grant.member,
         sealed=grant.to_bytes(),
+        signature=signed.signature,
+        publisher_certificate=signed.certificate,
     )
 
 
-def document_keys_from_pb(message: pb.DocumentKeys) -> DocumentKeyGrant:
-    """Read a received document-key grant; its routing fields must match its content."""
+def document_keys_from_pb(message: pb.DocumentKeys) -> Signed[DocumentKeyGrant]:
+    """Read a received document-key grant; its routing fields must match its content.
+
+    The result is not verified yet (:func:`xdn.lkh.verify_key_message`).
+
+    Raises:
+        ProtocolError: malformed, or routing fields that differ from the content.
+        SignatureError: no signature or no certificate.
+    """
     grant = DocumentKeyGrant.from_bytes(message.sealed)
     if (grant.publisher, grant.concept, grant.member) != (
         message.publisher,
@@ -281,7 +337,12 @@ def document_keys_from_pb(message: pb.DocumentKeys) -> DocumentKeyGrant:
         message.subscriber,
     ):
         raise ProtocolError("document keys: routing fields do not match their content")
-    return grant
+    return _signed(
+        grant,
+        signature=message.signature,
+        certificate=message.publisher_certificate,
+        what="document keys",
+    )
 
 
 def standing_to_pb(standing: Standing) -> pb.SiteStanding:

@@ -11,11 +11,13 @@ PUBLIC = {
     "EpochGapError",
     "GroupController",
     "GroupHeader",
+    "KeySigner",
     "MemberKeys",
     "MemberPath",
     "NodeRow",
     "Rand",
     "RekeyMessage",
+    "Signed",
     "WrappedKey",
     "ceil_log2",
     "group_key_of",
@@ -23,6 +25,8 @@ PUBLIC = {
     "open_enrolment",
     "seal_document_keys",
     "seal_path",
+    "signed_bytes",
+    "verify_key_message",
 }
 
 

@@ -9,17 +9,30 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from publisher.lkh_store import LkhStore
-from xdn import crypto
+from xdn import certs, crypto
 from xdn.errors import UsageError
-from xdn.lkh import EpochChange, GroupController, MemberKeys
+from xdn.lkh import EpochChange, GroupController, KeySigner, MemberKeys, verify_key_message
 
 PUB, CONCEPT = "pub", "urn:c#Order"
 MEMBER_KEY = crypto.generate_private_key()
+NOW = datetime.now(UTC)
+CA = certs.create_ca("test-ca", now=NOW)
+
+
+def signer_for(name: str) -> KeySigner:
+    cert_pem, key_pem = certs.issue(*CA, name=name, role="publisher", now=NOW)
+    return KeySigner(
+        publisher=name, private_key=crypto.load_private_key_pem(key_pem), certificate=cert_pem
+    )
+
+
+SIGNER = signer_for(PUB)
 
 
 def batch_for(group: GroupController, epoch: int) -> tuple[list[str], list[str]]:
@@ -62,15 +75,17 @@ def test_commit_and_reload_round_trip(store: LkhStore) -> None:
     for _ in range(3):
         change = plan_next(group)
         enrolments = change.enrolments({m: MEMBER_KEY.public_key() for m in change.joined})
-        store.commit([change], enrolments=enrolments)
+        store.commit([change], signer=SIGNER, enrolments=enrolments)
         group.apply(change)
     loaded = store.load(CONCEPT)
     assert loaded is not None and loaded.to_bytes() == group.to_bytes()
     pending = store.pending()
     assert [p.epoch for p in pending] == [2, 3, 4]
-    for p in pending:
-        for e in p.enrolments:  # what a restarted service resends still opens
-            assert MemberKeys.enrol(e, MEMBER_KEY).epoch == p.epoch
+    for p in pending:  # what a restarted service resends is signed, and still opens
+        assert verify_key_message(p.message, ca_pem=CA[0], at=NOW).epoch == p.epoch
+        for e in p.enrolments:
+            enrolment = verify_key_message(e, ca_pem=CA[0], at=NOW)
+            assert MemberKeys.enrol(enrolment, MEMBER_KEY).epoch == p.epoch
     store.delivered(CONCEPT, 3)
     assert [p.epoch for p in store.pending()] == [4]
     assert store.load("nothing") is None
@@ -79,7 +94,7 @@ def test_commit_and_reload_round_trip(store: LkhStore) -> None:
 def test_a_group_can_start_empty_and_grow_by_commits(store: LkhStore) -> None:
     group = GroupController(publisher=PUB, concept="empty")
     change = group.plan(joins=["a", "b"])
-    store.commit([change])
+    store.commit([change], signer=SIGNER)
     group.apply(change)
     loaded = store.load("empty")
     assert loaded is not None and loaded.group_key == group.group_key
@@ -91,18 +106,23 @@ def test_stale_or_foreign_changes_are_refused(store: LkhStore) -> None:
     with pytest.raises(UsageError, match="already exists"):
         store.create(group)
     change = plan_next(group)
-    store.commit([change])
+    store.commit([change], signer=SIGNER)
     with pytest.raises(UsageError, match="from epoch 1"):
-        store.commit([change])
+        store.commit([change], signer=SIGNER)
     stray = GroupController(publisher=PUB, concept="x").plan(joins=["a"])
     enrolment = stray.enrolments({"a": MEMBER_KEY.public_key()})[0]
     with pytest.raises(UsageError, match="matches no change"):
         store.commit(
-            [plan_next(GroupController.from_bytes(group.to_bytes()))], enrolments=[enrolment]
+            [plan_next(GroupController.from_bytes(group.to_bytes()))],
+            signer=SIGNER,
+            enrolments=[enrolment],
         )
     foreign = GroupController(publisher="other", concept="y").plan(joins=["a"])
     with pytest.raises(UsageError, match="store of"):
-        store.commit([foreign])
+        store.commit([foreign], signer=SIGNER)
+    with pytest.raises(UsageError, match="store of"):  # another publisher's signer
+        store.commit([plan_next(group)], signer=signer_for("other"))
+    assert [p.epoch for p in store.pending()] == [2]
 
 
 def test_a_failure_mid_commit_rolls_everything_back(tmp_path: Path) -> None:
@@ -121,7 +141,7 @@ def test_a_failure_mid_commit_rolls_everything_back(tmp_path: Path) -> None:
 
     store = LkhStore(path, publisher=PUB, between_writes=explode)
     with pytest.raises(RuntimeError):
-        store.commit([plan_next(group)])
+        store.commit([plan_next(group)], signer=SIGNER)
     loaded = store.load(CONCEPT)
     assert loaded is not None and loaded.to_bytes() == group.to_bytes()
     assert store.pending() == []
@@ -132,7 +152,7 @@ CHILD = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from test_lkh_store import plan_next, PUB, CONCEPT
+from test_lkh_store import plan_next, PUB, CONCEPT, SIGNER
 from publisher.lkh_store import LkhStore
 from xdn import crypto
 
@@ -146,7 +166,8 @@ group = store.load(CONCEPT)
 while True:
     change = plan_next(group)
     print("BEGIN", change.epoch, flush=True)
-    store.commit([change], enrolments=change.enrolments({m: key for m in change.joined}))
+    store.commit([change], signer=SIGNER,
+                 enrolments=change.enrolments({m: key for m in change.joined}))
     print("DONE", change.epoch, flush=True)
     group.apply(change)
 """
@@ -224,7 +245,7 @@ def test_a_killed_key_service_restarts_with_a_whole_epoch(tmp_path: Path) -> Non
             outbox = store.pending()
             assert [p.epoch for p in outbox] == list(range(2, group.epoch + 1))
             for p in outbox:
-                assert p.message == plan_next(expected[p.epoch - 1]).message
+                assert p.message.message == plan_next(expected[p.epoch - 1]).message
                 assert len(p.enrolments) == len(batch_for(expected[p.epoch - 1], p.epoch)[0])
         finally:
             store.close()
@@ -237,5 +258,5 @@ def test_a_killed_key_service_restarts_with_a_whole_epoch(tmp_path: Path) -> Non
 def test_load_all(store: LkhStore) -> None:
     store.create(initial_group())
     other = GroupController(publisher=PUB, concept="other")
-    store.commit([other.plan(joins=["a"])])
+    store.commit([other.plan(joins=["a"])], signer=SIGNER)
     assert sorted(store.load_all()) == sorted([CONCEPT, "other"])

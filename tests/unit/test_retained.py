@@ -13,12 +13,18 @@ from hypothesis import strategies as st
 from disseminator.store import Append, Retained, Store
 from publisher.keystore import KeyStore
 from subscriber.session import Session, SubscriberSetup
-from xdn import crypto
+from xdn import certs, crypto
 from xdn.errors import DecryptError, ProtocolError
 from xdn.grpc_tls import TlsFiles
-from xdn.lkh import DocumentKeyGrant, open_document_keys, seal_document_keys
+from xdn.lkh import (
+    DocumentKeyGrant,
+    GroupController,
+    KeySigner,
+    open_document_keys,
+    seal_document_keys,
+)
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import document_keys_to_pb, restrict_dissemination
+from xdn.wireconv import document_keys_to_pb, enrolment_to_pb, restrict_dissemination
 
 NOW = datetime.now(UTC)
 PUBLISHER = "production-dept"
@@ -131,6 +137,23 @@ def _session(tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list
     return session
 
 
+def _key_signer(pki: dict[str, tuple[bytes, bytes]]) -> KeySigner:
+    cert_pem, key_pem = pki[PUBLISHER]
+    return KeySigner(
+        publisher=PUBLISHER, private_key=crypto.load_private_key_pem(key_pem),
+        certificate=cert_pem,
+    )
+
+
+def _join(session: Session, pki: dict[str, tuple[bytes, bytes]], concept: str) -> None:
+    """Enrol carol in a group of ``concept``, as the key service does before granting keys."""
+    carol = certs.credential_from_pem(pki["carol"][0]).member_id
+    change = GroupController(publisher=PUBLISHER, concept=concept).plan(joins=[carol])
+    carol_key = crypto.load_private_key_pem(pki["carol"][1]).public_key()
+    (enrolment,) = change.enrolments({carol: carol_key})
+    session.on_enrolment(enrolment_to_pb(_key_signer(pki).sign(enrolment)))
+
+
 def _records(tmp_path: Path) -> list[dict[str, object]]:
     path = tmp_path / "out" / "received.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -150,7 +173,12 @@ def test_a_document_without_keys_is_held_then_opened_when_its_keys_are_granted(
         carol_key = crypto.load_private_key_pem(pki["carol"][1]).public_key()
         grant = seal_document_keys(publisher=PUBLISHER, concept="all", member=session.member_id,
                                    keys=doc_keys, public_key=carol_key)
-        session.on_document_keys(document_keys_to_pb(grant))
+        signed = document_keys_to_pb(_key_signer(pki).sign(grant))
+        with pytest.raises(ProtocolError, match="a group we are not in"):
+            session.on_document_keys(signed)  # the grant comes after its enrolment
+        assert len(session.keyring.held()) == 1
+        _join(session, pki, "all")
+        session.on_document_keys(signed)
         session.release_held(2)
         records = _records(tmp_path)
         assert [r["document"] for r in records] == ["order-1"]
@@ -170,7 +198,7 @@ def test_document_keys_for_another_member_are_refused(
         grant = seal_document_keys(publisher=PUBLISHER, concept="Step", member="dave",
                                    keys={}, public_key=MEMBER_KEY.public_key())
         with pytest.raises(ProtocolError, match="for 'dave'"):
-            session.on_document_keys(document_keys_to_pb(grant))
+            session.on_document_keys(document_keys_to_pb(_key_signer(pki).sign(grant)))
     finally:
         session.close()
 

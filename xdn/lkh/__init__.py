@@ -18,6 +18,11 @@ What travels (see ``docs/group-keys.md``):
 
 A member keeps a :class:`MemberKeys` and calls :meth:`MemberKeys.apply_rekey` per message.
 
+Every one of these messages is signed by the key service with the publisher's certificate key
+(:class:`KeySigner` gives a :class:`Signed` message) and travels with that certificate; a member
+runs :func:`verify_key_message` before it lets a message touch its state, so a disseminator can
+drop key messages but cannot forge, alter or relabel one.
+
 Secrecy, as these words are used in xdn (the literature is not consistent: some authors say
 "forward secrecy" for what follows is called backward secrecy here, and "forward secrecy" in
 key exchange means something else again — that old *session* keys survive a later compromise of
@@ -56,6 +61,7 @@ from xdn.lkh._messages import (
     open_enrolment,
     seal_path,
 )
+from xdn.lkh._signed import KeySigner, Signed, signed_bytes, verify_key_message
 from xdn.lkh._state import EpochChange, GroupHeader, NodeRow
 from xdn.lkh._tree import ceil_log2
 
@@ -66,11 +72,13 @@ __all__ = [
     "EpochGapError",
     "GroupController",
     "GroupHeader",
+    "KeySigner",
     "MemberKeys",
     "MemberPath",
     "NodeRow",
     "Rand",
     "RekeyMessage",
+    "Signed",
     "WrappedKey",
     "ceil_log2",
     "group_key_of",
@@ -78,4 +86,6 @@ __all__ = [
     "open_enrolment",
     "seal_document_keys",
     "seal_path",
+    "signed_bytes",
+    "verify_key_message",
 ]

@@ -83,42 +83,54 @@ class Dissemination(_message.Message):
     def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., fragments: _Optional[_Iterable[_Union[Fragment, _Mapping]]] = ..., provenance: _Optional[bytes] = ...) -> None: ...
 
 class KeyMessage(_message.Message):
-    __slots__ = ("publisher", "concept", "epoch", "subscriber", "sealed")
+    __slots__ = ("publisher", "concept", "epoch", "subscriber", "sealed", "signature", "publisher_certificate")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     CONCEPT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     publisher: str
     concept: str
     epoch: int
     subscriber: str
     sealed: bytes
-    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
 
 class GroupRekey(_message.Message):
-    __slots__ = ("publisher", "concept", "epoch", "message")
+    __slots__ = ("publisher", "concept", "epoch", "message", "signature", "publisher_certificate")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     CONCEPT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     publisher: str
     concept: str
     epoch: int
     message: bytes
-    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., message: _Optional[bytes] = ...) -> None: ...
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., epoch: _Optional[int] = ..., message: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
 
 class DocumentKeys(_message.Message):
-    __slots__ = ("publisher", "concept", "subscriber", "sealed")
+    __slots__ = ("publisher", "concept", "subscriber", "sealed", "signature", "publisher_certificate")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     CONCEPT_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     publisher: str
     concept: str
     subscriber: str
     sealed: bytes
-    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ..., subscriber: _Optional[str] = ..., sealed: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("interval_ms",)
