@@ -172,6 +172,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics=metrics,
     )
     node.set_revoked(load_revoked(config, tls.ca_pem))
+    _relay_crl(config, node, queue=False)  # subscribers get it when they connect
     service = DisseminatorService(node, heartbeat_s=config.heartbeat_seconds)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
@@ -323,6 +324,24 @@ class _PolicyWatcher:
         log.warning("policies reloaded (%d subscriptions changed)", len(done))
 
 
+def _relay_crl(config: SiteConfig, node: SiteNode, *, queue: bool) -> None:
+    """Hand the CRL file's bytes to the node, which relays them to local subscribers.
+
+    The subscribers check the CA's signature and the CRL number themselves, so a file changed
+    since it was loaded costs nothing: the watcher notices the change and relays again.
+    """
+    if config.crl is None:
+        return
+    try:
+        crl_pem = config.crl.read_bytes()
+    except OSError as exc:
+        log.error("CRL not relayed to subscribers: cannot read %s: %s", config.crl, exc.strerror)
+        return
+    queued = node.relay_crl(crl_pem, queue=queue)
+    if queued:
+        log.info("CRL relayed to %d local subscribers", queued)
+
+
 class _CrlWatcher:
     """Reload the CRL when its file changes (or on SIGHUP); a bad CRL leaves the old in force."""
 
@@ -356,4 +375,5 @@ class _CrlWatcher:
             log.error("CRL reload refused, the previous CRL stays in force: %s", exc)
             return
         done = self._node.set_revoked(revoked)
+        _relay_crl(self._config, self._node, queue=True)
         log.warning("CRL reloaded: %d certificates revoked (%d changes)", len(revoked), len(done))

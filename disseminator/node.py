@@ -44,6 +44,7 @@ from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
 from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wireconv import revocation_list_delivery
 
 __all__ = ["SiteIdentity", "SiteNode", "to_pb_member"]
 
@@ -147,6 +148,7 @@ class SiteNode:
         self._ended: dict[str, str] = {}
         self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
+        self.crl_pem = b""  # that CRL as the CA signed it: relayed to local subscribers
         self._recover()
         self._gauges: dict[str, float] = {}
         self.refresh_gauges()
@@ -681,6 +683,27 @@ class SiteNode:
         for line in done:
             log.warning("%s", line)
         return done
+
+    def relay_crl(self, crl_pem: bytes, *, queue: bool = True) -> int:
+        """Relay the CA-signed CRL in force to local subscribers; return how many it was queued to.
+
+        Subscribers get it in ``Subscribed`` when they (re)connect and, with ``queue`` (a
+        reload), as a ``RevocationList`` delivery in their queues; they check the CA's signature
+        and the CRL number themselves. An unchanged CRL is not queued again.
+        """
+        if crl_pem == self.crl_pem:
+            return 0
+        self.crl_pem = crl_pem
+        if not queue or not crl_pem:
+            return 0
+        payload = revocation_list_delivery(crl_pem)
+        last, _ = self.store.commit_routing(
+            document=None,
+            appends=[Append(kind="subscriber", name=n, payload=payload) for n in self.table.local],
+        )
+        for kind, name in last:
+            self.wake(Destination(kind, name))
+        return len(last)
 
     def reload_policies(self, policies: PolicySet) -> list[str]:
         """Put new signed policies in force without a restart; all or nothing."""

@@ -354,6 +354,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grants=to_pb_member(registration).grants,
                     resumed_after=cursor.sent,
                     retained=retained,
+                    crl=node.crl_pem,
                 )
             )
             pumped = node.pump(destination, cursor, generation)

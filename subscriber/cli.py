@@ -11,10 +11,16 @@ __all__ = ["register"]
 def _subscribe(args: argparse.Namespace) -> int:
     import asyncio
     import signal
+    from datetime import timedelta
 
     from subscriber.client import SubscriberSetup, run_subscriber
+    from xdn.errors import UsageError
     from xdn.grpc_tls import TlsFiles
 
+    try:
+        local_crl = None if args.crl is None else args.crl.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read the CRL {args.crl}: {exc.strerror}") from None
     setup = SubscriberSetup(
         name=args.name,
         tls=TlsFiles.from_dir(args.certs, args.name),
@@ -26,6 +32,10 @@ def _subscribe(args: argparse.Namespace) -> int:
         max_documents=args.max_documents,
         retained=args.retained,
         heartbeat_s=args.heartbeat,
+        max_held_documents=args.max_held,
+        max_held_bytes=args.max_held_mib * 1024 * 1024,
+        local_crl=local_crl,
+        crl_grace=timedelta(seconds=args.crl_grace),
     )
 
     async def run() -> int:
@@ -37,10 +47,17 @@ def _subscribe(args: argparse.Namespace) -> int:
         print(
             f"{setup.name}: {report.accepted} documents accepted, {report.refused} refused, "
             f"{report.keys} keys received (views in {setup.out_dir / 'views'})"
-            + (f"; {report.held} held waiting for their keys" if report.held else ""),
+            + (f"; {report.held} held waiting for their keys" if report.held else "")
+            + (
+                " (refusals: "
+                + ", ".join(f"{n} {kind}" for kind, n in sorted(report.refusals.items()))
+                + f"; see {setup.out_dir / 'refused.jsonl'})"
+                if report.refusals
+                else ""
+            ),
             flush=True,
         )
-        return 0 if report.refused == 0 else 2
+        return 0 if report.refused == 0 and not report.refusals else 2
 
     return asyncio.run(run())
 
@@ -67,6 +84,26 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _grace(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds <= 30 * 86_400:
+        raise argparse.ArgumentTypeError("the CRL grace must be 0 to 2592000 seconds")
+    return seconds
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``xdn subscribe`` and ``xdn unsubscribe``."""
     unsub = subparsers.add_parser(
@@ -86,7 +123,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="receive, decrypt and verify what a credential may see",
         description="Register this credential at a disseminator (following redirects to "
         "uplinks), then decrypt, verify and store each view until Ctrl-C / SIGTERM or "
-        "--max-documents. Exit code 2 if any document was refused.",
+        "--max-documents. Every refusal (a document that fails verification, a revoked "
+        "publisher, a bad or older CRL, a held document dropped past the cap) is printed and "
+        "recorded in OUT/refused.jsonl; exit code 2 if there was any.",
     )
     parser.add_argument("--connect", required=True, help="disseminator HOST:PORT")
     parser.add_argument("--name", required=True, help="subscriber name (certificate CN)")
@@ -109,6 +148,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
         help="send a heartbeat when idle this long; a site silent for 3x its own announced "
         "interval is taken for dead and the subscriber reconnects (default 5)",
+    )
+    parser.add_argument(
+        "--crl", type=Path,
+        help="a CA-signed CRL file to check publishers against from the start; the site's "
+        "relayed CRL replaces it when newer (a higher CRL number), never when older",
+    )
+    parser.add_argument(
+        "--crl-grace", type=_grace, default=3600.0, metavar="SECONDS",
+        help="past the CRL's next update by more than this, revocation cannot be told: new "
+        "documents are held (not opened) until a fresh CRL arrives (default 3600)",
+    )
+    parser.add_argument(
+        "--max-held", type=_positive, default=256, metavar="DOCS",
+        help="documents held per publisher while their keys have not arrived; past it the "
+        "oldest is dropped and reported (default 256)",
+    )
+    parser.add_argument(
+        "--max-held-mib", type=_positive, default=64, metavar="MIB",
+        help="bytes held per publisher, in MiB, likewise (default 64)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

@@ -5,8 +5,10 @@ certificate is its credential. A site that does not serve every concept the cred
 granted answers ``FAILED_PRECONDITION`` naming its uplink (paper §III.B: solicit the uplink);
 the client follows such redirects. Each delivery is handed to the session
 (:class:`subscriber.session.Session`: verify, decrypt, store) and acknowledged with its
-receipt; the path refresh requests it raises go back on the stream. A lost stream is resumed
-after the last delivery applied.
+receipt; the CRL the site relays (at registration and on each reload) goes to the session,
+which keeps it only if it is the CA's and newer (:mod:`subscriber.revocation`); the path
+refresh requests it raises go back on the stream. A lost stream is resumed after the last
+delivery applied.
 
 Both ends send a heartbeat on an idle stream; a site silent for three of its intervals is
 taken for dead: the stream is dropped and resumed like any lost connection.
@@ -156,6 +158,8 @@ def _handle(
             # The site lost track of our queue; dedupe by document from here on.
             session.keyring.set_applied(session.address, message.subscribed.resumed_after)
         session.report.retained += message.subscribed.retained
+        if message.subscribed.crl:  # the site's CRL: kept if newer than the one in force
+            session.on_crl(message.subscribed.crl, session.keyring.applied(session.address))
         if setup.retained:
             now_ms = int(session.clock().timestamp() * 1000)
             session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
@@ -191,11 +195,19 @@ def _handle(
                 session.on_document_keys(delivery.document_keys)
         except PeerError as exc:
             print(f"{setup.name}: refused {body} message: {exc}", flush=True)
-        session.release_held(delivery.sequence)
+        keys = getattr(delivery, body)
+        session.release_held(
+            delivery.sequence,
+            publisher=keys.publisher,
+            concept=None if body == "document_keys" else keys.concept,
+        )
         session.keyring.set_applied(session.address, delivery.sequence)
         _send_refresh_requests(session, outgoing)
     elif body == "grants_changed":
         session.on_grants_changed(delivery.grants_changed, delivery.sequence)
+    elif body == "revocation_list":
+        session.on_crl(delivery.revocation_list.crl, delivery.sequence)
+        session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "ended":  # the site ends the stream once it has our acknowledgement
         print(f"{setup.name}: subscription ends: {delivery.ended.reason}", flush=True)
         session.keyring.set_applied(session.address, delivery.sequence)
@@ -243,7 +255,7 @@ async def run_subscriber(
             address, delay = redirect, 0.2
         return session.report
     finally:
-        session.report.held = len(session.keyring.held())
+        session.report.held = session.keyring.held_count()
         session.close()
 
 

@@ -10,12 +10,20 @@ Theory of operation. Deliveries arrive in order (:mod:`subscriber.client` runs t
   (only a verified rekey we cannot follow removes us) or adopt a path the publisher never sent;
 * a verified key message is opened with the subscriber's private key (HPKE) and kept in the
   keyring;
-* a dissemination is checked end to end: the publisher certificate against the CA, then the
-  codec verifies the manifest signature, every inclusion proof and every GCM tag before the
-  view is rebuilt. Anything that fails is refused — recorded with the reason, never written
-  as a view — and the stream goes on;
-* a dissemination whose keys have not arrived yet is held (durably) and opened as soon as a
-  key message brings them;
+* a dissemination is checked end to end: the publisher certificate against the CA and the CRL
+  in force, then the codec verifies the manifest signature, every inclusion proof and every
+  GCM tag before the view is rebuilt. Anything that fails is refused — recorded with the
+  reason, never written as a view — and the stream goes on;
+* a dissemination whose keys have not arrived yet is checked as far as it can be without them
+  and held (durably, capped per publisher, :mod:`subscriber.holding`); a key message opens the
+  documents held for its group. A forged one is refused, never held;
+* the CRL the site relays (or the operator's ``--crl``) is kept if it is the CA's and newer
+  than the one in force (:mod:`subscriber.revocation`); while it is stale past its grace, new
+  documents are held until a fresh one arrives, and a newly revoked publisher's held documents
+  are dropped;
+* every refusal — a document, a forged or revoked publisher's one, a held one dropped past the
+  cap, a bad or older CRL, a key message — is printed, recorded in ``refused.jsonl`` and
+  counted in the :class:`SubscriptionReport` (:meth:`Session.refuse`);
 * a rekey more than one epoch ahead (we missed one) makes us ask the site for a path refresh
   of that group, repeated on every new stream until the key service's enrolment arrives.
 
@@ -35,13 +43,23 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from subscriber.store import Inbox, Keyring
+from subscriber.holding import Holding, vouch
+from subscriber.revocation import (
+    DEFAULT_GRACE,
+    Crl,
+    RevokedError,
+    check_publisher,
+    choose,
+    read_crl,
+    stale_reason,
+)
+from subscriber.store import CRL_WAIT, Held, Inbox, Keyring
 from xdn import certs, crypto, provenance
-from xdn.codec import View, decode, fragment_concepts, key_name
-from xdn.errors import DecryptError, PeerError, ProtocolError
+from xdn.codec import View, decode, fragment_concepts
+from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.lkh import EpochGapError, MemberKeys, open_document_keys, verify_key_message
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -71,6 +89,16 @@ class SubscriberSetup:
     max_documents: int | None = None
     retained: bool = False  # ask for the retained recent documents when first registering
     heartbeat_s: float = 5.0
+    max_held_documents: int = 256  # per publisher: documents held until their keys arrive
+    max_held_bytes: int = 64 * 1024 * 1024  # per publisher, likewise
+    local_crl: bytes | None = None  # a CRL given by the operator (PEM); the newer one is used
+    crl_grace: timedelta = DEFAULT_GRACE  # how long past its nextUpdate a CRL still counts
+
+    def __post_init__(self) -> None:
+        if self.max_held_documents < 1 or self.max_held_bytes < 1:
+            raise ValueError("the held store's caps must be positive")
+        if self.crl_grace < timedelta(0):
+            raise ValueError("the CRL grace must not be negative")
 
 
 @dataclass(slots=True)
@@ -85,6 +113,7 @@ class SubscriptionReport:
     held: int = 0  # documents waiting for their keys
     retained: int = 0  # retained documents the site queued at registration
     keys_refused: int = 0  # key messages refused (unauthenticated, not ours, not opening)
+    refusals: dict[str, int] = field(default_factory=dict)  # by kind (see subscriber.store)
 
 
 def open_dissemination(
@@ -96,21 +125,19 @@ def open_dissemination(
     concepts: Iterable[str] | None = None,
     seen: Mapping[tuple[str, str], int] | None = None,
     document_keys: Callable[[str], bytes | None] | None = None,
+    crl: Crl | None = None,
 ) -> View:
     """Verify and decrypt one received dissemination; raise a PeerError if anything is wrong.
 
     ``concepts`` are the concepts granted from this publisher (each must arrive whole; default:
     those a key is held for); ``seen`` the last version accepted per (publisher, document);
-    ``document_keys`` per-document keys by key name (granted for retained documents).
+    ``document_keys`` per-document keys by key name (granted for retained documents); ``crl``
+    the CRL in force (a publisher it revokes is refused with :class:`RevokedError`).
     """
     manifest = message.manifest
-    publisher = certs.verify_certificate(
-        manifest.publisher_certificate, ca_pem, at=at, role="publisher"
+    check_publisher(
+        manifest.publisher_certificate, manifest.publisher, ca_pem=ca_pem, at=at, crl=crl
     )
-    if publisher.name != manifest.publisher:
-        raise ProtocolError(
-            f"manifest names publisher {manifest.publisher!r} but is signed by {publisher.name!r}"
-        )
     delivery = delivery_from_pb(message)
     return decode(
         delivery,
@@ -145,6 +172,26 @@ class Session:
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
+        self.holding = Holding(
+            self.keyring,
+            max_documents=setup.max_held_documents,
+            max_bytes=setup.max_held_bytes,
+            refuse=self.refuse,
+        )
+        self.crl: Crl | None = None  # the CRL in force
+        stored = self.keyring.crl()
+        if stored is not None:
+            self.crl = read_crl(stored[1], setup.tls.ca_pem, at=clock())
+        if setup.local_crl is not None:
+            self.on_crl(setup.local_crl, self.keyring.applied(self.address), source="--crl file")
+        if self.crl is None:
+            print(
+                f"{setup.name}: no CRL yet: publishers cannot be checked for revocation until "
+                "the site relays one (or give --crl)",
+                flush=True,
+            )
+        for payload in self.keyring.take_legacy_held():  # held unchecked by an older version
+            self._receive(pb.Dissemination.FromString(payload), self.keyring.applied(self.address))
 
     def close(self) -> None:
         self.keyring.close()
@@ -189,6 +236,7 @@ class Session:
             yield
         except PeerError as exc:
             self.report.keys_refused += 1
+            self.report.refusals["key"] = self.report.refusals.get("key", 0) + 1
             self.inbox.refuse_key(
                 kind=kind, publisher=publisher, concept=concept, epoch=epoch, reason=str(exc)
             )
@@ -286,15 +334,76 @@ class Session:
         )
         self.report.keys += 1
 
-    def _missing_keys(self, message: pb.Dissemination) -> list[str]:
-        """Names of the keys the delivered fragments need that we do not hold (yet)."""
-        needed = {(f.publisher, f.concept, f.epoch, f.document_id) for f in message.fragments}
-        return sorted(
-            key_name(*n)
-            for n in needed
-            if self.keyring.get(*n[:3]) is None and self.keyring.document_key(key_name(*n)) is None
+    # ---- refusals ------------------------------------------------------------------------
+    def refuse(
+        self,
+        kind: str,
+        reason: str,
+        *,
+        manifest: pb.Manifest | None = None,
+        publisher: str = "",
+        document: str = "",
+        version: int | None = None,
+    ) -> None:
+        """Make a refusal visible: printed, recorded in the inbox, counted in the report.
+
+        ``kind`` says what was refused (see :mod:`subscriber.store`); every kind but ``crl``
+        is a document not accepted.
+        """
+        if manifest is not None:
+            publisher, document, version = (
+                manifest.publisher, manifest.document_id, manifest.version
+            )
+        if kind != "crl":
+            self.report.refused += 1
+        self.report.refusals[kind] = self.report.refusals.get(kind, 0) + 1
+        what = "CRL" if kind == "crl" else f"{publisher}/{document}" + (
+            f" v{version}" if version is not None else ""
+        )
+        print(f"{self.setup.name}: refused {what}: {reason}", flush=True)
+        self.inbox.refuse(
+            publisher=publisher, document_id=document, reason=reason, kind=kind, version=version
         )
 
+    # ---- the CRL in force ----------------------------------------------------------------
+    def on_crl(self, pem: bytes, sequence: int, *, source: str = "the site") -> None:
+        """A CRL arrived (relayed by the site, or the operator's file): keep it if newer.
+
+        A newer CRL is kept durably; held documents of a publisher it revokes are refused, and
+        those held while the CRL was stale are looked at again. A bad or older CRL is refused
+        and the one in force stays.
+        """
+        try:
+            offered = read_crl(pem, self.setup.tls.ca_pem, at=self.clock())
+            chosen = choose(self.crl, offered)
+        except CertificateError as exc:
+            self.refuse("crl", f"CRL from {source}: {exc}")
+            return
+        if chosen is self.crl:
+            return
+        self.keyring.set_crl(chosen.number, chosen.pem)
+        self.crl = chosen
+        print(
+            f"{self.setup.name}: CRL number {chosen.number} from {source} in force "
+            f"({len(chosen.revoked)} certificates revoked, next update "
+            f"{chosen.next_update.isoformat()})",
+            flush=True,
+        )
+        for entry in self.keyring.held_entries():
+            if entry.serial in chosen.revoked:
+                self.keyring.drop_held(entry.id)
+                self.refuse(
+                    "revoked",
+                    f"held document dropped: its publisher certificate (serial {entry.serial:x}) "
+                    f"is revoked by CRL number {chosen.number}",
+                    publisher=entry.publisher, document=entry.document, version=entry.version,
+                )
+        self._release(self.keyring.waiting(*CRL_WAIT), sequence)
+
+    def _revocation_unknown(self) -> str | None:
+        return stale_reason(self.crl, at=self.clock(), grace=self.setup.crl_grace)
+
+    # ---- documents -----------------------------------------------------------------------
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused or held)."""
         manifest = message.manifest
@@ -304,32 +413,67 @@ class Session:
                      manifest.version)
             self.keyring.set_applied(self.address, sequence)
             return b""
-        missing = self._missing_keys(message)
-        if missing:
-            self.keyring.hold(
-                manifest.publisher, manifest.document_id, manifest.version,
-                message.SerializeToString(),
+        return self._receive(message, sequence)
+
+    def _receive(self, message: pb.Dissemination, sequence: int) -> bytes:
+        """Open a document, or check and hold it while its keys or a fresh CRL are missing."""
+        manifest = message.manifest
+        last = self.keyring.version(manifest.publisher, manifest.document_id)
+        waits = self._waits(message)
+        if not waits:
+            return self._open(message, sequence, last)
+        try:
+            serial = vouch(
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock(), crl=self.crl, last=last
             )
+        except PeerError as exc:
+            kind = "revoked" if isinstance(exc, RevokedError) else "unverified"
+            self.refuse(kind, f"not held: {exc}", manifest=manifest)
             self.keyring.set_applied(self.address, sequence)
+            return b""
+        self._hold(message, serial, waits)
+        self.keyring.set_applied(self.address, sequence)
+        return b""
+
+    def _waits(self, message: pb.Dissemination) -> list[tuple[str, str]]:
+        stale = self._revocation_unknown() is not None
+        return self.holding.waits(message, crl_stale=stale)
+
+    def _hold(self, message: pb.Dissemination, serial: int, waits: list[tuple[str, str]]) -> None:
+        if self.holding.hold(message, serial, waits):
+            concepts = [c for p, c in waits if (p, c) != CRL_WAIT]
+            missing = [f"the keys of {', '.join(concepts)} arrive"] if concepts else []
+            if CRL_WAIT in waits:
+                missing.append(f"a fresh CRL arrives ({self._revocation_unknown()})")
+            m = message.manifest
             print(
-                f"{self.setup.name}: holding {manifest.publisher}/{manifest.document_id} "
-                f"v{manifest.version} until its keys arrive ({', '.join(missing)})",
+                f"{self.setup.name}: holding {m.publisher}/{m.document_id} v{m.version} until "
+                + " and ".join(missing),
                 flush=True,
             )
-            return b""
-        return self._open(message, sequence, last)
 
-    def release_held(self, sequence: int) -> None:
-        """Open the held documents whose keys have arrived (``sequence``: the key delivery)."""
-        for payload in self.keyring.held():
-            message = pb.Dissemination.FromString(payload)
+    def release_held(
+        self, sequence: int, *, publisher: str | None = None, concept: str | None = None
+    ) -> None:
+        """Open the held documents a key delivery (``sequence``) may have unlocked.
+
+        Only the documents waiting for the (``publisher``, ``concept``) group are read; with no
+        concept, every one of the publisher's (per-document key grants); with neither, all.
+        """
+        self._release(self.keyring.waiting(publisher, concept), sequence)
+
+    def _release(self, held: list[Held], sequence: int) -> None:
+        for entry in held:
+            message = pb.Dissemination.FromString(entry.payload)
             m = message.manifest
             last = self.keyring.version(m.publisher, m.document_id)
             if last is None or last < m.version:
-                if self._missing_keys(message):
+                waits = self._waits(message)
+                if waits:
+                    self.keyring.set_waits(entry.id, waits)
                     continue
                 self._open(message, sequence, last)
-            self.keyring.release(m.publisher, m.document_id, m.version)
+            self.keyring.drop_held(entry.id)
 
     def _expected(self, manifest: pb.Manifest, delivered: set[str]) -> tuple[list[str], list[str]]:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
@@ -355,17 +499,12 @@ class Session:
                 at=self.clock(),
                 concepts=concepts if manifest.publisher in self.report.grants else None,
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
+                crl=self.crl,
             )
             received = provenance.Message.from_nquads(message.provenance)
         except PeerError as exc:
-            self.report.refused += 1
-            print(
-                f"{self.setup.name}: refused {manifest.publisher}/{manifest.document_id}: {exc}",
-                flush=True,
-            )
-            self.inbox.refuse(
-                publisher=manifest.publisher, document_id=manifest.document_id, reason=str(exc)
-            )
+            kind = "revoked" if isinstance(exc, RevokedError) else "document"
+            self.refuse(kind, str(exc), manifest=manifest)
             self.keyring.set_applied(self.address, sequence)
             return b""
         receipt = provenance.receipt(

@@ -2,7 +2,10 @@
 
 The state database holds the keyring (group keys by publisher, concept and epoch, this
 member's key-tree path in each group, :mod:`xdn.lkh`, and the per-document keys granted for
-retained documents), the documents held until their keys arrive, the last
+retained documents), the documents held until their keys arrive (indexed by the groups whose
+keys each waits for, so a key message reads only the documents it may open; each with the
+serial of the publisher certificate that signed it and its size, for the per-publisher cap and
+for a newly revoked publisher), the CRL in force with its CRL number, the last
 delivery sequence applied from each site, and the last version accepted of each document —
 updated in one transaction per delivery, so after a crash of either side the subscriber resumes
 right after what it applied: a redelivered document is recognised and not handed to the
@@ -14,8 +17,12 @@ Output layout under ``OUT`` (the application's view of what arrived)::
     views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view (names escaped by
                                       xdn.ids.file_stem: no separators, no leading dot)
     received.jsonl                    one line per accepted document: fragment id → concept
-    refused.jsonl                     one line per refused document (or key message, with
-                                      "key_message": its kind), with the reason
+    refused.jsonl                     one line per refusal, with its kind and reason: a
+                                      document refused ("document"), a forged or unverifiable
+                                      one ("unverified"), a revoked publisher's ("revoked"), a
+                                      held one dropped past the cap ("overflow"), a CRL ("crl"),
+                                      a key message (with "key_message": rekey, enrolment or
+                                      document-keys)
 
 ``received.jsonl`` is an export of the database: at start-up it is rewritten from the database
 if a crash left the two apart.
@@ -26,13 +33,45 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xdn import ids
 
-__all__ = ["Inbox", "Keyring"]
+__all__ = ["CRL_WAIT", "Held", "HeldEntry", "Inbox", "Keyring"]
+
+CRL_WAIT = ("", "")
+"""The ``waits`` entry of a document held until a fresh CRL arrives."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Held:
+    """A held document: its row id and serialised dissemination."""
+
+    id: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldEntry:
+    """A held document's index entry (what it is, whose certificate signed it, its size)."""
+
+    id: int
+    publisher: str
+    document: str
+    version: int
+    serial: int
+    size: int
+
+
+def _entry(row: tuple[Any, ...]) -> HeldEntry:
+    held, publisher, document, version, serial, size = row
+    return HeldEntry(
+        id=int(held), publisher=str(publisher), document=str(document), version=int(version),
+        serial=int(serial, 16), size=int(size),
+    )
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (
@@ -49,9 +88,18 @@ CREATE TABLE IF NOT EXISTS documents (
     version INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (publisher, document)
 );
 CREATE TABLE IF NOT EXISTS document_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS held (
+CREATE TABLE IF NOT EXISTS held_documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
-    version INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE (publisher, document, version)
+    version INTEGER NOT NULL, serial TEXT NOT NULL, size INTEGER NOT NULL,
+    payload BLOB NOT NULL, UNIQUE (publisher, document, version)
+);
+CREATE INDEX IF NOT EXISTS held_by_publisher ON held_documents (publisher, id);
+CREATE TABLE IF NOT EXISTS held_waits (
+    held INTEGER NOT NULL, publisher TEXT NOT NULL, concept TEXT NOT NULL,
+    PRIMARY KEY (publisher, concept, held)
+);
+CREATE TABLE IF NOT EXISTS crl (
+    id INTEGER PRIMARY KEY CHECK (id = 1), number TEXT NOT NULL, pem BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS stale (
@@ -94,23 +142,125 @@ class Keyring:
         row = self._db.execute("SELECT key FROM document_keys WHERE name = ?", (name,)).fetchone()
         return None if row is None else bytes(row[0])
 
-    # ---- documents held until their keys arrive ------------------------------------------
-    def hold(self, publisher: str, document: str, version: int, payload: bytes) -> None:
-        self._db.execute(
-            "INSERT OR IGNORE INTO held (publisher, document, version, payload) "
-            "VALUES (?, ?, ?, ?)",
-            (publisher, document, version, payload),
+    # ---- documents held until their keys (or a fresh CRL) arrive --------------------------
+    def hold(
+        self,
+        *,
+        publisher: str,
+        document: str,
+        version: int,
+        serial: int,
+        payload: bytes,
+        waits: Iterable[tuple[str, str]],
+    ) -> bool:
+        """Hold a checked document until what it ``waits`` for arrives; False if held already.
+
+        ``waits`` are the (publisher, concept) groups whose keys it lacks, and
+        :data:`CRL_WAIT` while the CRL in force is stale.
+        """
+        with self._db:
+            self._db.execute("BEGIN")
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO held_documents "
+                "(publisher, document, version, serial, size, payload) VALUES (?, ?, ?, ?, ?, ?)",
+                (publisher, document, version, f"{serial:x}", len(payload), payload),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._set_waits(int(cursor.lastrowid or 0), waits)
+        return True
+
+    def _set_waits(self, held: int, waits: Iterable[tuple[str, str]]) -> None:
+        self._db.execute("DELETE FROM held_waits WHERE held = ?", (held,))
+        self._db.executemany(
+            "INSERT OR IGNORE INTO held_waits VALUES (?, ?, ?)",
+            [(held, publisher, concept) for publisher, concept in waits],
         )
+
+    def set_waits(self, held: int, waits: Iterable[tuple[str, str]]) -> None:
+        """What a held document waits for now (some keys came, not all)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._set_waits(held, waits)
+
+    def waiting(self, publisher: str | None = None, concept: str | None = None) -> list[Held]:
+        """The held documents waiting for a group's keys (or all of a publisher's), oldest first.
+
+        Only the rows asked for are read: a key message costs the documents it may open.
+        """
+        if publisher is None:
+            rows = self._db.execute("SELECT id, payload FROM held_documents ORDER BY id")
+        elif concept is None:
+            rows = self._db.execute(
+                "SELECT id, payload FROM held_documents WHERE publisher = ? ORDER BY id",
+                (publisher,),
+            )
+        else:
+            rows = self._db.execute(
+                "SELECT h.id, h.payload FROM held_waits w JOIN held_documents h ON h.id = w.held "
+                "WHERE w.publisher = ? AND w.concept = ? ORDER BY h.id",
+                (publisher, concept),
+            )
+        return [Held(id=int(i), payload=bytes(p)) for i, p in rows]
+
+    def held_usage(self, publisher: str) -> tuple[int, int]:
+        """(documents, bytes) held for ``publisher``."""
+        count, size = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM held_documents WHERE publisher = ?",
+            (publisher,),
+        ).fetchone()
+        return int(count), int(size)
+
+    def oldest_held(self, publisher: str) -> HeldEntry | None:
+        """The document held longest for ``publisher``, if any."""
+        row = self._db.execute(
+            "SELECT id, publisher, document, version, serial, size FROM held_documents "
+            "WHERE publisher = ? ORDER BY id LIMIT 1",
+            (publisher,),
+        ).fetchone()
+        return None if row is None else _entry(row)
+
+    def held_entries(self) -> list[HeldEntry]:
+        """Every held document's index entry (no payload), oldest first."""
+        rows = self._db.execute(
+            "SELECT id, publisher, document, version, serial, size FROM held_documents ORDER BY id"
+        )
+        return [_entry(row) for row in rows]
+
+    def drop_held(self, held: int) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM held_waits WHERE held = ?", (held,))
+            self._db.execute("DELETE FROM held_documents WHERE id = ?", (held,))
 
     def held(self) -> list[bytes]:
         """The held documents' serialised disseminations, oldest first."""
-        return [bytes(p) for (p,) in self._db.execute("SELECT payload FROM held ORDER BY id")]
+        return [h.payload for h in self.waiting()]
 
-    def release(self, publisher: str, document: str, version: int) -> None:
-        self._db.execute(
-            "DELETE FROM held WHERE publisher = ? AND document = ? AND version = ?",
-            (publisher, document, version),
-        )
+    def held_count(self) -> int:
+        (count,) = self._db.execute("SELECT COUNT(*) FROM held_documents").fetchone()
+        return int(count)
+
+    def take_legacy_held(self) -> list[bytes]:
+        """Documents held by an older version (unchecked, unindexed); the table is emptied."""
+        exists = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'held'"
+        ).fetchone()
+        if exists is None:
+            return []
+        payloads = [bytes(p) for (p,) in self._db.execute("SELECT payload FROM held ORDER BY id")]
+        self._db.execute("DROP TABLE held")
+        return payloads
+
+    # ---- the CRL in force ----------------------------------------------------------------
+    def crl(self) -> tuple[int, bytes] | None:
+        """(CRL number, PEM) of the CRL in force, if one was ever accepted."""
+        row = self._db.execute("SELECT number, pem FROM crl WHERE id = 1").fetchone()
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def set_crl(self, number: int, pem: bytes) -> None:
+        """Keep a CRL in force (the caller has checked that its number is not lower)."""
+        self._db.execute("INSERT OR REPLACE INTO crl VALUES (1, ?, ?)", (str(number), pem))
 
     # ---- groups whose epochs we missed (a path refresh is asked for) ----------------------
     def mark_stale(self, publisher: str, concept: str) -> bool:
@@ -271,8 +421,21 @@ class Inbox:
         # No fsync: the database is the record; reconcile() rewrites this export after a crash.
         self._append("received.jsonl", record, sync=False)
 
-    def refuse(self, *, publisher: str, document_id: str, reason: str) -> None:
-        refusal = {"publisher": publisher, "document": document_id, "reason": reason}
+    def refuse(
+        self,
+        *,
+        publisher: str = "",
+        document_id: str = "",
+        reason: str,
+        kind: str = "document",
+        version: int | None = None,
+    ) -> None:
+        """Record a refusal (``kind``: see the module docstring) in ``refused.jsonl``."""
+        refusal: dict[str, Any] = {
+            "publisher": publisher, "document": document_id, "reason": reason, "kind": kind
+        }
+        if version is not None:
+            refusal["version"] = version
         self._append("refused.jsonl", refusal, sync=True)
 
     def refuse_key(

@@ -46,6 +46,7 @@ __all__ = [
     "rekey_from_pb",
     "rekey_to_pb",
     "restrict_dissemination",
+    "revocation_list_delivery",
     "standing_from_pb",
     "standing_to_pb",
 ]
@@ -343,6 +344,11 @@ def document_keys_from_pb(message: pb.DocumentKeys) -> Signed[DocumentKeyGrant]:
         certificate=message.publisher_certificate,
         what="document keys",
     )
+
+
+def revocation_list_delivery(crl_pem: bytes) -> bytes:
+    """The queued delivery relaying a site's CA-signed CRL (PEM) to a local subscriber."""
+    return bytes(pb.Delivery(revocation_list=pb.RevocationList(crl=crl_pem)).SerializeToString())
 
 
 def standing_to_pb(standing: Standing) -> pb.SiteStanding:

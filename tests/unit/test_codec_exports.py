@@ -48,6 +48,7 @@ PUBLIC = {
     "select",
     "sign_manifest",
     "to_encrypted_xml",
+    "verify_delivery",
     "verify_inclusion",
     "verify_range",
 }

@@ -151,6 +151,8 @@ def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-
                 "publisher": "production-dept",
                 "document": "order-1",
                 "reason": "fragment could not be decrypted or verified",
+                "kind": "document",
+                "version": 1,
             }
         ]
         assert not list((tmp_path / "out" / "views").rglob("*.xml"))

@@ -3,7 +3,8 @@
 Publisher side: :func:`encode` (mapped nodes in memory → :class:`EncodedDocument`) and
 :func:`encode_file` (an XML file, streamed → its XML Encryption export). Disseminator side:
 :func:`select` (→ :class:`Delivery`: some concepts' fragments, one range proof per run of
-leaves). Subscriber side: :func:`decode` (→ :class:`View`) and :func:`decode_file` (an export,
+leaves). Subscriber side: :func:`decode` (→ :class:`View`), :func:`verify_delivery` (every check
+that needs no key, for a delivery kept until its keys arrive) and :func:`decode_file` (an export,
 streamed → the view's bytes), or the opaque :class:`~xdn.errors.DecryptError`. Archive form:
 :func:`to_encrypted_xml` / :func:`from_encrypted_xml` (W3C XML Encryption 1.1).
 
@@ -44,6 +45,7 @@ from xdn.codec._view import (
     decode,
     fragment_concepts,
     required_keys,
+    verify_delivery,
 )
 from xdn.codec._xmlenc import from_encrypted_xml, to_encrypted_xml
 
@@ -91,6 +93,7 @@ __all__ = [
     "select",
     "sign_manifest",
     "to_encrypted_xml",
+    "verify_delivery",
     "verify_inclusion",
     "verify_range",
 ]

@@ -33,6 +33,8 @@ from xdn.codec._assemble import (
 )
 from xdn.codec._encoding import XDN_NS
 from xdn.codec._fragments import Delivery, fragment_leaf_hash
+from xdn.codec._keys import key_name
+from xdn.codec._manifest import Manifest
 from xdn.codec._opening import open_plaintexts
 from xdn.codec._plaintext import canonicalize
 from xdn.codec._verify import (
@@ -56,6 +58,7 @@ __all__ = [
     "decode",
     "fragment_concepts",
     "required_keys",
+    "verify_delivery",
 ]
 
 VIEW_TAG = f"{{{XDN_NS}}}view"
@@ -128,6 +131,75 @@ def required_keys(delivery: Delivery) -> frozenset[tuple[str, str, int]]:
     return frozenset((f.publisher, f.concept, f.epoch) for f in delivery.fragments)
 
 
+def verify_delivery(
+    delivery: Delivery,
+    *,
+    publisher_key: crypto.PublicKey,
+    concepts: Iterable[str] = (),
+    seen: Mapping[tuple[str, str], int] | None = None,
+) -> Manifest:
+    """Run every check of :func:`decode` that needs no key; return the verified manifest.
+
+    A subscriber that cannot open a delivery yet (its keys have not arrived) calls this before
+    keeping it: the manifest's signature, freshness, every fragment header, the range table and
+    the range proofs are checked (checks 1-6 of :mod:`xdn.codec._verify`), so only a delivery the
+    publisher really issued, unaltered, is kept. Only the GCM tags are left for :func:`decode`.
+
+    Args:
+        delivery: what the subscriber received (untrusted).
+        publisher_key: the publisher's public key (from a trusted source).
+        concepts: concepts that must be delivered whole (default: none is required).
+        seen: the last version accepted per (publisher, document id).
+
+    Raises:
+        DecryptError: a check failed (opaque, as in :func:`decode`).
+        TypeError: misuse.
+    """
+    if not isinstance(delivery, Delivery):
+        raise TypeError("delivery must be a Delivery")
+    if isinstance(concepts, str):
+        raise TypeError("concepts must be a collection of concepts, not a single str")
+    _check(delivery, publisher_key, frozenset(concepts), seen)
+    return delivery.signed_manifest.manifest
+
+
+def _check(
+    delivery: Delivery,
+    publisher_key: crypto.PublicKey,
+    expected: frozenset[str],
+    seen: Mapping[tuple[str, str], int] | None,
+) -> None:
+    """Signature, freshness, headers, ranges, proofs and completeness (no key needed)."""
+    signed = delivery.signed_manifest
+    m = signed.manifest
+    check_signature(signed, publisher_key)
+    check_fresh(m, seen)
+    names: dict[tuple[str, int], str] = {}
+
+    def name(concept: str, epoch: int) -> str:
+        found = names.get((concept, epoch))
+        if found is None:
+            found = names[concept, epoch] = key_name(m.publisher, concept, epoch, m.document_id)
+        return found
+
+    claims = [
+        claim_of(
+            document_id=f.document_id,
+            publisher=f.publisher,
+            concept=f.concept,
+            position=f.position,
+            parent=f.parent,
+            epoch=f.epoch,
+            key=f.key_name,
+            leaf=fragment_leaf_hash(f),
+            expected=(m.document_id, m.publisher),
+            expected_key=name(f.concept, f.epoch),
+        )
+        for f in delivery.fragments
+    ]
+    verify_claims(m, claims, delivery.proofs, expected=expected)
+
+
 def decode(
     delivery: Delivery,
     *,
@@ -164,30 +236,11 @@ def decode(
     if not isinstance(delivery, Delivery):
         raise TypeError("delivery must be a Delivery")
     limits = limits or Limits()
-    signed = delivery.signed_manifest
-    m = signed.manifest
+    m = delivery.signed_manifest.manifest
     source = KeySource(
         publisher=m.publisher, document_id=m.document_id, keys=keys, document_keys=document_keys
     )
-    expected = expected_concepts(m, concepts, source)
-    check_signature(signed, publisher_key)
-    check_fresh(m, seen)
-    claims = [
-        claim_of(
-            document_id=f.document_id,
-            publisher=f.publisher,
-            concept=f.concept,
-            position=f.position,
-            parent=f.parent,
-            epoch=f.epoch,
-            key=f.key_name,
-            leaf=fragment_leaf_hash(f),
-            expected=(m.document_id, m.publisher),
-            expected_key=source.name(f.concept, f.epoch),
-        )
-        for f in delivery.fragments
-    ]
-    verify_claims(m, claims, delivery.proofs, expected=expected)
+    _check(delivery, publisher_key, expected_concepts(m, concepts, source), seen)
     plaintexts: list[tuple[int, int | None, bytes]] = []
     for f in sorted(delivery.fragments, key=lambda f: f.position):
         doc_key = source.doc_key(f.concept, f.epoch)

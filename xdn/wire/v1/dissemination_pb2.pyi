@@ -155,7 +155,7 @@ class SubscriptionEnded(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "revocation_list")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +164,7 @@ class Delivery(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     GRANTS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
@@ -172,7 +173,14 @@ class Delivery(_message.Message):
     heartbeat: Heartbeat
     grants_changed: GrantsChanged
     ended: SubscriptionEnded
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ...) -> None: ...
+    revocation_list: RevocationList
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., revocation_list: _Optional[_Union[RevocationList, _Mapping]] = ...) -> None: ...
+
+class RevocationList(_message.Message):
+    __slots__ = ("crl",)
+    CRL_FIELD_NUMBER: _ClassVar[int]
+    crl: bytes
+    def __init__(self, crl: _Optional[bytes] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("dissemination", "keys", "rekeys", "document_keys")
@@ -301,18 +309,20 @@ class ClientMessage(_message.Message):
     def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained")
+    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "crl")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     RESUMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     RETAINED_FIELD_NUMBER: _ClassVar[int]
+    CRL_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     served_by: str
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     resumed_after: int
     retained: int
-    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ...) -> None: ...
+    crl: bytes
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ..., crl: _Optional[bytes] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
     __slots__ = ("subscribed", "delivery", "heartbeat")
