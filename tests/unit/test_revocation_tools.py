@@ -109,3 +109,14 @@ def test_site_loads_the_crl_and_refuses_a_bad_or_stale_one(pki: Path) -> None:
     (pki / "crl.pem").unlink()
     with pytest.raises(ConfigError, match="cannot read CRL"):
         load_revoked(config, ca)
+
+
+def test_every_crl_written_numbers_higher_than_the_last(pki: Path) -> None:
+    ca = (pki / "ca.pem").read_bytes()
+    now = datetime.now(UTC)
+    numbers = []
+    for when in (now, now, now - timedelta(days=3)):  # same second, then an older clock
+        write_crl(pki, now=when)
+        numbers.append(certs.read_crl((pki / "crl.pem").read_bytes(), ca).number)
+    assert numbers[0] >= int(now.timestamp())
+    assert numbers == sorted(set(numbers))
