@@ -48,7 +48,7 @@ class _DishonestRoot:
     def __init__(self, members: list[pb.Member]) -> None:
         self.members = members
 
-    async def GetMembership(self, request: Any, timeout: float) -> pb.Membership:  # noqa: N802
+    async def GetMembership(self, request: Any, timeout: float) -> pb.Membership:
         return pb.Membership(members=self.members, site="d1")
 
 
