@@ -14,13 +14,13 @@ Example ``d2.toml``::
     retain_documents = 10            # recent documents kept per publisher for new subscribers
     heartbeat_seconds = 5            # heartbeat on idle streams; 3 intervals silent: peer dead
     drain_seconds = 10               # on SIGTERM, how long to wait for connected peers' acks
+    crl_grace_seconds = 3600         # CRL stale this long: refuse new registrations and links
 
     [tls]
     ca = "certs/ca.pem"
     cert = "certs/d2.pem"
     key = "certs/d2.key"
     crl = "certs/crl.pem"            # optional; reloaded when it changes or on SIGHUP
-    crl_grace_seconds = 3600         # stale CRL: refuse new registrations/links after this
 
     [ontology]
     files = ["ontology/production.owl"]
@@ -94,7 +94,7 @@ class SiteConfig:
         if self.drain_seconds < 0:
             raise ConfigError("site.drain_seconds must not be negative")
         if self.crl_grace_seconds < 0:
-            raise ConfigError("tls.crl_grace_seconds must not be negative")
+            raise ConfigError("site.crl_grace_seconds must not be negative")
         if not self.name or "/" in self.name:
             raise ConfigError(f"site name {self.name!r} is invalid")
         host, sep, port = self.listen.rpartition(":")
@@ -156,9 +156,9 @@ def load_site_config(path: Path) -> SiteConfig:
     crl = tls.get("crl")
     if crl is not None and (not isinstance(crl, str) or not crl):
         raise ConfigError(f"{path}: [tls] crl must be the path of a PEM CRL")
-    grace = tls.get("crl_grace_seconds", 3600.0)
+    grace = site.get("crl_grace_seconds", 3600.0)
     if not isinstance(grace, int | float) or isinstance(grace, bool):
-        raise ConfigError(f"{path}: [tls] crl_grace_seconds must be a number of seconds")
+        raise ConfigError(f"{path}: [site] crl_grace_seconds must be a number of seconds")
     timings = {}
     for key in ("lease_seconds", "housekeeping_seconds", "heartbeat_seconds", "drain_seconds"):
         if key in site:

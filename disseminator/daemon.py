@@ -14,7 +14,7 @@ refused and the one in force stays.
 Revocation (:mod:`disseminator.revocation`, docs/network.md). The CRL in force is kept in the
 site's store with its number: a CRL numbered lower — on reload or at a restart — is refused
 (logged, counted in ``xdn_crl_refused``) and the newest one stays in force. A stale CRL raises
-the alarm (log, ``xdn_crl_stale``) and, past ``[tls] crl_grace_seconds``, new registrations
+the alarm (log, ``xdn_crl_stale``) and, past ``[site] crl_grace_seconds``, new registrations
 and links are refused. Every site-to-site peer is checked against the CRL and its
 certificate's validity at connect and again on each CRL change and housekeeping pass: a
 downlink or uplink that fails is cut, and the DHT forgets and refuses its records.

@@ -13,7 +13,7 @@ longer tell whether a certificate was revoked since. What the site does
 * stale: it raises the alarm at once (an error in the log on every housekeeping pass, the
   ``xdn_crl_stale`` gauge at 1) and goes on serving; the revocations of the stale CRL stay in
   force;
-* stale for longer than the grace (``[tls] crl_grace_seconds``, default one hour): it fails
+* stale for longer than the grace (``[site] crl_grace_seconds``, default one hour): it fails
   closed for anything *new* — a subscriber not registered here, a downlink site not linked
   here — with ``FAILED_PRECONDITION`` saying that the CRL is stale and the operator must
   install a fresh one; subscriptions and links already in place continue.
