@@ -7,6 +7,9 @@ Layout of a certificate directory::
     revoked.txt               revoked certificates, one ``SERIAL-HEX NAME ISO-TIME`` a line
     crl.pem                   the CA-signed CRL made from revoked.txt (sites reload it)
 
+Every CRL written here is numbered higher than the one it replaces (sites and key services
+refuse a CRL numbered below the one they hold), whatever the ``now`` it is signed at.
+
 Keys are written with mode 0600. This is tooling for development networks and tests; a real
 deployment brings its own CA and only uses ``xdn certs issue``-style requests against it.
 """
@@ -20,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from xdn import certs
-from xdn.errors import UsageError
+from xdn.errors import CertificateError, UsageError
 
 __all__ = [
     "CRL_DAYS",
@@ -129,6 +132,14 @@ def _revoked(directory: Path) -> list[tuple[int, str, datetime]]:
     return entries
 
 
+def _last_number(path: Path, ca_cert: bytes) -> int:
+    """The number of the CRL at ``path`` (-1: none, or not one our CA signed)."""
+    try:
+        return certs.read_crl(path.read_bytes(), ca_cert).number
+    except (OSError, CertificateError):
+        return -1
+
+
 def write_crl(directory: Path, *, now: datetime, days: int = CRL_DAYS) -> Path:
     """(Re)write ``crl.pem`` from ``revoked.txt``, signed by the CA; return its path.
 
@@ -137,11 +148,12 @@ def write_crl(directory: Path, *, now: datetime, days: int = CRL_DAYS) -> Path:
     if days <= 0:
         raise UsageError("a CRL must be valid for at least one day")
     ca_cert, ca_key = _ca_pair(directory)
+    path, tmp = directory / "crl.pem", directory / "crl.pem.tmp"
     pem = certs.create_crl(
         ca_cert, ca_key, [(serial, when) for serial, _, when in _revoked(directory)],
         now=now, next_update=now + timedelta(days=days),
+        number=max(int(now.timestamp()), _last_number(path, ca_cert) + 1),
     )
-    path, tmp = directory / "crl.pem", directory / "crl.pem.tmp"
     tmp.write_bytes(pem)
     os.replace(tmp, path)
     return path

@@ -14,6 +14,7 @@ Example ``d2.toml``::
     retain_documents = 10            # recent documents kept per publisher for new subscribers
     heartbeat_seconds = 5            # heartbeat on idle streams; 3 intervals silent: peer dead
     drain_seconds = 10               # on SIGTERM, how long to wait for connected peers' acks
+    crl_grace_seconds = 3600         # CRL stale this long: refuse new registrations and links
 
     [tls]
     ca = "certs/ca.pem"
@@ -80,6 +81,7 @@ class SiteConfig:
     metrics_listen: str | None = None
     dht: DhtConfig = field(default_factory=DhtConfig)
     crl: Path | None = None
+    crl_grace_seconds: float = 3600.0
     retain_documents: int = 10
 
     def __post_init__(self) -> None:
@@ -91,6 +93,8 @@ class SiteConfig:
             raise ConfigError("site.heartbeat_seconds must be between 0.001 and 86400")
         if self.drain_seconds < 0:
             raise ConfigError("site.drain_seconds must not be negative")
+        if self.crl_grace_seconds < 0:
+            raise ConfigError("site.crl_grace_seconds must not be negative")
         if not self.name or "/" in self.name:
             raise ConfigError(f"site name {self.name!r} is invalid")
         host, sep, port = self.listen.rpartition(":")
@@ -152,6 +156,9 @@ def load_site_config(path: Path) -> SiteConfig:
     crl = tls.get("crl")
     if crl is not None and (not isinstance(crl, str) or not crl):
         raise ConfigError(f"{path}: [tls] crl must be the path of a PEM CRL")
+    grace = site.get("crl_grace_seconds", 3600.0)
+    if not isinstance(grace, int | float) or isinstance(grace, bool):
+        raise ConfigError(f"{path}: [site] crl_grace_seconds must be a number of seconds")
     timings = {}
     for key in ("lease_seconds", "housekeeping_seconds", "heartbeat_seconds", "drain_seconds"):
         if key in site:
@@ -172,6 +179,7 @@ def load_site_config(path: Path) -> SiteConfig:
         cert=resolve(_str(tls, "cert", path, "tls")),
         key=resolve(_str(tls, "key", path, "tls")),
         crl=resolve(crl) if crl else None,
+        crl_grace_seconds=float(grace),
         ontology_files=tuple(resolve(f) for f in files),
         publishers=tuple(publishers),
         metrics_listen=metrics_listen,

@@ -10,6 +10,14 @@ stops taking new work, lets connected streams acknowledge what is queued for the
 Credential changes reach live connections without a restart: signed policies and the CA's
 CRL (``[tls] crl``) are reloaded when their files change or on SIGHUP; a bad new file is
 refused and the one in force stays.
+
+Revocation (:mod:`disseminator.revocation`, docs/network.md). The CRL in force is kept in the
+site's store with its number: a CRL numbered lower — on reload or at a restart — is refused
+(logged, counted in ``xdn_crl_refused``) and the newest one stays in force. A stale CRL raises
+the alarm (log, ``xdn_crl_stale``) and, past ``[site] crl_grace_seconds``, new registrations
+and links are refused. Every site-to-site peer is checked against the CRL and its
+certificate's validity at connect and again on each CRL change and housekeeping pass: a
+downlink or uplink that fails is cut, and the DHT forgets and refuses its records.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -27,10 +35,17 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
-from disseminator.dht import DHT_SERVICE_NAME, DhtNode, add_dht_to_server, create_grpc_node
+from disseminator.dht import (
+    DHT_SERVICE_NAME,
+    DhtNode,
+    RecordAuthenticationError,
+    add_dht_to_server,
+    create_grpc_node,
+)
 from disseminator.drain import DrainReport, drain
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
+from disseminator.revocation import CrlInForce
 from disseminator.server import DisseminatorService, add_to_server
 from disseminator.store import Store
 from disseminator.uplink import Uplink
@@ -41,7 +56,7 @@ from xdn.ontology import Ontology, load_ontology
 from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
 from xdn.wire.v1 import dissemination_pb2
 
-__all__ = ["load_policies", "load_revoked", "serve"]
+__all__ = ["crl_at_start", "load_policies", "read_crl_file", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -97,19 +112,53 @@ def enforced_versions(policies: PolicySet) -> dict[str, tuple[int, str]]:
     return {p: (policy.version, policy.digest) for p, policy in policies.policies.items()}
 
 
-def load_revoked(config: SiteConfig, ca_pem: bytes) -> frozenset[int]:
-    """The serials revoked by the site's CRL (none without ``[tls] crl``).
+def read_crl_file(config: SiteConfig, ca_pem: bytes) -> certs.Crl | None:
+    """The CA-signed CRL of ``[tls] crl`` (``None`` without one); not checked for staleness.
 
     Raises:
-        ConfigError: the CRL cannot be read, is not the CA's, or is stale.
+        ConfigError: the CRL cannot be read, is not the CA's, or cannot be ordered.
     """
     if config.crl is None:
-        return frozenset()
+        return None
     crl_pem = _read(config.crl, "CRL")
     try:
-        return certs.load_crl(crl_pem, ca_pem, at=datetime.now(UTC))
+        return certs.read_crl(crl_pem, ca_pem)
     except CertificateError as exc:
         raise ConfigError(f"{config.crl}: {exc}") from None
+
+
+def crl_at_start(
+    config: SiteConfig, ca_pem: bytes, store: Store, metrics: SiteMetrics, *, at: datetime
+) -> CrlInForce:
+    """The CRL to enforce at start: the file's, unless the store holds a newer one.
+
+    A CRL file numbered below the CRL this site last enforced is refused (logged, counted):
+    the stored one stays in force, so a restart cannot roll revocation back.
+
+    Raises:
+        ConfigError: the file cannot be read or is not the CA's; or there is no file to
+            offer and the stored CRL no longer verifies under the CA.
+    """
+    held = CrlInForce(grace=timedelta(seconds=config.crl_grace_seconds))
+    saved = store.saved_crl()
+    if saved is not None:
+        try:
+            held.offer(certs.read_crl(saved[1], ca_pem), at=at)
+        except CertificateError as exc:
+            raise ConfigError(
+                f"the CRL this site enforced before (number {saved[0]}) does not verify under "
+                f"the CA: {exc}"
+            ) from None
+    offered = read_crl_file(config, ca_pem)
+    if offered is not None:
+        try:
+            held.offer(offered, at=at)
+        except CertificateError as exc:
+            metrics.crl_refused.labels(reason=type(exc).__name__).inc()
+            log.error("%s refused, the CRL enforced before stays in force: %s", config.crl, exc)
+    if held.crl is not None:
+        store.save_crl(held.crl.number, held.crl.pem)
+    return held
 
 
 def _write_port(state_dir: Path, port: int, *, name: str = "port") -> None:
@@ -171,9 +220,15 @@ async def serve(config: SiteConfig) -> DrainReport:
         on_interest_change=interest_changed,
         metrics=metrics,
     )
-    node.set_revoked(load_revoked(config, tls.ca_pem))
-    _relay_crl(config, node, queue=False)  # subscribers get it when they connect
-    service = DisseminatorService(node, heartbeat_s=config.heartbeat_seconds)
+    crl = crl_at_start(config, tls.ca_pem, store, metrics, at=node.now())
+    if identity.serial in crl.revoked:
+        raise ConfigError(f"{config.cert}: this site's own certificate is revoked by the CRL")
+    node.set_revoked(crl.revoked)
+    if crl.crl is not None:  # subscribers get the CRL in force when they connect
+        node.relay_crl(crl.crl.pem, queue=False)
+    service = DisseminatorService(
+        node, heartbeat_s=config.heartbeat_seconds, crl_refusal=lambda: crl.refusal(node.now())
+    )
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -189,6 +244,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         address=config.dht.advertise or f"{config.listen.rpartition(':')[0]}:{port}",
         ontology=ontology,
         config=config.dht,
+        revoked=lambda: node.revoked,
     )
     add_dht_to_server(server, dht)
     await server.start()
@@ -204,7 +260,14 @@ async def serve(config: SiteConfig) -> DrainReport:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: (hurry if stop.is_set() else stop).set())
     watcher = _PolicyWatcher(config, node, tls.ca_pem)
-    crl_watcher = _CrlWatcher(config, node, tls.ca_pem)
+
+    def check_peers() -> None:  # site-to-site trust: CRL and validity, now
+        service.cut_untrusted_links()
+        for uplink in uplinks:
+            uplink.check_peer()
+        dht.purge_untrusted()
+
+    crl_watcher = _CrlWatcher(config, node, tls.ca_pem, crl, on_change=check_peers)
 
     def on_sighup() -> None:
         watcher.reload()
@@ -212,7 +275,10 @@ async def serve(config: SiteConfig) -> DrainReport:
 
     loop.add_signal_handler(signal.SIGHUP, on_sighup)
     tasks = [
-        asyncio.ensure_future(_housekeeping(node, watcher, config.housekeeping_seconds)),
+        asyncio.ensure_future(
+            _housekeeping(node, (watcher.check, crl_watcher.check, check_peers),
+                          config.housekeeping_seconds)
+        ),
         asyncio.ensure_future(crl_watcher.watch(min(1.0, config.housekeeping_seconds))),
         asyncio.ensure_future(
             _discovery(config, node, dht, uplinks, lambda: _write_port(config.state_dir, port))
@@ -265,28 +331,45 @@ async def _discovery(
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
     dht.start()
-    address = config.uplink
+
+    async def identify(address: str) -> certs.Credential:
+        try:
+            return await dht.identify(address)
+        except RecordAuthenticationError as exc:
+            raise CertificateError(str(exc)) from None
+
+    while True:  # until cancelled: an uplink whose certificate is refused is replaced
+        address = await _find_uplink(config, node, dht)
+        if address is None:
+            return  # a root site
+        node.uplink_address = address
+        uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds, identify=identify)
+        uplinks[:] = [uplink]
+        await uplink.run()
+        await asyncio.sleep(1.0)  # the uplink was refused: look for another one
+
+
+async def _find_uplink(config: SiteConfig, node: SiteNode, dht: DhtNode) -> str | None:
+    """The configured uplink, else the one the DHT names (``None``: we are a root)."""
+    if config.uplink is not None or not node.ontology.parents(config.block):
+        return config.uplink
     delay = 0.2
-    while address is None and node.ontology.parents(config.block):
+    while True:
         record = await dht.find_uplink(config.block)
         if record is not None:
-            address = record.address
-            log.info("uplink found through the DHT: %s at %s", record.site, address)
-            break
+            log.info("uplink found through the DHT: %s at %s", record.site, record.address)
+            return record.address
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
-    if address is None:
-        return  # a root site
-    node.uplink_address = address
-    uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds)
-    uplinks.append(uplink)
-    await uplink.run()
 
 
-async def _housekeeping(node: SiteNode, watcher: _PolicyWatcher, every: float) -> None:
+async def _housekeeping(
+    node: SiteNode, checks: tuple[Callable[[], object], ...], every: float
+) -> None:
     while True:
         await asyncio.sleep(every)
-        watcher.check()
+        for check in checks:
+            check()
         node.housekeeping()
 
 
@@ -324,30 +407,28 @@ class _PolicyWatcher:
         log.warning("policies reloaded (%d subscriptions changed)", len(done))
 
 
-def _relay_crl(config: SiteConfig, node: SiteNode, *, queue: bool) -> None:
-    """Hand the CRL file's bytes to the node, which relays them to local subscribers.
-
-    The subscribers check the CA's signature and the CRL number themselves, so a file changed
-    since it was loaded costs nothing: the watcher notices the change and relays again.
-    """
-    if config.crl is None:
-        return
-    try:
-        crl_pem = config.crl.read_bytes()
-    except OSError as exc:
-        log.error("CRL not relayed to subscribers: cannot read %s: %s", config.crl, exc.strerror)
-        return
-    queued = node.relay_crl(crl_pem, queue=queue)
-    if queued:
-        log.info("CRL relayed to %d local subscribers", queued)
-
-
 class _CrlWatcher:
-    """Reload the CRL when its file changes (or on SIGHUP); a bad CRL leaves the old in force."""
+    """Reload the CRL when its file changes (or on SIGHUP); raise the alarm when it is stale.
 
-    def __init__(self, config: SiteConfig, node: SiteNode, ca_pem: bytes) -> None:
+    A bad or older CRL is refused (logged, counted) and the one in force stays.
+    """
+
+    def __init__(
+        self,
+        config: SiteConfig,
+        node: SiteNode,
+        ca_pem: bytes,
+        held: CrlInForce,
+        *,
+        on_change: Callable[[], None],
+    ) -> None:
         self._config, self._node, self._ca_pem = config, node, ca_pem
+        self._held, self._on_change = held, on_change
         self._stamp = self._stamps()
+        self._alarmed: tuple[certs.CrlFreshness, int] | None = None
+        self._gauges: dict[str, float] = {}
+        self.check()
+        node.metrics.watch(lambda: dict(self._gauges))
 
     def _stamps(self) -> tuple[int, int, int]:
         if self._config.crl is None:
@@ -370,10 +451,38 @@ class _CrlWatcher:
             return
         self._stamp = self._stamps()
         try:
-            revoked = load_revoked(self._config, self._ca_pem)
+            offered = read_crl_file(self._config, self._ca_pem)
+            if offered is None or not self._held.offer(offered, at=self._node.now()):
+                return
         except XdnError as exc:
+            self._node.metrics.crl_refused.labels(reason=type(exc).__name__).inc()
             log.error("CRL reload refused, the previous CRL stays in force: %s", exc)
             return
-        done = self._node.set_revoked(revoked)
-        _relay_crl(self._config, self._node, queue=True)
-        log.warning("CRL reloaded: %d certificates revoked (%d changes)", len(revoked), len(done))
+        self._node.store.save_crl(offered.number, offered.pem)
+        done = self._node.set_revoked(self._held.revoked)
+        self._node.relay_crl(offered.pem, queue=True)
+        self._on_change()
+        log.warning(
+            "CRL reloaded: CRL number %d, %d certificates revoked (%d changes)",
+            offered.number, len(offered.serials), len(done),
+        )
+        self.check()
+
+    def check(self) -> None:
+        """Raise the alarm when the CRL in force is stale (on a change, then every 10 min)."""
+        now = self._node.now()
+        freshness = self._held.freshness(now)
+        crl = self._held.crl
+        self._gauges = {
+            "crl_number": float(crl.number) if crl is not None else -1.0,
+            "crl_stale": float(freshness is not certs.CrlFreshness.FRESH),
+            "crl_refusing_new": float(freshness is certs.CrlFreshness.EXPIRED),
+        }
+        alarm = self._held.alarm(now)
+        if alarm is None:
+            self._alarmed = None
+            return
+        minute = int(now.timestamp()) // 600
+        if self._alarmed is None or self._alarmed[0] is not freshness or self._alarmed[1] != minute:
+            self._alarmed = (freshness, minute)
+            log.error("ALARM: %s", alarm)

@@ -43,6 +43,11 @@ class SiteMetrics:
             "xdn_refused_calls", "Calls refused (bad certificate, malformed or unauthorised)",
             ["reason"], registry=self.registry,
         )
+        self.crl_refused = Counter(
+            "xdn_crl_refused",
+            "CRLs refused (older than the one in force, not the CA's, malformed)",
+            ["reason"], registry=self.registry,
+        )
         self.dead_peers = Counter(
             "xdn_dead_peers", "Streams ended because the peer went silent (no heartbeat)",
             ["kind"], registry=self.registry,

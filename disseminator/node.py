@@ -666,8 +666,7 @@ class SiteNode:
         done: list[str] = []
         for site, serial in list(self._link_serials.items()):
             if serial in serials:
-                self._ended[site] = "its certificate was revoked"
-                self.drop_link(site)
+                self.cut_link(site, "its certificate was revoked")
                 done.append(f"downlink {site} cut off: its certificate was revoked")
         local = [*self.table.local.items(), *((n, e.registration) for n, e in self._ending.items())]
         for name, reg in local:
@@ -723,6 +722,11 @@ class SiteNode:
             "link", site, [_to_stored("link", site, r, now) for r in members]
         )
         self._on_interest_change()
+
+    def cut_link(self, site: str, reason: str) -> None:
+        """End a downlink's link for ``reason`` (its stream ends saying so) and free it."""
+        self._ended[site] = reason
+        self.drop_link(site)
 
     def drop_link(self, site: str) -> None:
         self._link_serials.pop(site, None)

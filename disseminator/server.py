@@ -18,7 +18,13 @@ learns the status the site sent.
 * ``Unsubscribe``: end the subscription, drop its queue, acknowledge (paper §III.D); the
   interest sent upstream shrinks accordingly.
 * ``Link`` (downlink → uplink): the downlink states the members behind it (re-evaluated here,
-  never trusted) and receives what they may receive.
+  never trusted) and receives what they may receive. The downlink's certificate is checked at
+  connect (CA, validity, CRL) and again whenever the CRL changes and on every housekeeping
+  pass (:meth:`DisseminatorService.cut_untrusted_links`): a revoked or expired one is cut.
+
+A site whose CRL is stale beyond its grace refuses anything new — a subscriber not registered
+here, a downlink not linked here — with ``FAILED_PRECONDITION`` (``crl_refusal``, see
+:mod:`disseminator.revocation`); what is in place continues.
 * ``GetMembership`` (publisher's key service): who is registered, with their certificates,
   and where the site stands for the publisher (checked before anything is encrypted).
 """
@@ -28,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -165,8 +171,16 @@ async def _opening(request_iterator: AsyncIterator[Any], timeout_s: float) -> An
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """The RPC surface of one site."""
 
-    def __init__(self, node: SiteNode, *, heartbeat_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        node: SiteNode,
+        *,
+        heartbeat_s: float = 5.0,
+        crl_refusal: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._node = node
+        self._crl_refusal = crl_refusal  # why new registrations and links are refused now
+        self._link_peers: dict[str, certs.Credential] = {}  # certificate of each live link
         self._heartbeat_s = heartbeat_s
         # A silent caller is let go like a silent peer, but never before 10 s.
         self._opening_timeout_s = max(3 * heartbeat_s, 10.0)
@@ -327,6 +341,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             retained = 0
             if requested is not None:
                 new = registration.subscriber not in node.table.local
+                if new and (refusal := self._crl_refusal()) is not None:
+                    raise _Abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
                 registration = node.register_local(registration, requested)
                 if not registration.grants:
                     node.unregister_local(registration.subscriber)
@@ -451,11 +467,15 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"block {hello.block!r} is not strictly contained in {node.site.block!r}",
                 )
+            known = peer.name in node.table.links or peer.name in self._link_peers
+            if not known and (refusal := self._crl_refusal()) is not None:
+                raise _Abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
             destination = Destination("link", peer.name)
             cursor = node.connect(destination, hello.resume_after, WINDOW)
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
+        self._link_peers[peer.name] = peer
         self._link_blocks[peer.name] = hello.block
         node.set_link_block(peer.name, hello.block, peer.serial)
         generation = node.generation(destination)
@@ -480,8 +500,32 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 )
         finally:
             reader.cancel()
+            if self._link_peers.get(peer.name) is peer:
+                del self._link_peers[peer.name]
             node.disconnect(destination, generation)
             log.info("downlink %s disconnected", peer.name)
+
+    def cut_untrusted_links(self) -> list[str]:
+        """Cut every live link whose downlink certificate is now revoked or expired.
+
+        Called when the CRL changes and on every housekeeping pass; return what was done.
+        """
+        node, now, done = self._node, self._node.now(), []
+        for site, peer in list(self._link_peers.items()):
+            if node.ended(site) is not None:  # already cut (node.set_revoked): ending
+                del self._link_peers[site]
+                continue
+            if peer.serial in node.revoked:
+                reason = "its certificate was revoked"
+            elif not peer.valid_at(now):
+                reason = f"its certificate expired at {peer.not_after.isoformat()}"
+            else:
+                continue
+            del self._link_peers[site]
+            node.cut_link(site, reason)
+            done.append(f"downlink {site} cut off: {reason}")
+            log.warning("downlink %s cut off: %s", site, reason)
+        return done
 
     def _on_interest(self, site: str, interest: pb.InterestUpdate) -> None:
         served = self._node.ontology.block(self._link_blocks[site])

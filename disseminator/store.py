@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS retained (
     payload BLOB NOT NULL,
     UNIQUE (publisher, document)
 );
+CREATE TABLE IF NOT EXISTS crl (
+    id INTEGER PRIMARY KEY CHECK (id = 1), number TEXT NOT NULL, pem BLOB NOT NULL
+);
 """
 
 
@@ -282,6 +285,24 @@ class Store:
                 "SET version = excluded.version, digest = excluded.digest "
                 "WHERE excluded.version >= policy_versions.version",
                 [(p, v, d) for p, (v, d) in sorted(enforced.items())],
+            )
+
+    # ---- the CRL in force (see disseminator.revocation) ------------------------------------
+    def saved_crl(self) -> tuple[int, bytes] | None:
+        """``(number, PEM)`` of the newest CRL this site put in force, if any."""
+        row = self._db.execute("SELECT number, pem FROM crl WHERE id = 1").fetchone()
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def save_crl(self, number: int, pem: bytes) -> None:
+        """Remember the CRL put in force (a CRL number is never lowered)."""
+        saved = self.saved_crl()
+        if saved is not None and saved[0] > number:
+            return
+        with self._db:  # numbers may exceed SQLite's 64-bit integers: kept as decimal text
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT OR REPLACE INTO crl (id, number, pem) VALUES (1, ?, ?)",
+                (str(number), pem),
             )
 
     # ---- queues --------------------------------------------------------------------------

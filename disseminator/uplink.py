@@ -8,18 +8,27 @@ nothing lost, nothing applied twice.
 
 Both ends send a heartbeat on an idle link; an uplink silent for three of its intervals is
 taken for dead and the link is reconnected (see :mod:`xdn.heartbeat`).
+
+Trust in the uplink. The gRPC client API does not show the server's certificate, so before
+each connection the site asks whoever answers at the address to prove who it is (``identify``:
+a DHT ping signed with the site's key, :mod:`disseminator.dht._proof`), and refuses an uplink
+whose certificate is not the CA's, has expired or is revoked by the CRL in force.
+:meth:`Uplink.check_peer` repeats the check whenever the CRL changes and on every housekeeping
+pass, and cuts the link at once when it fails. :meth:`Uplink.run` then returns, so that the
+daemon looks for another uplink (the DHT refuses records of revoked or expired sites).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
 from disseminator.node import SiteNode
-from xdn.errors import PeerError
+from xdn import certs
+from xdn.errors import CertificateError, PeerError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -35,12 +44,43 @@ _APPLIED = "uplink_applied"
 class Uplink:
     """The Link client of one site."""
 
-    def __init__(self, node: SiteNode, address: str, *, heartbeat_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        node: SiteNode,
+        address: str,
+        *,
+        heartbeat_s: float = 5.0,
+        identify: Callable[[str], Awaitable[certs.Credential]] | None = None,
+    ) -> None:
         self._node = node
         self._address = address
         self._heartbeat_s = heartbeat_s
+        self._identify = identify
         self._outgoing: asyncio.Queue[pb.LinkMessage] = asyncio.Queue()
         self.connected = asyncio.Event()
+        self.peer: certs.Credential | None = None  # the uplink's verified certificate
+        self.refused: str | None = None  # why the uplink is no longer trusted
+        self._link: asyncio.Task[None] | None = None
+
+    def _distrust(self, peer: certs.Credential) -> str | None:
+        if peer.serial in self._node.revoked:
+            return f"certificate of uplink {peer.name!r} was revoked"
+        if not peer.valid_at(self._node.now()):
+            return f"certificate of uplink {peer.name!r} expired at {peer.not_after.isoformat()}"
+        return None
+
+    def check_peer(self) -> str | None:
+        """Re-check the uplink's certificate (CRL changed, time passed); cut the link if it
+        fails. Return why it was cut (``None``: it was not)."""
+        if self.peer is None or self.refused is not None:
+            return None
+        reason = self._distrust(self.peer)
+        if reason is not None:
+            self.refused = reason
+            log.warning("uplink %s cut off: %s", self._address, reason)
+            if self._link is not None:
+                self._link.cancel()
+        return reason
 
     def interest_changed(self) -> None:
         """Send our members upstream (called by the node on every change)."""
@@ -48,22 +88,47 @@ class Uplink:
         self._outgoing.put_nowait(pb.LinkMessage(interest=pb.InterestUpdate(members=members)))
 
     async def run(self) -> None:
-        """Stay linked, reconnecting with exponential backoff."""
+        """Stay linked, reconnecting with exponential backoff, while the uplink is trusted.
+
+        Returns when the uplink's certificate is refused (:attr:`refused` says why).
+        """
         delay = 0.2
-        while True:
+        while self.refused is None:
+            self._link = asyncio.ensure_future(self._link_once())
             try:
-                await self._link_once()
+                await self._link
                 delay = 0.2
+            except asyncio.CancelledError:
+                if self.refused is None:  # we are being cancelled, not cutting the link
+                    raise
             except (grpc.aio.AioRpcError, PeerError) as exc:
                 details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.warning("uplink %s: %s; retrying in %.1fs", self._address, details, delay)
             finally:
+                self._link = None
                 self.connected.clear()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            if self.refused is None:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        log.error("uplink %s refused: %s", self._address, self.refused)
+
+    async def _verify_peer(self) -> None:
+        if self._identify is None:
+            return
+        try:
+            peer = await self._identify(self._address)
+        except CertificateError as exc:
+            self.refused = str(exc)
+            raise
+        reason = self._distrust(peer)
+        if reason is not None:
+            self.refused = reason
+            raise CertificateError(reason)
+        self.peer = peer
 
     async def _link_once(self) -> None:
         node = self._node
+        await self._verify_peer()
         credentials = channel_credentials(node.site.tls)
         async with grpc.aio.secure_channel(
             self._address, credentials, options=CHANNEL_OPTIONS

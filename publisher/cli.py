@@ -40,6 +40,7 @@ def _publish(args: argparse.Namespace) -> int:
         connect=args.connect,
         retain=args.retain,
         allow_older_policy=args.allow_older_policy,
+        crl=_crl(args),
     )
 
     def warn(message: str) -> None:
@@ -82,6 +83,20 @@ def _publish(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def _crl(args: argparse.Namespace) -> Path | None:
+    """``--crl``; by default ``crl.pem`` next to the CA in --certs, when there is one."""
+    if args.crl is not None:
+        if not args.crl.exists():
+            raise UsageError(f"--crl {args.crl}: no such file")
+        return Path(args.crl)
+    default = Path(args.certs) / "crl.pem"
+    if not default.exists():
+        print(f"xdn: warning: no CRL ({default}): keys are sealed without a revocation check",
+              file=sys.stderr, flush=True)
+        return None
+    return default
 
 
 _DESCRIPTION = (
@@ -154,6 +169,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--rate", type=float, help="publish at most this many documents per second"
+    )
+    parser.add_argument(
+        "--crl", type=Path, metavar="CRL",
+        help="the CA's CRL: no key is sealed to a revoked member, an older CRL than one seen "
+        "is refused, a CRL stale for over an hour stops the key service (default: crl.pem in "
+        "--certs, if present)",
     )
     parser.add_argument(
         "--allow-older-policy", action="store_true",

@@ -50,6 +50,7 @@ import grpc
 
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
+from publisher.revocation import CrlFile
 from xdn import certs, crypto, identity, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
@@ -99,6 +100,7 @@ class PublisherSetup:
     connect: str
     retain: int = 10  # recent documents whose keys a joiner is granted (0: none)
     allow_older_policy: bool = False  # publish even if the site enforces a newer policy
+    crl: Path | None = None  # the CA's CRL: never seal a key to a revoked member
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +187,7 @@ class Publisher:
         self._clock = clock
         self._warn = warn
         self._warned: set[str] = set()
+        self._crl = None if setup.crl is None else CrlFile(setup.crl, setup.tls.ca_pem, warn=warn)
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key
@@ -252,10 +255,12 @@ class Publisher:
         self._check_site(reply)
         members = []
         now = self._clock()
+        revoked = self._crl.revoked(now) if self._crl is not None else frozenset()
         for member in reply.members:
-            try:
+            try:  # a revoked member is not a member: it gets no key, and is rekeyed out
                 credential = certs.verify_certificate(
-                    member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber"
+                    member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber",
+                    revoked=revoked,
                 )
             except CertificateError as exc:
                 log.warning("ignoring member %s: %s", member.subscriber, exc)

@@ -12,10 +12,18 @@ The role travels in the subject's ``businessCategory``; the node's linked-data U
 subject and issuer fields exposed by :class:`Credential`: every field keeps *all* its values
 in certificate order (``OU=Interns, OU=Staff`` is ``{"OU": ("Interns", "Staff")}``), under its
 canonical name (:mod:`xdn.names`: ``2.5.4.11`` and ``organizationalUnitName`` are ``OU``).
+
+Revocation. The CA signs CRLs; :func:`read_crl` checks one and returns its facts
+(:class:`Crl`: serials, CRL number, thisUpdate, nextUpdate). Whoever keeps a CRL in force
+decides with pure functions: :func:`check_crl_succession` refuses a CRL numbered below the one
+in force (a rollback to the CA's *previous* CRL would un-revoke certificates), and
+:func:`crl_freshness` says whether the CRL in force is fresh, stale (past its nextUpdate: raise
+the alarm) or stale beyond a grace period (fail closed for anything new).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,22 +36,28 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from xdn import crypto, identity, names
-from xdn.errors import CertificateError, UsageError
+from xdn.errors import CertificateError, CrlRollbackError, UsageError
 
 __all__ = [
     "BLOCK_FIELD",
+    "CRL_CLOCK_SKEW",
     "ROLES",
     "Attributes",
     "Credential",
+    "Crl",
+    "CrlFreshness",
     "Fields",
+    "check_crl_succession",
     "create_ca",
     "create_crl",
     "credential_from_pem",
+    "crl_freshness",
     "describe_fields",
     "issue",
     "load_crl",
     "node_uri",
     "public_key_of",
+    "read_crl",
     "verify_certificate",
 ]
 
@@ -343,17 +357,24 @@ def create_crl(
     *,
     now: datetime,
     next_update: datetime,
+    number: int | None = None,
 ) -> bytes:
     """Sign a PEM X.509 CRL listing ``revoked`` ``(serial, revocation time)`` pairs.
 
     Args:
-        now: the CRL's ``thisUpdate``; also its CRL number (seconds since the epoch).
-        next_update: when the CRL goes stale; sites refuse it afterwards.
+        now: the CRL's ``thisUpdate``.
+        next_update: when the CRL goes stale (holders then raise the alarm).
+        number: its CRL number; each CRL the CA signs must carry a higher one than the last
+            (holders refuse a lower one). Default: ``now`` in seconds since the epoch, which
+            increases as long as the CA signs at most one CRL a second with a sane clock.
     """
     if now.tzinfo is None or next_update.tzinfo is None:
         raise UsageError("CRL times must be timezone-aware")
     if next_update <= now:
         raise UsageError("a CRL's next update must come after its issue time")
+    number = int(now.timestamp()) if number is None else number
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 2**159:
+        raise UsageError("a CRL number must be a whole number in [0, 2**159)")
     ca_cert = _load(ca_cert_pem)
     ca_key = crypto.load_private_key_pem(ca_key_pem)
     builder = (
@@ -361,7 +382,7 @@ def create_crl(
         .issuer_name(ca_cert.subject)
         .last_update(now)
         .next_update(next_update)
-        .add_extension(x509.CRLNumber(int(now.timestamp())), critical=False)
+        .add_extension(x509.CRLNumber(number), critical=False)
     )
     for serial, when in revoked:
         builder = builder.add_revoked_certificate(
@@ -370,18 +391,100 @@ def create_crl(
     return builder.sign(ca_key, crypto.certificate_hash()).public_bytes(crypto.PEM)
 
 
-def load_crl(crl_pem: bytes, ca_pem: bytes, *, at: datetime) -> frozenset[int]:
-    """The serial numbers a CRL revokes, once it is shown to be the CA's and current at ``at``.
+CRL_CLOCK_SKEW = timedelta(minutes=5)
+"""How far a CRL's ``thisUpdate`` may lie in the future (clocks disagree a little)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crl:
+    """The facts of a CRL the CA signed (see :func:`read_crl`).
+
+    Attributes:
+        serials: the revoked certificate serial numbers.
+        number: the CRL number (CRLNumber extension): higher is newer.
+        this_update: when the CA issued it.
+        next_update: when it goes stale (the CA promised a newer one by then).
+        pem: the CRL itself, to store or pass on.
+    """
+
+    serials: frozenset[int]
+    number: int
+    this_update: datetime
+    next_update: datetime
+    pem: bytes = field(default=b"", repr=False)
+
+    def __post_init__(self) -> None:
+        if self.this_update.tzinfo is None or self.next_update.tzinfo is None:
+            raise ValueError("CRL times must be timezone-aware")
+        if isinstance(self.number, bool) or not isinstance(self.number, int) or self.number < 0:
+            raise ValueError("a CRL number must be a non-negative int")
+
+    def describe(self) -> str:
+        """``CRL number 7 (issued …, next update due …)``."""
+        return (
+            f"CRL number {self.number} (issued {self.this_update.isoformat()}, next update due "
+            f"{self.next_update.isoformat()})"
+        )
+
+
+class CrlFreshness(enum.Enum):
+    """Where a CRL in force stands at some instant (:func:`crl_freshness`)."""
+
+    FRESH = "fresh"  # before its nextUpdate
+    STALE = "stale"  # past its nextUpdate, within the grace: raise the alarm
+    EXPIRED = "expired"  # past its nextUpdate by more than the grace: fail closed for new work
+
+
+def crl_freshness(crl: Crl, *, at: datetime, grace: timedelta) -> CrlFreshness:
+    """Whether ``crl`` is fresh at ``at``, stale, or stale for longer than ``grace``."""
+    if at <= crl.next_update:
+        return CrlFreshness.FRESH
+    return CrlFreshness.STALE if at <= crl.next_update + grace else CrlFreshness.EXPIRED
+
+
+def check_crl_succession(new: Crl, current: Crl | None, *, at: datetime) -> None:
+    """Decide whether ``new`` may replace the CRL in force (``None``: there is none).
+
+    A CRL numbered lower than the one in force is refused: the CA's previous CRL would
+    un-revoke what the newer one revoked. An equal or higher number is accepted, also when
+    ``new`` is already stale (it is still the newest the holder knows; :func:`crl_freshness`
+    raises the alarm).
 
     Raises:
-        CertificateError: the CRL is malformed, not signed by the CA, or outside its validity
-            window (not yet issued, or stale after its next update).
+        CrlRollbackError: ``new`` is older than the CRL in force (naming both numbers).
+        CertificateError: ``new`` was issued in the future.
+    """
+    if at < new.this_update - CRL_CLOCK_SKEW:
+        raise CertificateError(
+            f"CRL number {new.number} is not valid yet at {at.isoformat()} "
+            f"(issued {new.this_update.isoformat()})"
+        )
+    if current is not None and new.number < current.number:
+        raise CrlRollbackError(
+            f"CRL number {new.number} is older than CRL number {current.number}, which is in "
+            "force: refusing to roll revocation back; install a CRL numbered "
+            f"{current.number} or higher"
+        )
+
+
+def read_crl(crl_pem: bytes, ca_pem: bytes) -> Crl:
+    """Check that the CA signed ``crl_pem`` and return its facts (no time checks).
+
+    Raises:
+        CertificateError: the CRL is malformed, not signed by the CA, or lacks a CRL number
+            or a next update.
     """
     ca = _load(ca_pem)
     try:  # the binding parses lazily: read every field we use inside the try
         crl = x509.load_pem_x509_crl(crl_pem)
         issuer, issued, stale = crl.issuer, crl.last_update_utc, crl.next_update_utc
         serials = frozenset(entry.serial_number for entry in crl)
+        try:
+            number: int | None = crl.extensions.get_extension_for_class(
+                x509.CRLNumber
+            ).value.crl_number
+        except x509.ExtensionNotFound:
+            number = None
     except ValueError as exc:
         raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
     if issuer != ca.subject:
@@ -392,13 +495,35 @@ def load_crl(crl_pem: bytes, ca_pem: bytes, *, at: datetime) -> frozenset[int]:
         valid = False
     if not valid:
         raise CertificateError("CRL has an invalid CA signature")
-    if at < issued - timedelta(minutes=5):
-        raise CertificateError(f"CRL is not valid yet at {at.isoformat()} (issued {issued})")
-    if stale is None or at > stale:
+    if number is None:
+        raise CertificateError("CRL carries no CRL number, so it cannot be ordered")
+    if stale is None:
+        raise CertificateError("CRL names no next update, so it never goes stale")
+    return Crl(
+        serials=serials, number=number, this_update=issued, next_update=stale, pem=crl_pem
+    )
+
+
+def load_crl(crl_pem: bytes, ca_pem: bytes, *, at: datetime) -> frozenset[int]:
+    """The serial numbers a CRL revokes, once it is shown to be the CA's and current at ``at``.
+
+    For a one-off check; a long-running holder keeps the :class:`Crl` of :func:`read_crl` and
+    decides with :func:`check_crl_succession` and :func:`crl_freshness`.
+
+    Raises:
+        CertificateError: the CRL is malformed, not signed by the CA, or outside its validity
+            window (not yet issued, or stale after its next update).
+    """
+    crl = read_crl(crl_pem, ca_pem)
+    if at < crl.this_update - CRL_CLOCK_SKEW:
         raise CertificateError(
-            f"CRL is stale at {at.isoformat()} (next update was due {stale})"
+            f"CRL is not valid yet at {at.isoformat()} (issued {crl.this_update})"
         )
-    return serials
+    if at > crl.next_update:
+        raise CertificateError(
+            f"CRL is stale at {at.isoformat()} (next update was due {crl.next_update})"
+        )
+    return crl.serials
 
 
 def public_key_of(cert_pem: bytes) -> crypto.PublicKey:

@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "CertificateError",
     "ConfigError",
+    "CrlRollbackError",
     "DecryptError",
     "HostileXmlError",
     "MappingError",
@@ -66,6 +67,10 @@ class ProtocolError(PeerError):
 
 class CertificateError(PeerError):
     """A certificate is malformed, not issued by the trusted CA, expired or of the wrong role."""
+
+
+class CrlRollbackError(CertificateError):
+    """A CRL is older (a lower CRL number) than the one in force: revocation cannot roll back."""
 
 
 class SignatureError(PeerError):

@@ -27,9 +27,15 @@ from disseminator.dht._errors import PeerRefusedError, PeerUnavailableError
 from disseminator.dht._ids import Contact, NodeId
 from disseminator.dht._kademlia import Clock, _utc_now
 from disseminator.dht._node import DhtNode
-from disseminator.dht._proof import verify_ping_proof
-from disseminator.dht._records import CaRecordVerifier, SiteCredentials, SiteRecord
+from disseminator.dht._proof import PingProof, verify_ping_proof
+from disseminator.dht._records import (
+    CaRecordVerifier,
+    SiteCredentials,
+    SiteRecord,
+    nothing_revoked,
+)
 from disseminator.dht._transport import ValueReply
+from xdn import certs
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.ontology import Ontology
 from xdn.wire.v1 import dht_pb2 as pb
@@ -63,8 +69,10 @@ class GrpcTransport:
         clock: Clock = _utc_now,
         max_channels: int = 256,
         random_bytes: Callable[[int], bytes] = os.urandom,
+        revoked: Callable[[], frozenset[int]] = nothing_revoked,
     ) -> None:
         self._credentials = channel_credentials(tls)
+        self._revoked = revoked
         self._ca_pem = tls.ca_pem
         self._local_address = local_address or ""
         self._timeout_s = timeout_s
@@ -111,13 +119,24 @@ class GrpcTransport:
             self._drop(address)
             raise PeerUnavailableError(f"failed: {what}") from None
 
-    async def ping(self, address: str) -> Contact:
-        """Ping ``address`` and verify the signed proof of who answered."""
+    async def _proven(self, address: str) -> tuple[PingProof, Contact]:
         nonce = self._random_bytes(NONCE_BYTES)
         request = pb.DhtPingRequest(sender_address=self._local_address, nonce=nonce)
         reply = await self._call(address, "Ping", request)
         proof = convert.proof_from_pb(reply)
-        return verify_ping_proof(proof, nonce=nonce, ca_pem=self._ca_pem, at=self._clock())
+        contact = verify_ping_proof(
+            proof, nonce=nonce, ca_pem=self._ca_pem, at=self._clock(), revoked=self._revoked()
+        )
+        return proof, contact
+
+    async def ping(self, address: str) -> Contact:
+        """Ping ``address`` and verify the signed proof of who answered."""
+        return (await self._proven(address))[1]
+
+    async def identify(self, address: str) -> certs.Credential:
+        """Ping ``address``; the verified certificate of the site that answered."""
+        proof, _ = await self._proven(address)
+        return certs.credential_from_pem(proof.certificate_pem)
 
     async def find_node(self, peer: Contact, target: NodeId) -> Sequence[Contact]:
         request = pb.DhtFindNodeRequest(
@@ -153,6 +172,7 @@ def create_grpc_node(
     ontology: Ontology,
     config: DhtConfig | None = None,
     clock: Clock = _utc_now,
+    revoked: Callable[[], frozenset[int]] = nothing_revoked,
 ) -> DhtNode:
     """A :class:`DhtNode` for a site: id from its certificate, gRPC transport, CA verifier.
 
@@ -162,17 +182,21 @@ def create_grpc_node(
         ontology: the shared ontology (block concepts are checked against it).
         config: DHT tunables; defaults to :class:`DhtConfig` ().
         clock: returns the current aware datetime.
+        revoked: the serials revoked by the CRL in force now: records, ping answers and
+            callers with such a certificate are refused.
     """
     config = config or DhtConfig()
     credentials = SiteCredentials.from_pem(tls.cert_pem, tls.key_pem)
     return DhtNode(
         contact=Contact(node_id=credentials.node_id, address=address),
         transport=GrpcTransport(
-            tls=tls, local_address=address, timeout_s=config.rpc_timeout_s, clock=clock
+            tls=tls, local_address=address, timeout_s=config.rpc_timeout_s, clock=clock,
+            revoked=revoked,
         ),
-        verifier=CaRecordVerifier(ca_pem=tls.ca_pem),
+        verifier=CaRecordVerifier(ca_pem=tls.ca_pem, revoked=revoked),
         ontology=ontology,
         config=config,
         credentials=credentials,
         clock=clock,
+        revoked=revoked,
     )

@@ -33,7 +33,12 @@ from disseminator.dht._errors import (
 from disseminator.dht._ids import Contact, NodeId, key_for_concept
 from disseminator.dht._lookup import Lookup, LookupResult
 from disseminator.dht._proof import PingProof, make_ping_proof
-from disseminator.dht._records import RecordVerifier, SiteCredentials, SiteRecord
+from disseminator.dht._records import (
+    RecordVerifier,
+    SiteCredentials,
+    SiteRecord,
+    nothing_revoked,
+)
 from disseminator.dht._store import PutOutcome, RecordStore
 from disseminator.dht._table import RoutingTable
 from disseminator.dht._transport import Transport, ValueReply
@@ -67,6 +72,7 @@ class KademliaNode:
         credentials: SiteCredentials | None = None,
         clock: Clock = _utc_now,
         rng: random.Random | None = None,
+        revoked: Callable[[], frozenset[int]] = nothing_revoked,
     ) -> None:
         if credentials is not None and credentials.node_id != contact.node_id:
             raise DhtUsageError("the node id must be the SHA-256 of the site certificate")
@@ -77,6 +83,7 @@ class KademliaNode:
         self.ontology = ontology
         self.credentials = credentials
         self._clock = clock
+        self.revoked = revoked  # serials revoked by the CRL in force (callers are refused)
         self._rng = rng or random.Random()
         self.table = RoutingTable(
             contact.node_id, k=self.config.k, stale_after_failures=self.config.stale_after_failures
@@ -171,6 +178,27 @@ class KademliaNode:
             self._verified[record] = min(record.expires_at_ms, now + _VERIFIED_FOR_MS)
             while len(self._verified) > _VERIFIED_CACHE:
                 self._verified.popitem(last=False)
+
+    def purge_untrusted(self) -> int:
+        """Re-check every stored record (after a CRL reload, or as time passes); return how
+        many were dropped because their certificate is now revoked or expired.
+
+        Forgets every cached verification too, so nothing verified before is taken on trust.
+        """
+        self._verified.clear()
+        now = self.now_ms()
+
+        def untrusted(record: SiteRecord) -> bool:
+            try:
+                self.verifier.verify(record, now_ms=now, allow_withdrawal=True)
+            except PeerError:
+                return True
+            return False
+
+        dropped = self.store.drop_where(untrusted)
+        if dropped:
+            log.warning("dropped %d stored records of revoked or expired sites", dropped)
+        return dropped
 
     # ---- lookups -------------------------------------------------------------------------------
     async def lookup(self, target: NodeId) -> LookupResult:

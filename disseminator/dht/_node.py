@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable
 
 from disseminator.dht import _queries as queries
-from disseminator.dht._errors import BootstrapError, DhtUsageError
+from disseminator.dht._errors import BootstrapError, DhtUsageError, PeerUnavailableError
 from disseminator.dht._ids import Contact, NodeId, key_for_concept
 from disseminator.dht._kademlia import KademliaNode
 from disseminator.dht._records import SiteCredentials, SiteRecord, sign_site_record
@@ -184,6 +184,20 @@ class DhtNode(KademliaNode):
         onto = ontology or self.ontology
         records = await self._records_for(onto.ancestors(block_concept))
         return queries.choose_uplink(records, block_concept, onto, now_ms=self.now_ms())
+
+    async def identify(self, address: str) -> certs.Credential:
+        """The verified certificate of the site answering at ``address`` (a signed ping).
+
+        Raises:
+            RecordAuthenticationError: its certificate is not the CA's, not a site's, expired
+                or revoked, or its answer is not signed with it.
+            PeerUnavailableError: nothing answered in time.
+        """
+        try:
+            async with asyncio.timeout(self.config.rpc_timeout_s):
+                return await self.transport.identify(address)
+        except TimeoutError:
+            raise PeerUnavailableError(f"{address} did not answer a ping in time") from None
 
     # ---- upkeep --------------------------------------------------------------------------------
     async def maintain(self) -> None:

@@ -77,14 +77,24 @@ def make_ping_proof(credentials: SiteCredentials, *, nonce: bytes, address: str)
     )
 
 
-def verify_ping_proof(proof: PingProof, *, nonce: bytes, ca_pem: bytes, at: datetime) -> Contact:
+def verify_ping_proof(
+    proof: PingProof,
+    *,
+    nonce: bytes,
+    ca_pem: bytes,
+    at: datetime,
+    revoked: frozenset[int] = frozenset(),
+) -> Contact:
     """Check a proof against the nonce we sent; return the proven contact.
 
     Raises:
-        RecordAuthenticationError: certificate not from the CA / not a site, or bad signature.
+        RecordAuthenticationError: certificate not from the CA / not a site / expired /
+            among the ``revoked`` serials, or bad signature.
     """
     try:
-        certs.verify_certificate(proof.certificate_pem, ca_pem, at=at, role="site")
+        certs.verify_certificate(
+            proof.certificate_pem, ca_pem, at=at, role="site", revoked=revoked
+        )
         key = certs.public_key_of(proof.certificate_pem)
         crypto.verify(key, proof.signature, _payload(nonce, proof.address))
     except (CertificateError, SignatureError, UsageError) as exc:

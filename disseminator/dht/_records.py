@@ -5,7 +5,8 @@ of concept BLOCK from ISSUED until EXPIRES". The site signs it with its own key 
 SHA-384) and ships its certificate along, so any node storing or returning the record can
 check it without trusting whoever handed it over:
 
-1. the certificate was issued by the network CA, is valid now, and has role ``site``;
+1. the certificate was issued by the network CA, is valid now, is not revoked (the CRL the
+   site holds in force), and has role ``site``;
 2. the certificate's CN is the record's ``site``, and the block it authorises (set by the CA,
    :data:`xdn.certs.BLOCK_FIELD`) is the record's ``block``;
 3. the signature verifies under the certificate's key over :func:`record_payload`.
@@ -22,6 +23,7 @@ two different records share a payload.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -44,6 +46,7 @@ __all__ = [
     "SiteRecord",
     "encode_fields",
     "ms_to_datetime",
+    "nothing_revoked",
     "record_payload",
     "sign_site_record",
 ]
@@ -54,6 +57,11 @@ MAX_SIGNATURE_BYTES = 256
 MAX_NAME_CHARS = 256
 CLOCK_SKEW_MS = 60_000
 _RECORD_TAG = b"xdn-dht-site-record/v1\n"
+
+
+def nothing_revoked() -> frozenset[int]:
+    """The revoked serials of a node that holds no CRL: none."""
+    return frozenset()
 
 
 def ms_to_datetime(ms: int) -> datetime:
@@ -190,9 +198,13 @@ class RecordVerifier(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CaRecordVerifier:
-    """Verifies records against the network CA (the production :class:`RecordVerifier`)."""
+    """Verifies records against the network CA (the production :class:`RecordVerifier`).
+
+    ``revoked`` returns the serials revoked by the CRL in force now (asked at every check).
+    """
 
     ca_pem: bytes = field(repr=False)
+    revoked: Callable[[], frozenset[int]] = field(default=nothing_revoked, repr=False)
 
     def verify(self, record: SiteRecord, *, now_ms: int, allow_withdrawal: bool = False) -> None:
         """Check freshness, then certificate, name and signature (see the module docstring).
@@ -213,7 +225,8 @@ class CaRecordVerifier:
             raise InvalidRecordError(f"record of site {record.site!r} has expired")
         try:
             credential = certs.verify_certificate(
-                record.certificate_pem, self.ca_pem, at=ms_to_datetime(now_ms), role="site"
+                record.certificate_pem, self.ca_pem, at=ms_to_datetime(now_ms), role="site",
+                revoked=self.revoked(),
             )
         except CertificateError as exc:
             raise RecordAuthenticationError(f"record of site {record.site!r}: {exc}") from None

@@ -62,9 +62,17 @@ async def _abort(context: Any, exc: XdnError) -> NoReturn:
     raise AssertionError("context.abort returned")  # pragma: no cover
 
 
-def _sender(context: Any, address_field: str) -> Contact | None:
-    """The caller as a DHT contact: id from its TLS certificate, address from the request."""
+def _sender(
+    context: Any, address_field: str, revoked: frozenset[int] = frozenset()
+) -> Contact | None:
+    """The caller as a DHT contact: id from its TLS certificate, address from the request.
+
+    Raises:
+        CertificateError: the caller's certificate is among the ``revoked`` serials.
+    """
     credential = certs.credential_from_pem(peer_certificate(context.auth_context()))
+    if credential.serial in revoked:
+        raise CertificateError(f"certificate of {credential.name!r} was revoked")
     address = convert.sender_address_from_pb(address_field)
     if address is None or credential.role != "site":
         return None
@@ -79,7 +87,7 @@ class DhtServicer(dht_pb2_grpc.DhtServicer):  # type: ignore[misc]
 
     async def Ping(self, request: Any, context: Any) -> Any:
         try:
-            sender = _sender(context, request.sender_address)
+            sender = _sender(context, request.sender_address, self._node.revoked())
             proof = self._node.ping_proof(check_nonce(bytes(request.nonce)))
             await self._node.handle_ping(sender)
         except XdnError as exc:
@@ -88,7 +96,7 @@ class DhtServicer(dht_pb2_grpc.DhtServicer):  # type: ignore[misc]
 
     async def FindNode(self, request: Any, context: Any) -> Any:
         try:
-            sender = _sender(context, request.sender_address)
+            sender = _sender(context, request.sender_address, self._node.revoked())
             target = convert.node_id_from_pb(request.target, "target")
             contacts = await self._node.handle_find_node(sender, target)
         except XdnError as exc:
@@ -97,7 +105,7 @@ class DhtServicer(dht_pb2_grpc.DhtServicer):  # type: ignore[misc]
 
     async def FindValue(self, request: Any, context: Any) -> Any:
         try:
-            sender = _sender(context, request.sender_address)
+            sender = _sender(context, request.sender_address, self._node.revoked())
             key = convert.node_id_from_pb(request.key, "key")
             reply = await self._node.handle_find_value(sender, key)
         except XdnError as exc:
@@ -106,7 +114,7 @@ class DhtServicer(dht_pb2_grpc.DhtServicer):  # type: ignore[misc]
 
     async def Store(self, request: Any, context: Any) -> Any:
         try:
-            sender = _sender(context, request.sender_address)
+            sender = _sender(context, request.sender_address, self._node.revoked())
             key = convert.node_id_from_pb(request.key, "key")
             if not request.HasField("record"):
                 raise DhtProtocolError("Store carries no record")

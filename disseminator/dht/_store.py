@@ -13,7 +13,7 @@ Pure: the caller passes ``now_ms``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from disseminator.dht._errors import StoreFullError
 from disseminator.dht._ids import NodeId
@@ -103,6 +103,18 @@ class RecordStore:
         if record.withdrawn:
             return record.issued_at_ms + self.retention_ms
         return record.expires_at_ms
+
+    def drop_where(self, condition: Callable[[SiteRecord], bool]) -> int:
+        """Drop every record (or tombstone) meeting ``condition``; return how many."""
+        dropped = 0
+        for key in list(self._records):
+            by_site = self._records[key]
+            for site in [s for s, r in by_site.items() if condition(r)]:
+                del by_site[site]
+                dropped += 1
+            if not by_site:
+                del self._records[key]
+        return dropped
 
     def expire(self, now_ms: int) -> int:
         """Drop expired records and old tombstones; return how many were dropped."""

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from disseminator.dht._ids import Contact, NodeId
 from disseminator.dht._records import SiteRecord
+from xdn import certs
 
 __all__ = ["Transport", "ValueReply"]
 
@@ -32,6 +33,10 @@ class Transport(Protocol):
 
     async def ping(self, address: str) -> Contact:
         """Ping whoever listens at ``address``; return its *verified* id and own address."""
+        ...
+
+    async def identify(self, address: str) -> certs.Credential:
+        """Ping ``address``; return the *verified* (CA, validity, CRL) site credential there."""
         ...
 
     async def find_node(self, peer: Contact, target: NodeId) -> Sequence[Contact]:

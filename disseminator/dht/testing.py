@@ -30,6 +30,7 @@ from disseminator.dht._kademlia import Clock
 from disseminator.dht._node import DhtNode
 from disseminator.dht._records import RecordVerifier, SiteCredentials, SiteRecord
 from disseminator.dht._transport import ValueReply
+from xdn import certs
 from xdn.errors import PeerError
 from xdn.ontology import Ontology
 
@@ -71,6 +72,13 @@ class MemoryTransport:
         await asyncio.sleep(0)
         await node.handle_ping(self._own)
         return node.contact
+
+    async def identify(self, address: str) -> certs.Credential:
+        node = self._reach(address, "ping")
+        await asyncio.sleep(0)
+        if node.credentials is None:
+            raise PeerRefusedError(f"{address} has no site certificate")
+        return certs.credential_from_pem(node.credentials.certificate_pem)
 
     async def find_node(self, peer: Contact, target: NodeId) -> Sequence[Contact]:
         node = self._reach(peer.address, "find_node")

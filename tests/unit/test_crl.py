@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from xdn import certs
-from xdn.errors import CertificateError, UsageError
+from xdn.errors import CertificateError, CrlRollbackError, UsageError
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 WEEK = timedelta(days=7)
@@ -83,3 +83,80 @@ def test_revoked_certificate_is_refused(ca: tuple[bytes, bytes], alice: bytes) -
     bob, _ = certs.issue(*ca, name="bob", role="subscriber", now=NOW)
     assert certs.verify_certificate(bob, ca[0], at=NOW, revoked=revoked).name == "bob"
     assert certs.verify_certificate(alice, ca[0], at=NOW).name == "alice"  # no CRL given
+
+
+# ---- CRL facts, succession and freshness ---------------------------------------------------
+HOUR = timedelta(hours=1)
+
+
+def test_read_crl_gives_its_facts(ca: tuple[bytes, bytes], alice: bytes) -> None:
+    pem = certs.create_crl(
+        *ca, [(_serial(alice), NOW)], now=NOW, next_update=NOW + WEEK, number=42
+    )
+    crl = certs.read_crl(pem, ca[0])
+    assert crl.serials == {_serial(alice)}
+    assert (crl.number, crl.this_update, crl.next_update) == (42, NOW, NOW + WEEK)
+    assert crl.pem == pem
+    assert "CRL number 42" in crl.describe()
+    # by default the number is the issue time in seconds: later CRLs number higher
+    later = certs.read_crl(certs.create_crl(*ca, [], now=NOW + HOUR, next_update=NOW + WEEK), ca[0])
+    assert later.number == int((NOW + HOUR).timestamp()) > int(NOW.timestamp())
+
+
+def test_read_crl_refuses_what_load_crl_refuses_but_no_times(ca: tuple[bytes, bytes]) -> None:
+    other = certs.create_ca("test-ca", now=NOW)
+    with pytest.raises(CertificateError, match="invalid CA signature"):
+        certs.read_crl(certs.create_crl(*other, [], now=NOW, next_update=NOW + WEEK), ca[0])
+    # a stale CRL is still read: whoever holds it decides what staleness means
+    stale = certs.create_crl(*ca, [], now=NOW - WEEK - WEEK, next_update=NOW - WEEK)
+    assert certs.read_crl(stale, ca[0]).next_update == NOW - WEEK
+
+
+def test_bad_crl_numbers_are_usage_errors(ca: tuple[bytes, bytes]) -> None:
+    for bad in (-1, 2**159):
+        with pytest.raises(UsageError, match="CRL number"):
+            certs.create_crl(*ca, [], now=NOW, next_update=NOW + WEEK, number=bad)
+
+
+def _crl(number: int, *, now: datetime = NOW, serials: frozenset[int] = frozenset()) -> certs.Crl:
+    return certs.Crl(serials=serials, number=number, this_update=now, next_update=now + WEEK)
+
+
+def test_an_older_crl_is_refused_naming_both_numbers() -> None:
+    with pytest.raises(CrlRollbackError, match="CRL number 6 is older than CRL number 7"):
+        certs.check_crl_succession(_crl(6), _crl(7), at=NOW)
+    assert issubclass(CrlRollbackError, CertificateError)
+
+
+def test_an_equal_or_newer_crl_is_accepted_even_stale() -> None:
+    certs.check_crl_succession(_crl(7), None, at=NOW)
+    certs.check_crl_succession(_crl(7), _crl(7), at=NOW)
+    certs.check_crl_succession(_crl(8), _crl(7), at=NOW + WEEK + WEEK)  # stale, but newer
+
+
+def test_a_crl_from_the_future_is_refused() -> None:
+    with pytest.raises(CertificateError, match="not valid yet"):
+        certs.check_crl_succession(_crl(8, now=NOW + HOUR), _crl(7), at=NOW)
+    certs.check_crl_succession(_crl(8, now=NOW + timedelta(minutes=4)), _crl(7), at=NOW)
+
+
+def test_freshness_fresh_stale_then_expired_after_the_grace() -> None:
+    crl = _crl(1)
+    assert certs.crl_freshness(crl, at=NOW, grace=HOUR) is certs.CrlFreshness.FRESH
+    assert certs.crl_freshness(crl, at=NOW + WEEK, grace=HOUR) is certs.CrlFreshness.FRESH
+    stale_at = NOW + WEEK + timedelta(seconds=1)
+    assert certs.crl_freshness(crl, at=stale_at, grace=HOUR) is certs.CrlFreshness.STALE
+    assert certs.crl_freshness(crl, at=NOW + WEEK + HOUR, grace=HOUR) is certs.CrlFreshness.STALE
+    expired = NOW + WEEK + HOUR + timedelta(seconds=1)
+    assert certs.crl_freshness(crl, at=expired, grace=HOUR) is certs.CrlFreshness.EXPIRED
+    assert certs.crl_freshness(crl, at=stale_at, grace=timedelta(0)) is (
+        certs.CrlFreshness.EXPIRED
+    )
+
+
+def test_crl_facts_are_validated() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        certs.Crl(serials=frozenset(), number=1, this_update=NOW.replace(tzinfo=None),
+                  next_update=NOW + WEEK)
+    with pytest.raises(ValueError, match="non-negative"):
+        _crl(-1)

@@ -90,10 +90,15 @@ def site(ca: tuple[bytes, bytes], clock_start: FakeClock) -> Callable[[str], Sit
     return make
 
 
-def new_network(ca: tuple[bytes, bytes], config: DhtConfig, seed: int = 0) -> MemoryNetwork:
+def new_network(
+    ca: tuple[bytes, bytes],
+    config: DhtConfig,
+    seed: int = 0,
+    verifier: CaRecordVerifier | None = None,
+) -> MemoryNetwork:
     return MemoryNetwork(
         ontology=ONTOLOGY,
-        verifier=CaRecordVerifier(ca_pem=ca[0]),
+        verifier=verifier or CaRecordVerifier(ca_pem=ca[0]),
         clock=FakeClock(),
         config=config,
         seed=seed,
@@ -210,11 +215,14 @@ def test_lookups_converge_again_after_a_fifth_of_the_nodes_crash(ca: tuple[bytes
 
 
 async def sites_network(
-    ca: tuple[bytes, bytes], site: Callable[[str], SiteCredentials], plain: int = 30
+    ca: tuple[bytes, bytes],
+    site: Callable[[str], SiteCredentials],
+    plain: int = 30,
+    verifier: CaRecordVerifier | None = None,
 ) -> tuple[MemoryNetwork, dict[str, DhtNode], list[DhtNode]]:
     """``plain`` ordinary nodes, then the five sample sites, each joining via a random node."""
     config = DhtConfig(k=8, alpha=3, record_ttl_s=1800, republish_interval_s=600)
-    net = new_network(ca, config, seed=11)
+    net = new_network(ca, config, seed=11, verifier=verifier)
     rng = random.Random(11)
     nodes = await grow(net, plain, rng)
     sites = {}
@@ -274,6 +282,31 @@ def test_a_site_that_leaves_politely_disappears_at_once(
         assert names(await asker.sites_serving("Production")) == ["prod", "root"]
         uplink = await sites["prod"].find_uplink("Production")
         assert uplink is not None and uplink.site == "root"  # the next block up takes over
+        await net.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_a_revoked_site_is_no_longer_found_as_an_uplink(
+    ca: tuple[bytes, bytes], site: Callable[[str], SiteCredentials]
+) -> None:
+    """Once the CRL revokes ``wo``, every node refuses its records (stored ones are purged),
+    so ``prod`` finds the next block up, and ``wo`` cannot announce itself again."""
+    revoked: set[int] = set()
+    verifier = CaRecordVerifier(ca_pem=ca[0], revoked=lambda: frozenset(revoked))
+
+    async def scenario() -> None:
+        net, sites, nodes = await sites_network(ca, site, plain=12, verifier=verifier)
+        before = await sites["prod"].find_uplink("Production")
+        assert before is not None and before.site == "wo"
+        revoked.add(certs.credential_from_pem(site("wo").certificate_pem).serial)
+        purged = sum(node.purge_untrusted() for node in nodes)
+        assert purged >= 1  # the replicas of wo's record
+        after = await sites["prod"].find_uplink("Production")
+        assert after is not None and after.site == "root"
+        await sites["wo"].announce("WorkOrder")  # every replica refuses it
+        after = await sites["prod"].find_uplink("Production")
+        assert after is not None and after.site == "root"
         await net.stop_all()
 
     asyncio.run(scenario())

@@ -295,3 +295,31 @@ def test_config_from_a_toml_table() -> None:
 def test_config_errors_name_the_key(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         DhtConfig.from_mapping(table, source="d1.toml [dht]")
+
+
+# ---- revocation and expiry of site certificates ----------------------------------------------
+def test_records_and_ping_answers_of_a_revoked_or_expired_site_are_refused(
+    d1: SiteCredentials, ca: tuple[bytes, bytes]
+) -> None:
+    revoked: set[int] = set()
+    verifier = CaRecordVerifier(ca_pem=ca[0], revoked=lambda: frozenset(revoked))
+    record = record_of(d1)
+    proof = make_ping_proof(d1, nonce=NONCE, address="127.0.0.1:5001")
+    verifier.verify(record, now_ms=NOW_MS)
+    revoked.add(certs.credential_from_pem(d1.certificate_pem).serial)  # the CRL changes
+    with pytest.raises(RecordAuthenticationError, match="revoked"):
+        verifier.verify(record, now_ms=NOW_MS)
+    with pytest.raises(RecordAuthenticationError, match="revoked"):
+        verify_ping_proof(proof, nonce=NONCE, ca_pem=ca[0], at=NOW, revoked=frozenset(revoked))
+    later = NOW + timedelta(days=366)  # past the certificate's validity
+    with pytest.raises(RecordAuthenticationError, match="not valid at"):
+        verify_ping_proof(proof, nonce=NONCE, ca_pem=ca[0], at=later)
+
+
+def test_a_store_drops_records_on_demand(d1: SiteCredentials) -> None:
+    store = RecordStore()
+    store.put(NodeId(value=1), record_of(d1), NOW_MS)
+    store.put(NodeId(value=2), record_of(d1), NOW_MS)
+    assert store.drop_where(lambda r: r.site == "nobody") == 0
+    assert store.drop_where(lambda r: r.site == "d1") == 2
+    assert len(store) == 0 and not list(store.keys())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,7 +11,9 @@ import pytest
 
 from deploy.pki import Party, ensure_ca, issue_party, revoke_party, write_crl
 from disseminator.config import load_site_config
-from disseminator.daemon import load_revoked
+from disseminator.daemon import crl_at_start, read_crl_file
+from disseminator.metrics import SiteMetrics
+from disseminator.store import Store
 from xdn import certs
 from xdn.cli import main
 from xdn.errors import ConfigError, UsageError
@@ -92,20 +95,66 @@ def test_site_config_crl_is_optional_and_resolved(tmp_path: Path) -> None:
         load_site_config(path)
 
 
-def test_site_loads_the_crl_and_refuses_a_bad_or_stale_one(pki: Path) -> None:
+def test_site_reads_the_crl_and_refuses_a_bad_one(pki: Path) -> None:
     path = pki.parent / "d2.toml"
     path.write_text(SITE.format(crl='crl = "certs/crl.pem"'))
     config = load_site_config(path)
     ca = (pki / "ca.pem").read_bytes()
     revoke_party(pki, "alice", now=datetime.now(UTC))
-    assert load_revoked(config, ca) == {_serial(pki, "alice")}
-    assert load_revoked(replace(config, crl=None), ca) == frozenset()
+    crl = read_crl_file(config, ca)
+    assert crl is not None and crl.serials == {_serial(pki, "alice")}
+    assert read_crl_file(replace(config, crl=None), ca) is None
+    # a stale CRL is read (the site raises the alarm, see disseminator.revocation)
     write_crl(pki, now=datetime.now(UTC) - timedelta(days=3), days=1)
-    with pytest.raises(ConfigError, match="stale"):
-        load_revoked(config, ca)
+    stale = read_crl_file(config, ca)
+    assert stale is not None and stale.next_update < datetime.now(UTC)
     (pki / "crl.pem").write_text("garbage")
     with pytest.raises(ConfigError, match=r"not a PEM X\.509 CRL"):
-        load_revoked(config, ca)
+        read_crl_file(config, ca)
     (pki / "crl.pem").unlink()
     with pytest.raises(ConfigError, match="cannot read CRL"):
-        load_revoked(config, ca)
+        read_crl_file(config, ca)
+
+
+def test_an_older_crl_file_cannot_roll_back_the_crl_a_site_enforced(
+    pki: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Across a restart too: the store keeps the newest CRL, and a lower number is refused."""
+    path = pki.parent / "d2.toml"
+    path.write_text(SITE.format(crl='crl = "certs/crl.pem"'))
+    config = load_site_config(path)
+    ca = (pki / "ca.pem").read_bytes()
+    now = datetime.now(UTC)
+    older = write_crl(pki, now=now).read_bytes()  # the CA's previous CRL: nobody revoked
+    revoke_party(pki, "alice", now=now)
+    store, metrics = Store(pki.parent / "site.sqlite"), SiteMetrics("d2")
+    held = crl_at_start(config, ca, store, metrics, at=now)
+    assert held.revoked == {_serial(pki, "alice")}
+    newest = held.crl
+    assert newest is not None
+    store.close()
+
+    (pki / "crl.pem").write_bytes(older)  # put the older CRL back, then "restart"
+    store = Store(pki.parent / "site.sqlite")
+    with caplog.at_level(logging.ERROR):
+        held = crl_at_start(config, ca, store, metrics, at=now)
+    assert held.revoked == {_serial(pki, "alice")}  # alice stays revoked
+    assert held.crl == newest
+    assert f"is older than CRL number {newest.number}" in caplog.text
+    assert metrics.registry.get_sample_value(
+        "xdn_crl_refused_total", {"reason": "CrlRollbackError"}
+    ) == 1
+    # without the file, the stored CRL stays in force
+    assert crl_at_start(replace(config, crl=None), ca, store, metrics, at=now).crl == newest
+    store.close()
+
+
+def test_every_crl_written_numbers_higher_than_the_last(pki: Path) -> None:
+    ca = (pki / "ca.pem").read_bytes()
+    now = datetime.now(UTC)
+    numbers = []
+    for when in (now, now, now - timedelta(days=3)):  # same second, then an older clock
+        write_crl(pki, now=when)
+        numbers.append(certs.read_crl((pki / "crl.pem").read_bytes(), ca).number)
+    assert numbers[0] >= int(now.timestamp())
+    assert numbers == sorted(set(numbers))
