@@ -172,7 +172,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics=metrics,
     )
     node.set_revoked(load_revoked(config, tls.ca_pem))
-    service = DisseminatorService(node, heartbeat_s=config.heartbeat_seconds)
+    service = DisseminatorService(
+        node, heartbeat_s=config.heartbeat_seconds, limits=config.limits
+    )
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -277,7 +279,7 @@ async def _discovery(
     if address is None:
         return  # a root site
     node.uplink_address = address
-    uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds)
+    uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds, limits=config.limits)
     uplinks.append(uplink)
     await uplink.run()
 
