@@ -50,7 +50,8 @@ class LimitExceeded(ProtocolError):
     """A caller asked for more than a site limit allows (``RESOURCE_EXHAUSTED``)."""
 
     def __init__(self, what: str, *, limit: str, value: float, advice: str) -> None:
-        super().__init__(f"{what}: over the site's limit {limit} = {value:g}; {advice}")
+        shown = value if isinstance(value, int) else f"{value:g}"
+        super().__init__(f"{what}: over the site's limit {limit} = {shown}; {advice}")
         self.limit = limit
         self.value = value
 
