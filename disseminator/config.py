@@ -25,6 +25,17 @@ Example ``d2.toml``::
     [ontology]
     files = ["ontology/production.owl"]
 
+    [limits]                         # what one caller may ask (docs/network.md); optional
+    subscribe_concepts = 256         # concepts per SubscribeRequest (never more than the ontology)
+    interest_members = 500           # members per InterestUpdate (downlinks send chunks this big)
+    link_members = 100000            # members behind one downlink, all chunks together
+    streams_per_subscriber = 4       # open Subscribe streams per subscriber certificate
+    streams_per_site = 2             # open Link streams per downlink site certificate
+    heartbeat_min_seconds = 0.05     # a peer announcing an interval outside [min, max] is refused
+    heartbeat_max_seconds = 60
+    stream_message_bytes = 1048576   # one Subscribe / Link stream message
+    memory_bytes = 268435456         # large messages held at once across all calls
+
     [dht]                            # site discovery (see docs/dht.md); optional
     bootstrap = ["127.0.0.1:50051"]  # any running site; without `uplink` the uplink is found here
 
@@ -32,6 +43,10 @@ Example ``d2.toml``::
     name = "production-dept"
     certificate = "certs/production-dept.pem"
     policy = "policies/production-dept.toml"   # with its detached signature .sig beside it
+
+Past a limit a caller is refused with ``RESOURCE_EXHAUSTED`` and a message naming the limit
+(:mod:`disseminator.limits`). Sites of one network should share their ``[limits]``: a downlink
+chunks its interest by its own ``interest_members`` and ``stream_message_bytes``.
 
 Relative paths are resolved against the directory of the TOML file.
 """
@@ -45,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from disseminator.dht import DhtConfig
+from disseminator.limits import Limits
 from xdn.errors import ConfigError
 
 __all__ = ["PublisherEntry", "SiteConfig", "load_site_config"]
@@ -83,6 +99,7 @@ class SiteConfig:
     crl: Path | None = None
     crl_grace_seconds: float = 3600.0
     retain_documents: int = 10
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if self.retain_documents < 0:
@@ -91,6 +108,12 @@ class SiteConfig:
             raise ConfigError("site.lease_seconds and site.housekeeping_seconds must be positive")
         if not 0.001 <= self.heartbeat_seconds <= 86_400:
             raise ConfigError("site.heartbeat_seconds must be between 0.001 and 86400")
+        low, high = self.limits.heartbeat_min_seconds, self.limits.heartbeat_max_seconds
+        if not low <= self.heartbeat_seconds <= high:
+            raise ConfigError(
+                f"site.heartbeat_seconds must lie within the limits' heartbeat bounds "
+                f"[{low:g}, {high:g}] (peers announcing another interval are refused)"
+            )
         if self.drain_seconds < 0:
             raise ConfigError("site.drain_seconds must not be negative")
         if self.crl_grace_seconds < 0:
@@ -116,6 +139,12 @@ def _str(table: Mapping[str, Any], key: str, source: Path, section: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{source}: [{section}] needs a non-empty string {key!r}")
     return value
+
+
+def _limits(table: object, source: Path) -> Limits:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [limits] must be a table")
+    return Limits.from_mapping(table, source=f"{source} [limits]")
 
 
 def load_site_config(path: Path) -> SiteConfig:
@@ -185,5 +214,6 @@ def load_site_config(path: Path) -> SiteConfig:
         metrics_listen=metrics_listen,
         dht=DhtConfig.from_mapping(data.get("dht", {}), source=f"{path} [dht]"),
         retain_documents=retain,
+        limits=_limits(data.get("limits", {}), path),
         **timings,
     )

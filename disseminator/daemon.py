@@ -227,7 +227,8 @@ async def serve(config: SiteConfig) -> DrainReport:
     if crl.crl is not None:  # subscribers get the CRL in force when they connect
         node.relay_crl(crl.crl.pem, queue=False)
     service = DisseminatorService(
-        node, heartbeat_s=config.heartbeat_seconds, crl_refusal=lambda: crl.refusal(node.now())
+        node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
+        crl_refusal=lambda: crl.refusal(node.now()),
     )
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     add_to_server(service, server)
@@ -343,7 +344,10 @@ async def _discovery(
         if address is None:
             return  # a root site
         node.uplink_address = address
-        uplink = Uplink(node, address, heartbeat_s=config.heartbeat_seconds, identify=identify)
+        uplink = Uplink(
+            node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
+            limits=config.limits,
+        )
         uplinks[:] = [uplink]
         await uplink.run()
         await asyncio.sleep(1.0)  # the uplink was refused: look for another one

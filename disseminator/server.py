@@ -27,19 +27,34 @@ here, a downlink not linked here — with ``FAILED_PRECONDITION`` (``crl_refusal
 :mod:`disseminator.revocation`); what is in place continues.
 * ``GetMembership`` (publisher's key service): who is registered, with their certificates,
   and where the site stands for the publisher (checked before anything is encrypted).
+
+No caller can stall the site (:mod:`disseminator.limits`): a request past a limit is refused
+with ``RESOURCE_EXHAUSTED`` by a check that costs O(1) and comes before the work it guards. The
+request deserializers refuse an oversized stream message, or a large message the memory budget
+cannot hold, before parsing it; streams are counted per certificate from the moment they open;
+a peer's heartbeat interval is checked as it arrives; a downlink's interest arrives in chunks,
+whose members are verified in small slices between which the loop serves other calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
+from disseminator.limits import (
+    LARGE_MESSAGE_BYTES,
+    LimitExceeded,
+    Limits,
+    MemoryBudget,
+    StreamCounts,
+)
 from disseminator.node import SiteNode, to_pb_member
 from disseminator.routing import (
     Accept,
@@ -63,6 +78,11 @@ log = logging.getLogger(__name__)
 
 REDIRECT_METADATA = "xdn-redirect"
 WINDOW = 1024
+# How long a stream over its certificate's limit may take to send its opening message (read
+# so that the caller learns the status) before it is refused anyway.
+_OVER_LIMIT_GRACE_S = 1.0
+# Downlink members verified at once before the loop serves other calls.
+_VERIFY_SLICE = 32
 
 
 class Malformed:
@@ -77,17 +97,74 @@ class Malformed:
         self.type_name = type_name
 
 
-def _lenient(message_type: Any) -> Any:
+class Refused:
+    """A request refused before it was parsed (too large for a limit); the handler says so."""
+
+    def __init__(self, error: LimitExceeded) -> None:
+        self.error = error
+
+
+class _Held:
+    """A large parsed request and its share of the memory budget, given back when dropped."""
+
+    __slots__ = ("_budget", "_size", "message")
+
+    def __init__(self, message: Any, budget: MemoryBudget, size: int) -> None:
+        self.message, self._budget, self._size = message, budget, size
+
+    def __del__(self) -> None:
+        self._budget.release(self._size)
+
+
+def _lenient(
+    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None
+) -> Any:
+    """A request deserializer: cheap size checks first, then a parse that never raises."""
+    type_name = message_type.DESCRIPTOR.full_name
+
     def parse(data: bytes) -> Any:
+        size = len(data)  # after any gRPC decompression
         try:
-            return message_type.FromString(data)
+            if check is not None:
+                check(size, type_name)
+            if size >= LARGE_MESSAGE_BYTES:
+                budget.reserve(size, type_name)
+        except LimitExceeded as exc:
+            return Refused(exc)
+        try:
+            message = message_type.FromString(data)
         except DecodeError:
-            return Malformed(message_type.DESCRIPTOR.full_name)
+            message = Malformed(type_name)
+        return _Held(message, budget, size) if size >= LARGE_MESSAGE_BYTES else message
 
     return parse
 
 
+def _unary(handler: Any) -> Any:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        held = request  # a _Held keeps its budget share until the handler is done
+        return await handler(held.message if isinstance(held, _Held) else held, context)
+
+    return call
+
+
+async def _unwrapped(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for held in requests:  # held until the consumer asks for the next message
+        yield held.message if isinstance(held, _Held) else held
+
+
+def _stream(handler: Any) -> Any:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async with contextlib.aclosing(handler(_unwrapped(requests), context)) as replies:
+            async for reply in replies:
+                yield reply
+
+    return call
+
+
 def _well_formed(message: Any) -> None:
+    if isinstance(message, Refused):
+        raise message.error
     if isinstance(message, Malformed):
         raise ProtocolError(
             f"malformed {message.type_name}: the bytes are not a valid protobuf message"
@@ -95,31 +172,32 @@ def _well_formed(message: Any) -> None:
 
 
 def add_to_server(service: DisseminatorService, server: grpc.aio.Server) -> None:
-    """Register the Disseminator service with lenient request decoding."""
+    """Register the Disseminator service with lenient request decoding under the site limits."""
+    budget, stream_check = service.budget, service.limits.check_stream_message
     handlers = {
         "Publish": grpc.unary_unary_rpc_method_handler(
-            service.Publish,
-            request_deserializer=_lenient(pb.PublishRequest),
+            _unary(service.Publish),
+            request_deserializer=_lenient(pb.PublishRequest, budget),
             response_serializer=pb.PublishAck.SerializeToString,
         ),
         "GetMembership": grpc.unary_unary_rpc_method_handler(
-            service.GetMembership,
-            request_deserializer=_lenient(pb.MembershipRequest),
+            _unary(service.GetMembership),
+            request_deserializer=_lenient(pb.MembershipRequest, budget),
             response_serializer=pb.Membership.SerializeToString,
         ),
         "Subscribe": grpc.stream_stream_rpc_method_handler(
-            service.Subscribe,
-            request_deserializer=_lenient(pb.ClientMessage),
+            _stream(service.Subscribe),
+            request_deserializer=_lenient(pb.ClientMessage, budget, stream_check),
             response_serializer=pb.ServerMessage.SerializeToString,
         ),
         "Link": grpc.stream_stream_rpc_method_handler(
-            service.Link,
-            request_deserializer=_lenient(pb.LinkMessage),
+            _stream(service.Link),
+            request_deserializer=_lenient(pb.LinkMessage, budget, stream_check),
             response_serializer=pb.Delivery.SerializeToString,
         ),
         "Unsubscribe": grpc.unary_unary_rpc_method_handler(
-            service.Unsubscribe,
-            request_deserializer=_lenient(pb.UnsubscribeRequest),
+            _unary(service.Unsubscribe),
+            request_deserializer=_lenient(pb.UnsubscribeRequest, budget),
             response_serializer=pb.UnsubscribeAck.SerializeToString,
         ),
     }
@@ -145,6 +223,8 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     code = grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(exc, CertificateError):
         code = grpc.StatusCode.UNAUTHENTICATED
+    elif isinstance(exc, LimitExceeded):
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED
     await context.abort(code, str(exc))
 
 
@@ -176,6 +256,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         node: SiteNode,
         *,
         heartbeat_s: float = 5.0,
+        limits: Limits | None = None,
         crl_refusal: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._node = node
@@ -186,7 +267,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self._opening_timeout_s = max(3 * heartbeat_s, 10.0)
         self._draining = False
         self._link_blocks: dict[str, str] = {}
-        self._stream_errors: dict[Destination, str] = {}
+        self._stream_errors: dict[Destination, Exception] = {}
+        self.limits = limits or Limits()
+        self.budget = MemoryBudget(self.limits.memory_bytes)
+        self._streams = StreamCounts()
 
     def stop_taking_work(self) -> None:
         """Refuse new Publish, Subscribe and Link calls (the site is shutting down)."""
@@ -307,10 +391,18 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         ending = node.ending(credential.member_id)
         if ending is not None and ending.certificate == pem:
             return ending, first.subscribe, None
+        named = first.subscribe.concepts
+        self.limits.check_concepts(len(named), ontology_size=len(node.ontology.concepts))
         requested: frozenset[str] = frozenset()
-        for concept in first.subscribe.concepts:
+        seen: set[str] = set()
+        for concept in named:  # no more than the limit, each looked up once
             if concept not in node.ontology.concepts:
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown concept {concept!r}")
+            if concept in seen:
+                raise _Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"concept {concept!r} is named twice"
+                )
+            seen.add(concept)
             requested |= node.ontology.block(concept)
         decision = decide_subscription(
             node.grants(pem), requested=requested, served=node.served, uplink=node.uplink_address
@@ -332,6 +424,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
+        async with self._counted("Subscribe", request_iterator, context) as counted:
+            if counted:
+                async with contextlib.aclosing(
+                    self._subscribe(request_iterator, context)
+                ) as replies:
+                    async for reply in replies:
+                        yield reply
+
+    async def _subscribe(
+        self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncGenerator[pb.ServerMessage, None]:
         node = self._node
         try:
             first = await _opening(request_iterator, self._opening_timeout_s)
@@ -360,7 +463,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         log.info("registered %s for %s", registration.subscriber, dict(registration.grants))
         watch = self._watch(destination)
         acks = asyncio.ensure_future(
-            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
+            self._read_acks(
+                watch.incoming(self._bounded(request_iterator)), destination, cursor, context
+            )
         )
         try:
             yield pb.ServerMessage(
@@ -382,7 +487,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     yield message
             error = self._stream_errors.pop(destination, None)
             if error is not None:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+                await _abort(context, error)
             reason = node.ended(registration.subscriber)
             if reason is not None:
                 await context.abort(
@@ -400,6 +505,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         cursor: Any,
         context: grpc.aio.ServicerContext,
     ) -> None:
+        interest = _InterestChunks()
         with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
             try:
                 async for message in requests:
@@ -407,15 +513,24 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     kind = message.WhichOneof("kind")
                     if kind == "ack":
                         self._node.on_ack(destination, cursor, message.ack.sequence)
-                    elif kind == "interest":
-                        self._on_interest(destination.name, message.interest)
+                    elif kind == "interest" and destination.kind == "link":
+                        await self._on_interest(destination.name, message.interest, interest)
                     elif kind == "refresh" and destination.kind == "subscriber":
                         self._node.request_refresh(
                             destination.name, message.refresh.publisher, message.refresh.concept
                         )
             except ProtocolError as exc:
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)
-                self._stream_errors[destination] = str(exc)
+                self._stream_errors[destination] = exc
+                self._node.end_stream(destination)
+            except Exception:  # never die silently, leaving a stream nobody reads
+                log.exception(
+                    "%s %s: reading its stream failed", destination.kind, destination.name
+                )
+                self._stream_errors[destination] = _Abort(
+                    grpc.StatusCode.INTERNAL,
+                    f"site {self._node.site.name} failed to read the stream",
+                )
                 self._node.end_stream(destination)
 
     async def Unsubscribe(
@@ -445,6 +560,15 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     async def Link(
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.Delivery]:
+        async with self._counted("Link", request_iterator, context) as counted:
+            if counted:
+                async with contextlib.aclosing(self._link(request_iterator, context)) as replies:
+                    async for reply in replies:
+                        yield reply
+
+    async def _link(
+        self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncGenerator[pb.Delivery, None]:
         node = self._node
         try:
             first = await _opening(request_iterator, self._opening_timeout_s)
@@ -481,7 +605,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         generation = node.generation(destination)
         watch = self._watch(destination)
         reader = asyncio.ensure_future(
-            self._read_acks(watch.incoming(request_iterator), destination, cursor, context)
+            self._read_acks(
+                watch.incoming(self._bounded(request_iterator)), destination, cursor, context
+            )
         )
         log.info("downlink %s connected (block %s)", peer.name, hello.block)
         try:
@@ -492,7 +618,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     yield delivery
             error = self._stream_errors.pop(destination, None)
             if error is not None:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+                await _abort(context, error)
             reason = node.ended(peer.name)
             if reason is not None:
                 await context.abort(
@@ -527,10 +653,117 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             log.warning("downlink %s cut off: %s", site, reason)
         return done
 
-    def _on_interest(self, site: str, interest: pb.InterestUpdate) -> None:
+    async def _on_interest(
+        self, site: str, interest: pb.InterestUpdate, chunks: _InterestChunks
+    ) -> None:
+        """One chunk of a downlink's members; the set is put in force with its last chunk.
+
+        Raises:
+            LimitExceeded: the chunk, or the set so far, lists too many members.
+            ProtocolError: one certificate or one name is listed twice.
+        """
+        self.limits.check_members(len(interest.members), pending=len(chunks.members))
+        chunks.add(interest.members)
         served = self._node.ontology.block(self._link_blocks[site])
-        self._node.set_link_members(site, self._node.verified_members(interest.members, served))
-        self._node.set_link_refreshes(site, interest.members)
+        members = list(interest.members)
+        for start in range(0, len(members), _VERIFY_SLICE):
+            verified = self._node.verified_members(members[start:start + _VERIFY_SLICE], served)
+            chunks.add_verified(verified)
+            await asyncio.sleep(0)  # let other calls run between slices
+        if interest.more:
+            return
+        members, verified = chunks.members, chunks.verified
+        chunks.clear()
+        self._node.set_link_members(site, verified)
+        self._node.set_link_refreshes(site, members)
+
+    # ---- limits --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _counted(
+        self, method: str, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bool]:
+        """Count a stream against its certificate's limit for as long as it is open.
+
+        Yields ``True`` for a stream within the limit; past it, the call is refused with
+        ``RESOURCE_EXHAUSTED`` after reading its opening message (briefly) and the body is
+        skipped.
+        """
+        kind = "subscriber" if method == "Subscribe" else "site"
+        limit = (
+            self.limits.streams_per_subscriber if kind == "subscriber"
+            else self.limits.streams_per_site
+        )
+        try:
+            key = hashlib.sha256(peer_certificate(context.auth_context())).digest()
+        except CertificateError:
+            yield True  # no certificate: the handler refuses the peer
+            return
+        if not self._streams.open(kind, key, limit):
+            with contextlib.suppress(ProtocolError):
+                await _opening(requests, _OVER_LIMIT_GRACE_S)
+            await self._refuse(context, LimitExceeded(
+                f"this {kind} certificate already holds {limit} open {method} streams",
+                limit=f"streams_per_{kind}", value=limit,
+                advice="close a stream first (a reconnecting client ends its old stream)",
+            ))
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._streams.close(kind, key)
+
+    async def _bounded(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The peer's messages; a heartbeat announcing an interval out of bounds is refused.
+
+        Raises:
+            LimitExceeded: a heartbeat's interval is outside the limits.
+        """
+        async for message in requests:
+            if isinstance(message, Message) and message.WhichOneof("kind") == "heartbeat":
+                interval = message.heartbeat.interval_ms
+                if interval > 0:  # no interval at all is a protocol error, said further on
+                    self.limits.check_heartbeat(interval)
+            yield message
+
+
+class _InterestChunks:
+    """The chunks of one downlink's member set received so far on one Link stream."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.members: list[pb.Member] = []
+        self.verified: list[Registration] = []
+        self._certificates: set[bytes] = set()
+        self._names: set[str] = set()
+        self._verified_names: set[str] = set()
+
+    def add(self, members: Any) -> None:
+        """Take a chunk's members (a cheap duplicate check, before any verification)."""
+        for member in members:
+            digest = hashlib.sha256(member.certificate).digest()
+            if digest in self._certificates:
+                raise ProtocolError(
+                    f"an InterestUpdate lists one certificate twice (as {member.subscriber!r} "
+                    "and under another or the same name)"
+                )
+            if member.subscriber in self._names:
+                raise ProtocolError(f"an InterestUpdate lists {member.subscriber!r} twice")
+            self._certificates.add(digest)
+            self._names.add(member.subscriber)
+            self.members.append(member)
+
+    def add_verified(self, registrations: list[Registration]) -> None:
+        """Take the verified members of a slice (named by their certificates)."""
+        for reg in registrations:
+            if reg.subscriber in self._verified_names:
+                raise ProtocolError(
+                    f"an InterestUpdate lists two certificates of {reg.subscriber!r}"
+                )
+            self._verified_names.add(reg.subscriber)
+            self.verified.append(reg)
 
 
 def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:

@@ -1,7 +1,10 @@
 """This site as a downlink: keep a Link stream to the uplink open and apply what arrives.
 
 The link states the members registered here (and behind our own downlinks) whenever they
-change; the uplink re-evaluates them and sends what they may receive. Each delivery is routed
+change; the uplink re-evaluates them and sends what they may receive. A large set travels in
+chunks within the site limits (``interest_members`` members and half of
+``stream_message_bytes`` per InterestUpdate), every chunk but the last marked ``more``: the
+uplink puts the set in force with its last chunk. Each delivery is routed
 on (to our subscribers and downlinks) in one transaction that also records its sequence number,
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
@@ -26,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
+from disseminator.limits import Limits, chunk_sizes
 from disseminator.node import SiteNode
 from xdn import certs
 from xdn.errors import CertificateError, PeerError
@@ -34,7 +38,7 @@ from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
-__all__ = ["Uplink"]
+__all__ = ["Uplink", "interest_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +55,13 @@ class Uplink:
         *,
         heartbeat_s: float = 5.0,
         identify: Callable[[str], Awaitable[certs.Credential]] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._node = node
         self._address = address
         self._heartbeat_s = heartbeat_s
         self._identify = identify
+        self._limits = limits or Limits()
         self._outgoing: asyncio.Queue[pb.LinkMessage] = asyncio.Queue()
         self.connected = asyncio.Event()
         self.peer: certs.Credential | None = None  # the uplink's verified certificate
@@ -84,8 +90,13 @@ class Uplink:
 
     def interest_changed(self) -> None:
         """Send our members upstream (called by the node on every change)."""
+        for message in self._interest():
+            self._outgoing.put_nowait(message)
+
+    def _interest(self) -> list[pb.LinkMessage]:
+        """Our members as InterestUpdate chunks within the limits (one, maybe empty, at least)."""
         members = [self._node.member(r) for r in self._node.table.members()]
-        self._outgoing.put_nowait(pb.LinkMessage(interest=pb.InterestUpdate(members=members)))
+        return interest_chunks(members, self._limits)
 
     async def run(self) -> None:
         """Stay linked, reconnecting with exponential backoff, while the uplink is trusted.
@@ -145,8 +156,8 @@ class Uplink:
                         resume_after=node.store.counter(_APPLIED),
                     )
                 )
-                members = [node.member(r) for r in node.table.members()]
-                yield pb.LinkMessage(interest=pb.InterestUpdate(members=members))
+                for message in self._interest():
+                    yield message
                 while True:
                     yield await self._outgoing.get()
 
@@ -176,6 +187,21 @@ class Uplink:
             log.warning("refused delivery %d from uplink: %s", delivery.sequence, exc)
             self._node.route(counter=counter)  # skip it for good, and say so upstream
         self._outgoing.put_nowait(pb.LinkMessage(ack=pb.Ack(sequence=delivery.sequence)))
+
+
+def interest_chunks(members: list[pb.Member], limits: Limits) -> list[pb.LinkMessage]:
+    """``members`` as InterestUpdate messages within ``limits``, all but the last ``more``."""
+    runs = chunk_sizes(
+        [m.ByteSize() for m in members],
+        max_count=limits.interest_members, max_bytes=limits.stream_message_bytes // 2,
+    )
+    messages, start = [], 0
+    for index, count in enumerate(runs):
+        chunk = members[start:start + count]
+        start += count
+        more = index < len(runs) - 1
+        messages.append(pb.LinkMessage(interest=pb.InterestUpdate(members=chunk, more=more)))
+    return messages
 
 
 def _heartbeat(interval_ms: int) -> pb.LinkMessage:

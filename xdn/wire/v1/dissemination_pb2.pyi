@@ -345,10 +345,12 @@ class LinkHello(_message.Message):
     def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., resume_after: _Optional[int] = ...) -> None: ...
 
 class InterestUpdate(_message.Message):
-    __slots__ = ("members",)
+    __slots__ = ("members", "more")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Member]
-    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+    more: bool
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class LinkMessage(_message.Message):
     __slots__ = ("hello", "interest", "ack", "heartbeat")

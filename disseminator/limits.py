@@ -1,0 +1,227 @@
+"""What one caller may ask of a site: the limits, and the pure bookkeeping that enforces them.
+
+Theory of operation. A site serves many callers on one event loop, so no single caller may make
+it do unbounded work or hold unbounded resources. Every limit here is checked *before* the work
+it guards, with a check that costs O(1) (a length, a counter, a byte count):
+
+* a Subscribe request names at most :attr:`Limits.subscribe_concepts` concepts, and never more
+  than the ontology has (each named once, each known);
+* one InterestUpdate lists at most :attr:`Limits.interest_members` members; a downlink with more
+  sends its set in chunks (``more = true`` on all but the last), and the whole set behind one
+  link holds at most :attr:`Limits.link_members`;
+* one certificate holds at most :attr:`Limits.streams_per_subscriber` open Subscribe streams (a
+  subscriber) or :attr:`Limits.streams_per_site` open Link streams (a downlink site), counted
+  from the moment the stream opens, before its first message (:class:`StreamCounts`);
+* a peer's heartbeat announces an interval within [``heartbeat_min_seconds``,
+  ``heartbeat_max_seconds``], so no peer holds a silent stream for longer than three of the
+  longest intervals;
+* one Subscribe or Link stream message is at most :attr:`Limits.stream_message_bytes` long, and
+  large messages (from :data:`LARGE_MESSAGE_BYTES`, after any gRPC decompression) held at once
+  across all calls fit :attr:`Limits.memory_bytes` (:class:`MemoryBudget`): a burst of
+  compression bombs is refused before it is parsed.
+
+Past a limit the caller gets :class:`LimitExceeded` (mapped to ``RESOURCE_EXHAUSTED`` by the
+servicer) naming the limit, its value and what to do. No I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from xdn.errors import ConfigError, ProtocolError
+
+__all__ = [
+    "LARGE_MESSAGE_BYTES",
+    "LimitExceeded",
+    "Limits",
+    "MemoryBudget",
+    "StreamCounts",
+    "chunk_sizes",
+]
+
+# Messages from this size on count against the memory budget (smaller ones are cheap).
+LARGE_MESSAGE_BYTES = 256 * 1024
+_MIB = 1024 * 1024
+
+
+class LimitExceeded(ProtocolError):
+    """A caller asked for more than a site limit allows (``RESOURCE_EXHAUSTED``)."""
+
+    def __init__(self, what: str, *, limit: str, value: float, advice: str) -> None:
+        shown = value if isinstance(value, int) else f"{value:g}"
+        super().__init__(f"{what}: over the site's limit {limit} = {shown}; {advice}")
+        self.limit = limit
+        self.value = value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """The site's limits (the ``[limits]`` table of its configuration)."""
+
+    subscribe_concepts: int = 256
+    interest_members: int = 500
+    link_members: int = 100_000
+    streams_per_subscriber: int = 4
+    streams_per_site: int = 2
+    heartbeat_min_seconds: float = 0.05
+    heartbeat_max_seconds: float = 60.0
+    stream_message_bytes: int = 1 * _MIB
+    memory_bytes: int = 256 * _MIB
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"limits.{f.name} must be a positive number, got {value!r}")
+            if f.type == "int" and not isinstance(value, int):
+                raise ConfigError(f"limits.{f.name} must be a whole number, got {value!r}")
+        if self.heartbeat_min_seconds > self.heartbeat_max_seconds:
+            raise ConfigError("limits.heartbeat_min_seconds must not exceed heartbeat_max_seconds")
+        if self.link_members < self.interest_members:
+            raise ConfigError("limits.link_members must be at least limits.interest_members")
+        if self.stream_message_bytes < 64 * 1024:
+            raise ConfigError("limits.stream_message_bytes must be at least 65536")
+        if self.memory_bytes < self.stream_message_bytes:
+            raise ConfigError("limits.memory_bytes must be at least limits.stream_message_bytes")
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any], *, source: str) -> Limits:
+        """Read a ``[limits]`` table; unknown keys are refused (a typo must not go unnoticed)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown limits {unknown}; known: {sorted(known)}")
+        try:
+            return cls(**table)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    # ---- the cheap checks ----------------------------------------------------------------
+    def check_concepts(self, count: int, *, ontology_size: int) -> None:
+        """A Subscribe request names ``count`` concepts (checked before looking at any)."""
+        limit = min(self.subscribe_concepts, ontology_size)
+        if count > limit:
+            name = "subscribe_concepts" if limit == self.subscribe_concepts else "ontology size"
+            raise LimitExceeded(
+                f"a SubscribeRequest names {count} concepts", limit=name, value=limit,
+                advice="name each concept once (a concept includes its sub-concepts), "
+                "or none to ask for everything your grants allow",
+            )
+
+    def check_members(self, count: int, *, pending: int) -> None:
+        """An InterestUpdate chunk of ``count`` members arrives after ``pending`` others."""
+        if count > self.interest_members:
+            raise LimitExceeded(
+                f"an InterestUpdate lists {count} members", limit="interest_members",
+                value=self.interest_members,
+                advice="send the members in chunks (InterestUpdate.more) of at most that many; "
+                "sites of one network should share their [limits]",
+            )
+        if pending + count > self.link_members:
+            raise LimitExceeded(
+                f"the interest of this link lists more than {pending} members",
+                limit="link_members", value=self.link_members,
+                advice="split the downlink's subscribers over more sites",
+            )
+
+    def check_heartbeat(self, interval_ms: int) -> None:
+        """A peer's heartbeat announces ``interval_ms``."""
+        seconds = interval_ms / 1000
+        if seconds < self.heartbeat_min_seconds:
+            limit, value = "heartbeat_min_seconds", self.heartbeat_min_seconds
+        elif seconds > self.heartbeat_max_seconds:
+            limit, value = "heartbeat_max_seconds", self.heartbeat_max_seconds
+        else:
+            return
+        raise LimitExceeded(
+            f"a heartbeat announces an interval of {seconds:g}s", limit=limit, value=value,
+            advice=f"announce an interval between {self.heartbeat_min_seconds:g}s and "
+            f"{self.heartbeat_max_seconds:g}s",
+        )
+
+    def check_stream_message(self, size: int, type_name: str) -> None:
+        """One message of a Subscribe or Link stream is ``size`` bytes (before it is parsed)."""
+        if size > self.stream_message_bytes:
+            raise LimitExceeded(
+                f"a {type_name} of {size} bytes", limit="stream_message_bytes",
+                value=self.stream_message_bytes,
+                advice="send smaller messages (chunk an interest update)",
+            )
+
+
+def chunk_sizes(sizes: list[int], *, max_count: int, max_bytes: int) -> list[int]:
+    """Split items of the given encoded ``sizes`` into runs of at most ``max_count`` items and
+    ``max_bytes`` bytes (an item larger than ``max_bytes`` gets a run of its own).
+
+    Returns:
+        The length of each run, in order; one empty run for no items (a set may be empty).
+    """
+    if max_count <= 0 or max_bytes <= 0:
+        raise ValueError("chunks need a positive count and size")
+    runs: list[int] = []
+    count = total = 0
+    for size in sizes:
+        if count and (count == max_count or total + size > max_bytes):
+            runs.append(count)
+            count = total = 0
+        count += 1
+        total += size
+    runs.append(count)
+    return runs
+
+
+class StreamCounts:
+    """Open streams per key (a certificate), each kind under its own limit."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, bytes], int] = {}
+
+    def open(self, kind: str, key: bytes, limit: int) -> bool:
+        """Count one more open stream of ``kind`` for ``key``; ``False`` (not counted) if full."""
+        current = self._open.get((kind, key), 0)
+        if current >= limit:
+            return False
+        self._open[(kind, key)] = current + 1
+        return True
+
+    def close(self, kind: str, key: bytes) -> None:
+        """A stream counted by :meth:`open` ended."""
+        current = self._open.get((kind, key), 0)
+        if current <= 1:
+            self._open.pop((kind, key), None)
+        else:
+            self._open[(kind, key)] = current - 1
+
+    def count(self, kind: str, key: bytes) -> int:
+        return self._open.get((kind, key), 0)
+
+
+class MemoryBudget:
+    """Bytes of large messages held at once across all calls."""
+
+    def __init__(self, total: int) -> None:
+        if total <= 0:
+            raise ValueError("a memory budget must be positive")
+        self.total = total
+        self.in_use = 0
+
+    def reserve(self, size: int, type_name: str) -> None:
+        """Hold ``size`` bytes for one message until :meth:`release`.
+
+        Raises:
+            LimitExceeded: the message does not fit what is left (or the whole budget).
+        """
+        if self.in_use + size > self.total:
+            busy = f" ({self.in_use / _MIB:.1f} MiB held by other calls)" if self.in_use else ""
+            raise LimitExceeded(
+                f"a {type_name} of {size / _MIB:.1f} MiB does not fit the memory budget{busy}",
+                limit="memory_bytes", value=self.total,
+                advice="retry later, or send smaller messages" if size <= self.total
+                else "send smaller messages",
+            )
+        self.in_use += size
+
+    def release(self, size: int) -> None:
+        self.in_use = max(0, self.in_use - size)
