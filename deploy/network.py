@@ -51,6 +51,8 @@ class SiteSpec:
     name: str
     block: str
     uplink: str | None = None
+    # A command prefix run instead of ``python -m xdn.cli`` (the tests' dishonest site).
+    launcher: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,6 +207,12 @@ class LocalNetwork:
     def _xdn(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "xdn.cli", *(["-v"] if self._verbose else []), *args]
 
+    def _site_command(self, site: SiteSpec, config: Path) -> list[str]:
+        args = ("disseminator", "serve", "--config", str(config))
+        if site.launcher:
+            return [*site.launcher, *(["-v"] if self._verbose else []), *args]
+        return self._xdn(*args)
+
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         with open(self.workdir / f"{name}.out", "ab") as out:  # the child keeps its own copy
             return subprocess.Popen(args, cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT)
@@ -240,9 +248,8 @@ class LocalNetwork:
             for site in ready:
                 port_file = self.workdir / "state" / site.name / "port"
                 port_file.unlink(missing_ok=True)
-                config = self.site_config(site)
                 self._site_procs[site.name] = self._spawn(
-                    site.name, self._xdn("disseminator", "serve", "--config", str(config))
+                    site.name, self._site_command(site, self.site_config(site))
                 )
             for site in ready:
                 self.ports[site.name] = self._wait_port(site.name, timeout)
@@ -278,9 +285,7 @@ class LocalNetwork:
         port_file = self.workdir / "state" / site / "port"
         port_file.unlink(missing_ok=True)
         config = self.site_config(spec, port=self.ports[site])
-        self._site_procs[site] = self._spawn(
-            site, self._xdn("disseminator", "serve", "--config", str(config))
-        )
+        self._site_procs[site] = self._spawn(site, self._site_command(spec, config))
         self._wait_port(site, timeout)
 
     def metric(self, site: str, name: str, **labels: str) -> float:

@@ -213,6 +213,7 @@ def _handle(
         session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
+        _send_refresh_requests(session, outgoing)  # a held document may show we fell behind
         done = session.report.accepted + session.report.refused
         if setup.max_documents is not None and done >= setup.max_documents:
             stop.set()

@@ -432,8 +432,25 @@ class Session:
             self.keyring.set_applied(self.address, sequence)
             return b""
         self._hold(message, serial, waits)
+        self._catch_up(manifest, waits)
         self.keyring.set_applied(self.address, sequence)
         return b""
+
+    def _catch_up(self, manifest: pb.Manifest, waits: list[tuple[str, str]]) -> None:
+        """Ask for a path refresh of each group we are in whose signed epoch is ahead of ours.
+
+        The rekey that should have brought us there was lost or refused (a site may drop or
+        alter one); the publisher-signed range table says which epoch the document needs.
+        """
+        needed = {(manifest.publisher, r.concept): r.epoch for r in manifest.ranges}
+        for publisher, concept in waits:
+            stored = self.keyring.group_state(publisher, concept)
+            if stored is None or (publisher, concept) not in needed:
+                continue
+            if MemberKeys.from_bytes(stored).epoch < needed[(publisher, concept)]:
+                log.warning("%s/%s is at a later epoch than our keys; asking for a path "
+                            "refresh", publisher, concept)
+                self.ask_refresh(publisher, concept)
 
     def _waits(self, message: pb.Dissemination) -> list[tuple[str, str]]:
         stale = self._revocation_unknown() is not None

@@ -1,0 +1,199 @@
+"""A dishonest site: the real disseminator daemon with a fault switch (test code only).
+
+Run as ``python dishonest_site.py FAULT[:ARGUMENT] -- disseminator serve --config SITE.toml``:
+it patches the site's node and service in this process, then runs ``xdn`` unchanged. The site
+keeps its real certificate, speaks the real protocol over mutual TLS, and misbehaves only in
+what it relays, which is exactly the power the threat model gives a dishonest site. Faults:
+
+``tamper-rekey``        flips one byte of every group rekey it delivers to a subscriber
+``forge-enrolment``     replaces every enrolment to a subscriber with a path for a far-future
+                        epoch of random keys, sealed (HPKE) to the subscriber's own certificate key
+``forge-documents``     alters the signed manifest root of every document it delivers
+``drop-document:ID``    never delivers document ID to its subscribers (later ones still go)
+``drop-concept:C``      removes concept C's fragments from what it delivers, and C from the
+                        grants it reports (Subscribed, GrantsChanged)
+``list-member:PEM``     lists the subscriber certificate in PEM (say, a revoked one) in every
+                        membership reply, with every concept of the asking publisher's policy
+
+:class:`LocalNetwork` starts a site this way when its :class:`SiteSpec` has a ``launcher``
+(see :func:`launcher`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from xdn.grpc_fork import disable_grpc_fork_handlers
+
+FAULTS = (
+    "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
+    "list-member",
+)
+
+Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
+
+
+def launcher(fault: str) -> tuple[str, ...]:
+    """The command prefix that starts a site with ``fault`` (for ``SiteSpec.launcher``)."""
+    name = fault.split(":", 1)[0]
+    if name not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+    return (sys.executable, str(Path(__file__).resolve()), fault, "--")
+
+
+def _tamper_rekey(node: Any, delivery: Any) -> list[Any]:
+    if delivery.WhichOneof("body") == "rekey":
+        data = bytearray(delivery.rekey.message)
+        data[len(data) // 2] ^= 0x01
+        delivery.rekey.message = bytes(data)
+    return [delivery]
+
+
+def _forge_enrolment(node: Any, delivery: Any) -> list[Any]:
+    from xdn import certs, crypto
+    from xdn.lkh import MemberPath, seal_path
+
+    if delivery.WhichOneof("body") != "key":
+        return [delivery]
+    key = delivery.key
+    registration = node.table.local.get(key.subscriber)
+    if registration is None:
+        return [delivery]
+    path = MemberPath(
+        publisher=key.publisher, concept=key.concept, epoch=key.epoch + 1000,
+        member=key.subscriber, keys=((1, crypto.random_bytes(32)),),
+    )
+    forged = seal_path(path, certs.public_key_of(registration.certificate))
+    key.epoch, key.sealed = forged.epoch, forged.to_bytes()
+    return [delivery]
+
+
+def _forge_documents(node: Any, delivery: Any) -> list[Any]:
+    if delivery.WhichOneof("body") == "dissemination":
+        manifest = delivery.dissemination.manifest
+        manifest.root = bytes(b ^ 0xFF for b in manifest.root)
+    return [delivery]
+
+
+def _drop_document(document_id: str) -> Transform:
+    def transform(node: Any, delivery: Any) -> list[Any]:
+        body = delivery.WhichOneof("body")
+        if body == "dissemination" and delivery.dissemination.manifest.document_id == document_id:
+            return []
+        return [delivery]
+
+    return transform
+
+
+def _without(grants: Any, concept: str) -> None:
+    for grant in grants:
+        kept = [c for c in grant.concepts if c != concept]
+        del grant.concepts[:]
+        grant.concepts.extend(kept)
+
+
+def _drop_concept(concept: str) -> Transform:
+    def transform(node: Any, delivery: Any) -> list[Any]:
+        body = delivery.WhichOneof("body")
+        if body == "dissemination":
+            kept = [f for f in delivery.dissemination.fragments if f.concept != concept]
+            del delivery.dissemination.fragments[:]
+            delivery.dissemination.fragments.extend(kept)
+        elif body == "grants_changed":
+            _without(delivery.grants_changed.grants, concept)
+            _without(delivery.grants_changed.previous, concept)
+        return [delivery]
+
+    return transform
+
+
+def _patch_pump(transform: Transform) -> None:
+    from disseminator.node import SiteNode
+
+    honest = SiteNode.pump
+
+    async def pump(
+        self: SiteNode, destination: Any, cursor: Any, generation: int
+    ) -> AsyncIterator[Any]:
+        async for delivery in honest(self, destination, cursor, generation):
+            if destination.kind != "subscriber":
+                yield delivery
+                continue
+            for sent in transform(self, delivery):
+                yield sent
+
+    SiteNode.pump = pump  # type: ignore[method-assign]
+
+
+def _patch_subscribed(concept: str) -> None:
+    from disseminator import server
+
+    honest = server.pb.Subscribed
+
+    def subscribed(**fields: Any) -> Any:
+        message = honest(**fields)
+        _without(message.grants, concept)
+        return message
+
+    server.pb.Subscribed = subscribed
+
+
+def _patch_membership(pem_path: str) -> None:
+    from disseminator.server import DisseminatorService
+    from xdn import certs
+    from xdn.wire.v1 import dissemination_pb2 as pb
+
+    certificate = Path(pem_path).read_bytes()
+    member_id = certs.credential_from_pem(certificate).member_id
+    honest = DisseminatorService.GetMembership
+
+    async def membership(self: DisseminatorService, request: Any, context: Any) -> Any:
+        reply = await honest(self, request, context)
+        concepts = sorted(self._node.ontology.concepts)
+        reply.members.append(
+            pb.Member(
+                subscriber=member_id, certificate=certificate,
+                grants=[pb.Grant(publisher=request.publisher, concepts=concepts)],
+            )
+        )
+        return reply
+
+    DisseminatorService.GetMembership = membership  # type: ignore[method-assign]
+
+
+def install(fault: str) -> None:
+    """Patch this process's site code with ``fault`` (one of :data:`FAULTS`)."""
+    name, _, argument = fault.partition(":")
+    if name == "tamper-rekey":
+        _patch_pump(_tamper_rekey)
+    elif name == "forge-enrolment":
+        _patch_pump(_forge_enrolment)
+    elif name == "forge-documents":
+        _patch_pump(_forge_documents)
+    elif name == "drop-document":
+        _patch_pump(_drop_document(argument))
+    elif name == "drop-concept":
+        _patch_pump(_drop_concept(argument))
+        _patch_subscribed(argument)
+    elif name == "list-member":
+        _patch_membership(argument)
+    else:
+        raise SystemExit(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) < 2 or argv[1] != "--":
+        raise SystemExit("usage: dishonest_site.py FAULT[:ARGUMENT] -- XDN-ARGUMENTS...")
+    disable_grpc_fork_handlers()
+    install(argv[0])
+    from xdn.cli import main as xdn_main
+
+    print(f"dishonest site: fault {argv[0]} installed", flush=True)
+    return xdn_main(list(argv[2:]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
