@@ -1,0 +1,174 @@
+"""A dishonest site cannot make a subscriber or a publisher rely on its word.
+
+Each case starts the default network with one site replaced by the dishonest-site double
+(:mod:`dishonest_site`: the real daemon, patched in its own process to misbehave in one way)
+and shows the attack ends in a typed refusal the subscriber records, no key sealed to anyone who
+should not have it, and later documents still arriving for whoever is entitled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
+
+from deploy.network import LocalNetwork, SubscriberSpec, wait_until
+from deploy.pki import Party, issue_party
+from publisher.lkh_store import LkhStore
+from xdn import certs
+from xdn.grpc_tls import TlsFiles
+from xdn.lkh import MemberKeys
+from xdn.paths import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+PUBLISHER = "production-dept"
+SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
+CRED1 = {"OU": "Cred1"}  # granted production-dept's concepts
+
+
+@pytest.fixture
+def dishonest(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalNetwork]:
+    """The default network whose site ``request.param[0]`` runs fault ``request.param[1]``."""
+    site, fault = request.param
+    net = LocalNetwork(tmp_path / "net")
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    # mallory: a subscriber certificate a dishonest site may try to slip in.
+    issue_party(net.certs, Party(name="mallory", role="subscriber", attributes=CRED1),
+                now=datetime.now(UTC))
+    fault = fault.replace("{certs}", str(net.certs))
+    net.sites[site] = dataclasses.replace(net.sites[site], launcher=launcher(fault))
+    try:
+        net.start_sites()
+        assert f"fault {fault} installed" in net.output(site)
+        yield net
+    finally:
+        net.stop()
+
+
+def _publish(network: LocalNetwork, document_id: str, *wait_for: str) -> str:
+    return network.publish(PUBLISHER, [SAMPLE], wait_for=wait_for, extra=("--id", document_id))
+
+
+def _documents(network: LocalNetwork, subscriber: str) -> list[str]:
+    return [str(r["document"]) for r in network.received(subscriber)]
+
+
+def _refusals(network: LocalNetwork, subscriber: str) -> list[dict[str, object]]:
+    path = network.inbox(subscriber) / "refused.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _groups(network: LocalNetwork, subscriber: str) -> dict[str, int]:
+    """The subscriber's key-tree states: concept → epoch."""
+    with sqlite3.connect(network.workdir / "state" / subscriber / "keyring.sqlite") as db:
+        rows = db.execute("SELECT concept, state FROM groups").fetchall()
+    return {concept: MemberKeys.from_bytes(bytes(state)).epoch for concept, state in rows}
+
+
+def _subscriber(network: LocalNetwork, name: str, site: str) -> None:
+    issue_party(network.certs, Party(name=name, role="subscriber", attributes=CRED1),
+                now=datetime.now(UTC))
+    network.subscribers[name] = SubscriberSpec(name=name, site=site, attributes=CRED1)
+    network.start_subscriber(name)
+    network.wait_subscribed(name)
+
+
+@pytest.mark.parametrize("dishonest", [("d2", "tamper-rekey")], indirect=True)
+def test_an_altered_rekey_is_refused_and_the_subscriber_catches_up(
+    dishonest: LocalNetwork,
+) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    _publish(net, "doc-1", "alice")
+    assert wait_until(lambda: _documents(net, "alice") == ["doc-1"])
+    before = _groups(net, "alice")
+
+    _subscriber(net, "carol", site="d2")  # her join rekeys alice's groups: d2 alters the rekeys
+    output = _publish(net, "doc-2", "carol")
+    assert "rekeyed: none" not in output
+    assert wait_until(lambda: "doc-2" in _documents(net, "carol"))
+    assert wait_until(lambda: any(r.get("key_message") == "rekey" for r in _refusals(net, "alice")))
+    assert _groups(net, "alice").keys() == before.keys()  # refused: nothing dropped
+
+    # doc-2 needs a later epoch than alice holds: she asks for her path, which the key service
+    # sends when it next runs; the document then opens.
+    def caught_up() -> bool:
+        net.publish(PUBLISHER, [])  # no document: synchronise keys (answers path refreshes)
+        return wait_until(lambda: "doc-2" in _documents(net, "alice"), timeout=5)
+
+    assert wait_until(caught_up, timeout=90), net.output("alice")
+    assert _documents(net, "alice") == ["doc-1", "doc-2"]
+
+
+@pytest.mark.parametrize("dishonest", [("d2", "forge-enrolment")], indirect=True)
+def test_a_forged_far_future_enrolment_is_refused_and_not_adopted(
+    dishonest: LocalNetwork,
+) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    _publish(net, "doc-1", "alice")
+    assert wait_until(
+        lambda: any(r.get("key_message") == "enrolment" for r in _refusals(net, "alice"))
+    ), net.output("alice")
+    refused = [r for r in _refusals(net, "alice") if r.get("key_message") == "enrolment"]
+    assert all("signature" in str(r["reason"]) for r in refused), refused
+    assert all(epoch < 1000 for epoch in _groups(net, "alice").values())
+    assert _documents(net, "alice") == []  # held for keys it never got, not opened with fakes
+
+
+@pytest.mark.parametrize("dishonest", [("d2", "forge-documents")], indirect=True)
+def test_forged_documents_are_refused_and_never_held(dishonest: LocalNetwork) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    _publish(net, "doc-1", "alice")
+    _publish(net, "doc-2", "alice")
+    assert wait_until(
+        lambda: {r.get("document") for r in _refusals(net, "alice")} >= {"doc-1", "doc-2"}
+    ), net.output("alice")
+    assert _documents(net, "alice") == []
+    with sqlite3.connect(net.workdir / "state" / "alice" / "keyring.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM held_documents").fetchone() == (0,)
+
+
+def _member_id(folder: Path, name: str) -> str:
+    return certs.credential_from_pem(TlsFiles.from_dir(folder, name).cert_pem).member_id
+
+
+@pytest.mark.parametrize(
+    "dishonest", [("d1", "list-member:{certs}/mallory.pem")], indirect=True
+)
+def test_a_root_listing_a_revoked_subscriber_gets_no_key_sealed_to_her(
+    dishonest: LocalNetwork,
+) -> None:
+    net = dishonest
+    mallory = _member_id(net.certs, "mallory")
+    done = subprocess.run(
+        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(net.certs),
+         "--name", "mallory"],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    _publish(net, "doc-1", "alice")
+    assert wait_until(lambda: _documents(net, "alice") == ["doc-1"])
+    groups = LkhStore(net.workdir / "state" / PUBLISHER / "keys.sqlite", publisher=PUBLISHER)
+    try:
+        members = {m for group in groups.load_all().values() for m in group.members()}
+    finally:
+        groups.close()
+    assert _member_id(net.certs, "alice") in members
+    assert mallory not in members
