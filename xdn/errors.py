@@ -16,6 +16,8 @@ __all__ = [
     "ConfigError",
     "DecryptError",
     "HostileXmlError",
+    "LeaseError",
+    "LeaseLapsedError",
     "MappingError",
     "OntologyError",
     "PeerError",
@@ -70,6 +72,14 @@ class CertificateError(PeerError):
 
 class SignatureError(PeerError):
     """A signature does not verify."""
+
+
+class LeaseError(PeerError):
+    """A membership lease is another member's, names another site, or is not valid yet."""
+
+
+class LeaseLapsedError(LeaseError):
+    """A membership lease has expired, or is a signed leave: its subscriber is no member."""
 
 
 class ProvenanceError(PeerError):
