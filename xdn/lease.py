@@ -47,6 +47,7 @@ __all__ = [
     "SignedLease",
     "issue",
     "millis",
+    "newest",
     "open_lease",
     "sign",
     "verify",
@@ -315,6 +316,23 @@ def verify(
     if site is not None and lease.site != site:
         raise LeaseError(f"lease of {lease.member!r} names site {lease.site!r}, not {site!r}")
     return lease
+
+
+def newest(held: Lease | None, offered: Lease) -> Lease:
+    """Which of two authentic statements of one member counts: the later issued one.
+
+    A site may hold back a subscriber's newer statement and replay an older one (a lease from
+    before its leave); whoever remembers the newest seen ignores the replay. At the same issue
+    time a leave wins.
+
+    Raises:
+        ValueError: the two leases are of different members.
+    """
+    if held is None:
+        return offered
+    if held.member != offered.member:
+        raise ValueError("leases of different members are not comparable")
+    return max(held, offered, key=lambda x: (x.issued_at, x.leave, x.expires_at))
 
 
 def _blob(data: bytes) -> tuple[bytes, bytes]:

@@ -226,6 +226,23 @@ def test_misuse_is_refused_by_type(
         _lease(alice, **change)
 
 
+def test_the_newest_statement_counts_and_a_replayed_older_lease_does_not(alice: Party) -> None:
+    first = _lease(alice)
+    renewed = _lease(alice, issued_at=NOW_MS + 1000, expires_at=NOW_MS + 1000 + HOUR_MS)
+    left = lease.issue(
+        member=alice.member, site="d2", block="Medical", now_ms=NOW_MS + 2000, period_ms=1,
+        leave=True,
+    )
+    assert lease.newest(None, first) == first
+    assert lease.newest(first, renewed) == lease.newest(renewed, first) == renewed
+    assert lease.newest(left, renewed) == left  # the replayed older lease is ignored
+    assert not lease.newest(left, first).active_at(NOW_MS + 3000)
+    same_time = _lease(alice, issued_at=NOW_MS, expires_at=NOW_MS, leave=True)
+    assert lease.newest(first, same_time) == same_time
+    with pytest.raises(ValueError, match="different members"):
+        lease.newest(first, _lease(alice, member="bob@" + "1" * 32))
+
+
 def test_a_lease_must_last_some_time(alice: Party) -> None:
     with pytest.raises(ValueError, match="some time"):
         lease.issue(member=alice.member, site="d", block="B", now_ms=0, period_ms=0)
