@@ -62,9 +62,13 @@ class PublisherSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubscriberSpec:
-    name: str
+    name: str  # what the network calls it: its inbox, state and output
     site: str
     attributes: Mapping[str, str] = field(default_factory=dict)
+    # A subscriber whose certificate's common name is not ``name`` (a namesake of another):
+    # that name, and the folder (in the network's directory) holding its certificate.
+    common_name: str | None = None
+    certs: str = "certs"
 
 
 DEFAULT_SITES = (
@@ -312,11 +316,13 @@ class LocalNetwork:
 
     def start_subscriber(self, name: str, *, extra: Sequence[str] = ()) -> None:
         spec = self.subscribers[name]
+        state = "state" if spec.common_name is None else f"state/{name}"
         self._subscriber_procs[name] = self._spawn(
             name,
             self._xdn(
-                "subscribe", "--connect", self.address(spec.site), "--name", name,
-                "--certs", "certs", "--out", str(self.inbox(name)), "--state-dir", "state",
+                "subscribe", "--connect", self.address(spec.site),
+                "--name", spec.common_name or name, "--certs", spec.certs,
+                "--out", str(self.inbox(name)), "--state-dir", state,
                 "--log", f"logs/{name}.nq", *extra,
             ),
         )

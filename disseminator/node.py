@@ -71,15 +71,30 @@ def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> Stored
     )
 
 
-def to_pb_member(reg: Registration, refresh: Iterable[Group] = ()) -> pb.Member:
-    """The wire form of a registration, with the path refreshes its subscriber asks for."""
+def to_pb_member(
+    reg: Registration, refresh: Iterable[Group] = (), *, publisher: str | None = None
+) -> pb.Member:
+    """The wire form of a registration, with the path refreshes its subscriber asks for.
+
+    Args:
+        publisher: only this publisher's grants and refreshes (what its key service may see);
+            ``None``: every publisher's (for the uplink, which routes for all of them).
+    """
+    def shown(p: str) -> bool:
+        return publisher is None or p == publisher
+
     asked: dict[str, list[str]] = {}
-    for publisher, concept in sorted(refresh):
-        asked.setdefault(publisher, []).append(concept)
+    for p, concept in sorted(refresh):
+        if shown(p):
+            asked.setdefault(p, []).append(concept)
     return pb.Member(
         subscriber=reg.subscriber,
         certificate=reg.certificate,
-        grants=[pb.Grant(publisher=p, concepts=sorted(c)) for p, c in sorted(reg.grants.items())],
+        grants=[
+            pb.Grant(publisher=p, concepts=sorted(c))
+            for p, c in sorted(reg.grants.items())
+            if shown(p)
+        ],
         refresh=[pb.Grant(publisher=p, concepts=c) for p, c in asked.items()],
     )
 
@@ -174,13 +189,21 @@ class SiteNode:
             except CertificateError as exc:
                 log.warning("downlink member refused: %s", exc)
                 continue
+            if member.subscriber != credential.member_id:
+                log.warning(
+                    "downlink member %r refused: its certificate is %r's",
+                    member.subscriber, credential.member_id,
+                )
+                continue
             grants = {
                 p: c & served for p, c in self.grants(member.certificate).items() if c & served
             }
             if grants:
                 out.append(
                     Registration(
-                        subscriber=credential.name, certificate=member.certificate, grants=grants
+                        subscriber=credential.member_id,
+                        certificate=member.certificate,
+                        grants=grants,
                     )
                 )
         return out
@@ -525,9 +548,13 @@ class SiteNode:
             self.wake(destination)
         return len(appends)
 
-    def member(self, reg: Registration) -> pb.Member:
-        """The wire form of a registration here, with its open path refresh requests."""
-        return to_pb_member(reg, self.refreshes.of(reg.subscriber))
+    def member(self, reg: Registration, *, publisher: str | None = None) -> pb.Member:
+        """The wire form of a registration here, with its open path refresh requests.
+
+        Args:
+            publisher: show only this publisher's part (a key service asking); ``None``: all.
+        """
+        return to_pb_member(reg, self.refreshes.of(reg.subscriber), publisher=publisher)
 
     def request_refresh(self, subscriber: str, publisher: str, concept: str) -> None:
         """A local subscriber missed epochs of a group it is granted: ask for its path.

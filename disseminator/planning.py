@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append
-from xdn import certs, provenance
+from xdn import certs, identity, provenance
 from xdn.errors import ProtocolError
 from xdn.ontology import Ontology
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -133,7 +133,7 @@ class Planner:
             message_uri=provenance.message_uri(
                 self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
             ),
-            recipient_uri=certs.node_uri(destination.name),
+            recipient_uri=certs.node_uri(identity.person(destination.name)),
             fragment_ids=fragment_ids,
             timestamp_ms=self.now_ms(),
         )

@@ -264,7 +264,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             await self._refuse(context, exc)
             raise
         members = [
-            self._node.member(r) for r in self._node.table.members() if r.grants.get(publisher.name)
+            self._node.member(r, publisher=publisher.name)
+            for r in self._node.table.members()
+            if r.grants.get(publisher.name)
         ]
         return pb.Membership(
             members=members,
@@ -288,7 +290,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         _well_formed(first)
         if first is None or first.WhichOneof("kind") != "subscribe":
             raise ProtocolError("a Subscribe stream must start with a SubscribeRequest")
-        ending = node.ending(credential.name)
+        ending = node.ending(credential.member_id)
         if ending is not None and ending.certificate == pem:
             return ending, first.subscribe, None
         requested: frozenset[str] = frozenset()
@@ -309,7 +311,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         if not isinstance(decision, Accept):
             raise _Abort(grpc.StatusCode.PERMISSION_DENIED, decision.reason)
         registration = Registration(
-            subscriber=credential.name, certificate=pem, grants=decision.grants
+            subscriber=credential.member_id, certificate=pem, grants=decision.grants
         )
         return registration, first.subscribe, requested
 
@@ -405,20 +407,21 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             _well_formed(request)
             subscriber = self._peer(context, role="subscriber")
-            if subscriber.name not in self._node.table.local:
+            if subscriber.member_id not in self._node.table.local:
                 raise _Abort(
                     grpc.StatusCode.NOT_FOUND,
-                    f"{subscriber.name!r} has no subscription at site {self._node.site.name}",
+                    f"{subscriber.name!r} (certificate {subscriber.member_id}) has no "
+                    f"subscription at site {self._node.site.name}",
                 )
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
         discarded = self._node.unregister_local(
-            subscriber.name, reason="unsubscribed at the subscriber's request"
+            subscriber.member_id, reason="unsubscribed at the subscriber's request"
         )
-        log.info("unsubscribed %s (%d queued deliveries dropped)", subscriber.name, discarded)
+        log.info("unsubscribed %s (%d queued deliveries dropped)", subscriber.member_id, discarded)
         return pb.UnsubscribeAck(
-            subscriber=subscriber.name, site=self._node.site.name, discarded=discarded
+            subscriber=subscriber.member_id, site=self._node.site.name, discarded=discarded
         )
 
     # ---- downlinks -----------------------------------------------------------------------

@@ -50,7 +50,7 @@ import grpc
 
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
-from xdn import certs, crypto, ids, provenance, xmlsafe
+from xdn import certs, crypto, identity, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, concept_order, encode
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
@@ -130,7 +130,7 @@ class _Prepared:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Member:
-    name: str
+    name: str  # member id: the certificate, not its common name (see xdn.identity)
     public_key: crypto.PublicKey
     concepts: frozenset[str]
     refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
@@ -248,13 +248,19 @@ class Publisher:
             except CertificateError as exc:
                 log.warning("ignoring member %s: %s", member.subscriber, exc)
                 continue
+            if member.subscriber != credential.member_id:
+                log.warning(
+                    "ignoring member %r: its certificate is %r's", member.subscriber,
+                    credential.member_id,
+                )
+                continue
             concepts = member_concepts(
                 credential, member, self._setup.policy, self._setup.ontology, at=now
             )
             if concepts:
                 members.append(
                     _Member(
-                        name=credential.name,
+                        name=credential.member_id,
                         public_key=certs.public_key_of(member.certificate),
                         concepts=concepts,
                         refresh=frozenset(
@@ -268,12 +274,16 @@ class Publisher:
         return reply.site, members
 
     async def wait_for_members(self, names: Sequence[str], *, timeout: float) -> None:
-        """Wait until every subscriber in ``names`` is registered for some of our concepts."""
+        """Wait until every subscriber in ``names`` is registered for some of our concepts.
+
+        A name is a member id or a common name (then any certificate with that name counts).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             _, members = await self._members()
-            missing = set(names) - {m.name for m in members}
+            known = {m.name for m in members} | {identity.person(m.name) for m in members}
+            missing = set(names) - known
             if not missing:
                 return
             if loop.time() > deadline:

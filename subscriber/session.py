@@ -120,6 +120,8 @@ class Session:
         self.setup = setup
         self.clock = clock
         self.private_key = crypto.load_private_key_pem(setup.tls.key_pem)
+        # Who we are to sites and key services: our certificate, not our common name.
+        self.member_id = certs.credential_from_pem(setup.tls.cert_pem).member_id
         self.signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self.private_key
         )
@@ -173,13 +175,16 @@ class Session:
     def on_enrolment(self, message: pb.KeyMessage) -> None:
         """Join a group (or catch up): open our key-tree path sealed to our certificate."""
         enrolment = enrolment_from_pb(message)
-        if enrolment.member != self.setup.name:
+        if enrolment.member != self.member_id:
             raise ProtocolError(f"key message for {enrolment.member!r} delivered to us")
         stored = self.keyring.group_state(enrolment.publisher, enrolment.concept)
+        current = None if stored is None else MemberKeys.from_bytes(stored)
+        if current is not None and current.member != self.member_id:
+            current = None  # kept under an earlier certificate of ours: start afresh
         state = (
             MemberKeys.enrol(enrolment, self.private_key)
-            if stored is None
-            else MemberKeys.from_bytes(stored).apply_enrolment(enrolment, self.private_key)
+            if current is None
+            else current.apply_enrolment(enrolment, self.private_key)
         )
         self._keep(enrolment.publisher, enrolment.concept, state)
         self.keyring.clear_stale(enrolment.publisher, enrolment.concept)
@@ -211,7 +216,7 @@ class Session:
     def on_document_keys(self, message: pb.DocumentKeys) -> None:
         """Keep the keys of retained documents granted to us with an enrolment."""
         grant = document_keys_from_pb(message)
-        if grant.member != self.setup.name:
+        if grant.member != self.member_id:
             raise ProtocolError(f"document keys for {grant.member!r} delivered to us")
         self.keyring.put_document_keys(open_document_keys(grant, self.private_key))
         self.report.keys += 1

@@ -20,7 +20,7 @@ __all__ = ["FINGERPRINT_DIGITS", "member_id", "person", "split_member_id"]
 
 FINGERPRINT_DIGITS = 32  # hex digits of the SHA-256 fingerprint kept in a member id (128 bits)
 
-_SUFFIX = re.compile(r"@([0-9a-f]{%d})\Z" % FINGERPRINT_DIGITS)
+_SUFFIX = re.compile(rf"@([0-9a-f]{{{FINGERPRINT_DIGITS}}})\Z")
 
 
 def member_id(name: str, fingerprint: str) -> str:

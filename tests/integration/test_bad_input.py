@@ -368,7 +368,8 @@ def test_unsubscribe_without_a_subscription_is_not_found(net: LocalNetwork) -> N
         net, "d2", "bob", lambda stub: stub.Unsubscribe(pb.UnsubscribeRequest(), timeout=TIMEOUT)
     ))
     assert error.code() == grpc.StatusCode.NOT_FOUND
-    assert "'bob' has no subscription at site d2" in (error.details() or "")
+    bob = _member_id(net, "bob")
+    assert f"'bob' (certificate {bob}) has no subscription at site d2" in (error.details() or "")
     _assert_serving(net)
 
 
@@ -428,16 +429,22 @@ def test_path_refresh_of_a_group_not_granted_ends_the_stream(net: LocalNetwork) 
     error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", messages))
     assert replies and replies[0].WhichOneof("kind") == "subscribed"
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "path refresh of qa-company/QualityInspection asked by 'carol'" in (
+    carol = _member_id(net, "carol")
+    assert f"path refresh of qa-company/QualityInspection asked by {carol!r}" in (
         error.details() or ""
     )
     _assert_serving(net)
 
 
+def _member_id(network: LocalNetwork, name: str) -> str:
+    """Who ``name``'s certificate is to sites: its member id, not its common name."""
+    return certs.credential_from_pem(TlsFiles.from_dir(network.certs, name).cert_pem).member_id
+
+
 def test_ack_of_a_sequence_never_sent_ends_the_stream(net: LocalNetwork) -> None:
     replies, code, _ = _run(_bogus_ack(net))
     assert replies and replies[0].WhichOneof("kind") == "subscribed"
-    assert replies[0].subscribed.subscriber == "carol"
+    assert replies[0].subscribed.subscriber == _member_id(net, "carol")
     assert code == grpc.StatusCode.INVALID_ARGUMENT  # the site ended it, not our deadline
     assert "acknowledgement of 1000000000, but only 0 were sent" in _site_output(net, "d2")
     _assert_serving(net)

@@ -148,7 +148,7 @@ def test_a_document_without_keys_is_held_then_opened_when_its_keys_are_granted(
         assert _records(tmp_path) == [] and len(session.keyring.held()) == 1
         assert session.keyring.applied("unused:0") == 1  # acknowledged, kept durably
         carol_key = crypto.load_private_key_pem(pki["carol"][1]).public_key()
-        grant = seal_document_keys(publisher=PUBLISHER, concept="all", member="carol",
+        grant = seal_document_keys(publisher=PUBLISHER, concept="all", member=session.member_id,
                                    keys=doc_keys, public_key=carol_key)
         session.on_document_keys(document_keys_to_pb(grant))
         session.release_held(2)
