@@ -44,7 +44,7 @@ class Uplink:
 
     def interest_changed(self) -> None:
         """Send our members upstream (called by the node on every change)."""
-        members = [self._node.member(r) for r in self._node.table.members()]
+        members = self._node.reported()
         self._outgoing.put_nowait(pb.LinkMessage(interest=pb.InterestUpdate(members=members)))
 
     async def run(self) -> None:
@@ -80,7 +80,7 @@ class Uplink:
                         resume_after=node.store.counter(_APPLIED),
                     )
                 )
-                members = [node.member(r) for r in node.table.members()]
+                members = node.reported()
                 yield pb.LinkMessage(interest=pb.InterestUpdate(members=members))
                 while True:
                     yield await self._outgoing.get()

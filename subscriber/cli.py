@@ -26,6 +26,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         max_documents=args.max_documents,
         retained=args.retained,
         heartbeat_s=args.heartbeat,
+        lease_s=args.lease,
     )
 
     async def run() -> int:
@@ -64,6 +65,20 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0.001 <= seconds <= 86_400:
         raise argparse.ArgumentTypeError("the heartbeat interval must be 0.001 to 86400 seconds")
+    return seconds
+
+
+def _lease_seconds(text: str) -> float:
+    from xdn.lease import MAX_PERIOD_MS
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 1 <= seconds <= MAX_PERIOD_MS / 1000:
+        raise argparse.ArgumentTypeError(
+            f"a lease lasts 1 to {MAX_PERIOD_MS // 1000} seconds (a week)"
+        )
     return seconds
 
 
@@ -109,6 +124,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
         help="send a heartbeat when idle this long; a site silent for 3x its own announced "
         "interval is taken for dead and the subscriber reconnects (default 5)",
+    )
+    parser.add_argument(
+        "--lease", type=_lease_seconds, default=3600.0, metavar="SECONDS",
+        help="membership lease period, renewed at a third of it while subscribed; offline "
+        "longer than this, the subscriber leaves the groups and rejoins when back "
+        "(default 3600)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from subscriber.store import Inbox, Keyring
-from xdn import certs, crypto, provenance
+from xdn import certs, crypto, lease, provenance
 from xdn.codec import View, decode, fragment_concepts, key_name
 from xdn.errors import DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -63,6 +63,7 @@ class SubscriberSetup:
     max_documents: int | None = None
     retained: bool = False  # ask for the retained recent documents when first registering
     heartbeat_s: float = 5.0
+    lease_s: float = 3600.0  # membership lease period; renewed at a third of it
 
 
 @dataclass(slots=True)
@@ -136,6 +137,19 @@ class Session:
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
+        self.lease_site: tuple[str, str] | None = None  # (name, block) of the site, once known
+
+    def lease(self) -> bytes:
+        """A fresh signed membership lease for the site we are registered at (see
+        :mod:`xdn.lease`); empty while we do not know that site yet."""
+        if self.lease_site is None:
+            return b""
+        made = lease.issue(
+            member=self.member_id, site=self.lease_site[0], block=self.lease_site[1],
+            concepts=self.setup.concepts, now_ms=lease.millis(self.clock()),
+            period_ms=int(self.setup.lease_s * 1000),
+        )
+        return lease.sign(made, self.private_key).to_bytes()
 
     def close(self) -> None:
         self.keyring.close()

@@ -119,8 +119,8 @@ class Lease:
 
     def __post_init__(self) -> None:
         identity.split_member_id(_text("member", self.member))
-        _text("site", self.site)
-        _text("block", self.block)
+        _text("site", self.site, empty=self.leave)  # a leave holds wherever it is registered
+        _text("block", self.block, empty=self.leave)
         if not isinstance(self.concepts, tuple):
             raise TypeError("concepts must be a tuple of str")
         for concept in self.concepts:
