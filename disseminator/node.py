@@ -19,11 +19,13 @@ without locks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from disseminator import leases
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.grant_changes import (
     ENDING,
@@ -38,7 +40,7 @@ from disseminator.refresh import Group, RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, History, Retained, Store, StoredRegistration
 from xdn import certs, provenance
-from xdn.errors import CertificateError, ProtocolError
+from xdn.errors import PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -68,7 +70,7 @@ class SiteIdentity:
 def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> StoredRegistration:
     return StoredRegistration(
         kind=kind, owner=owner, subscriber=reg.subscriber, certificate=reg.certificate,
-        grants={p: sorted(c) for p, c in reg.grants.items()}, seen_ms=seen_ms,
+        grants={p: sorted(c) for p, c in reg.grants.items()}, seen_ms=seen_ms, lease=reg.lease,
     )
 
 
@@ -97,6 +99,7 @@ def to_pb_member(
             if shown(p)
         ],
         refresh=[pb.Grant(publisher=p, concepts=c) for p, c in asked.items()],
+        lease=reg.lease,
     )
 
 
@@ -105,6 +108,7 @@ def _from_stored(stored: StoredRegistration) -> Registration:
         subscriber=stored.subscriber,
         certificate=stored.certificate,
         grants={p: frozenset(c) for p, c in stored.grants.items()},
+        lease=stored.lease,
     )
 
 
@@ -178,9 +182,10 @@ class SiteNode:
         return dict(self.engine.auth_lists(credential, self._clock()))
 
     def verified_members(
-        self, members: Iterable[pb.Member], served: frozenset[str]
+        self, members: Iterable[pb.Member], served: frozenset[str], *, link: str
     ) -> list[Registration]:
-        """Re-evaluate what a downlink claims: check each certificate, recompute its grants."""
+        """Re-evaluate what downlink ``link`` claims: check each certificate and lease (the
+        subscriber's own, naming ``link`` or a site below it), recompute its grants."""
         out = []
         for member in members:
             try:
@@ -188,7 +193,12 @@ class SiteNode:
                     member.certificate, self.site.tls.ca_pem, at=self._clock(),
                     role="subscriber", revoked=self.revoked,
                 )
-            except CertificateError as exc:
+                leases.check_relayed(
+                    member.lease, member=member.subscriber, certificate=member.certificate,
+                    link=link, link_served=served, ca_pem=self.site.tls.ca_pem,
+                    revoked=self.revoked, at=self._clock(),
+                )
+            except PeerError as exc:
                 log.warning("downlink member refused: %s", exc)
                 continue
             if member.subscriber != credential.member_id:
@@ -206,6 +216,7 @@ class SiteNode:
                         subscriber=credential.member_id,
                         certificate=member.certificate,
                         grants=grants,
+                        lease=member.lease,
                     )
                 )
         return out
@@ -458,6 +469,8 @@ class SiteNode:
             The registration as kept (its grants may be narrower than decided).
         """
         name = registration.subscriber
+        previous = self.table.local.get(name)
+        kept_lease = leases.newer(previous.lease if previous else b"", registration.lease)
         if name in self.engine:
             self.engine.unsubscribe(name)
         if self._ending.pop(name, None) is not None:  # granted again (say, a new certificate)
@@ -475,10 +488,10 @@ class SiteNode:
                 for p, c in registration.grants.items()
                 if c & left.get(p, frozenset())
             },
+            lease=kept_lease,
         )
         self._ended.pop(name, None)
         self._requested[name] = requested
-        previous = self.table.local.get(name)
         self.table.local[name] = registration
         if previous is not None and dict(previous.grants) != dict(registration.grants):
             self._queue_grants_change(previous, registration, "registered again for other concepts")
@@ -549,6 +562,53 @@ class SiteNode:
             self.flush_log()
             self.wake(destination)
         return len(appends)
+
+    def check_lease(self, subscriber: str, certificate: bytes, data: bytes) -> bytes:
+        """Check a lease a subscriber registering (or registered) here sent; return it.
+
+        Raises:
+            PeerError: it is not this subscriber's valid lease for this site.
+        """
+        leases.check_local(
+            data, member=subscriber, certificate=certificate, site=self.site.name,
+            block=self.site.block, ca_pem=self.site.tls.ca_pem, revoked=self.revoked,
+            at=self._clock(),
+        )
+        return data
+
+    def renew_lease(self, subscriber: str, data: bytes) -> None:
+        """A registered subscriber sent a new lease on its stream: check it, keep the newer.
+
+        Raises:
+            ProtocolError: it is not registered here, or the lease is not valid.
+        """
+        reg = self.table.local.get(subscriber)
+        if reg is None:
+            raise ProtocolError(f"lease of {subscriber!r}, which is not registered here")
+        try:
+            self.check_lease(subscriber, reg.certificate, data)
+        except PeerError as exc:
+            raise ProtocolError(f"lease refused: {exc}") from None
+        kept = leases.newer(reg.lease, data)
+        if kept == reg.lease:
+            return
+        renewed = dataclasses.replace(reg, lease=kept)
+        was_member = leases.holds(reg, self.now_ms())
+        self.table.local[subscriber] = renewed
+        self.store.save_registration(_to_stored("subscriber", "", renewed, self.now_ms()))
+        if not was_member:
+            log.info("%s holds a lease again: reported as a member", subscriber)
+        self._on_interest_change()
+
+    def reported(self, *, publisher: str | None = None) -> list[pb.Member]:
+        """The members this site vouches for: registered here or behind a downlink, holding
+        an unexpired lease (for ``publisher``: only those it grants something, its part)."""
+        now_ms = self.now_ms()
+        return [
+            self.member(r, publisher=publisher)
+            for r in self.table.members()
+            if leases.holds(r, now_ms) and (publisher is None or r.grants.get(publisher))
+        ]
 
     def member(self, reg: Registration, *, publisher: str | None = None) -> pb.Member:
         """The wire form of a registration here, with its open path refresh requests.
@@ -631,7 +691,9 @@ class SiteNode:
                     "no policy grants it anything any more"
                 )
                 continue
-            updated = Registration(subscriber=name, certificate=reg.certificate, grants=grants)
+            updated = Registration(
+                subscriber=name, certificate=reg.certificate, grants=grants, lease=reg.lease
+            )
             if dict(updated.grants) != dict(reg.grants):
                 self.table.local[name] = updated
                 self._queue_grants_change(reg, updated, "the policy changed")
@@ -648,7 +710,7 @@ class SiteNode:
             members = [to_pb_member(r) for r in regs.values()]
             block = self._link_blocks.get(site)
             served = self.ontology.block(block) if block else self.served
-            kept = self.verified_members(members, served)
+            kept = self.verified_members(members, served, link=site)
             self.table.set_link_members(site, kept)
             now = self.now_ms()
             self.store.save_registrations(

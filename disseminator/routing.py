@@ -34,11 +34,16 @@ Grants = Mapping[str, frozenset[str]]  # publisher → granted concepts
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Registration:
-    """A subscriber and what it may receive, per publisher."""
+    """A subscriber and what it may receive, per publisher.
+
+    ``lease`` is the subscriber's signed membership lease (:mod:`xdn.lease`), empty until one
+    arrives: a site reports a member upstream only while its lease holds.
+    """
 
     subscriber: str
     certificate: bytes
     grants: Grants
+    lease: bytes = b""
 
     def __post_init__(self) -> None:
         clean = {p: frozenset(c) for p, c in self.grants.items() if c}

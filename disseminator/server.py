@@ -64,7 +64,7 @@ from disseminator.routing import (
     decide_subscription,
 )
 from disseminator.stream_watch import StreamWatch
-from xdn import certs
+from xdn import certs, lease
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
 from xdn.publication import site_refusal
@@ -361,13 +361,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
-        members = [
-            self._node.member(r, publisher=publisher.name)
-            for r in self._node.table.members()
-            if r.grants.get(publisher.name)
-        ]
         return pb.Membership(
-            members=members,
+            members=self._node.reported(publisher=publisher.name),
             site=self._node.site.name,
             standing=standing_to_pb(self._node.standing(publisher.name)),
         )
@@ -417,9 +412,21 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         if not isinstance(decision, Accept):
             raise _Abort(grpc.StatusCode.PERMISSION_DENIED, decision.reason)
         registration = Registration(
-            subscriber=credential.member_id, certificate=pem, grants=decision.grants
+            subscriber=credential.member_id, certificate=pem, grants=decision.grants,
+            lease=self._opening_lease(credential.member_id, pem, first.subscribe.lease),
         )
         return registration, first.subscribe, requested
+
+    def _opening_lease(self, subscriber: str, certificate: bytes, data: bytes) -> bytes:
+        """The lease a SubscribeRequest carries, if valid here; else none (the subscriber
+        sends one for this site once it has learnt the site's name from ``Subscribed``)."""
+        if not data:
+            return b""
+        try:
+            return self._node.check_lease(subscriber, certificate, data)
+        except PeerError as exc:
+            log.info("opening lease of %s ignored: %s", subscriber, exc)
+            return b""
 
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
@@ -472,6 +479,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 subscribed=pb.Subscribed(
                     subscriber=registration.subscriber,
                     served_by=node.site.name,
+                    block=node.site.block,
                     grants=to_pb_member(registration).grants,
                     resumed_after=cursor.sent,
                     retained=retained,
@@ -515,6 +523,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         self._node.on_ack(destination, cursor, message.ack.sequence)
                     elif kind == "interest" and destination.kind == "link":
                         await self._on_interest(destination.name, message.interest, interest)
+                    elif kind == "lease" and destination.kind == "subscriber":
+                        self._node.renew_lease(destination.name, message.lease)
                     elif kind == "refresh" and destination.kind == "subscriber":
                         self._node.request_refresh(
                             destination.name, message.refresh.publisher, message.refresh.concept
@@ -545,6 +555,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     f"{subscriber.name!r} (certificate {subscriber.member_id}) has no "
                     f"subscription at site {self._node.site.name}",
                 )
+            if request.leave:
+                self._check_leave(subscriber.member_id, request.leave)
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
@@ -555,6 +567,20 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         return pb.UnsubscribeAck(
             subscriber=subscriber.member_id, site=self._node.site.name, discarded=discarded
         )
+
+    def _check_leave(self, subscriber: str, data: bytes) -> None:
+        """A signed leave sent with Unsubscribe must be the subscriber's own.
+
+        Raises:
+            PeerError: it is not an authentic leave of ``subscriber``.
+        """
+        left = lease.open_lease(
+            data, certificate_pem=self._node.table.local[subscriber].certificate,
+            ca_pem=self._node.site.tls.ca_pem, at=self._node.now(), revoked=self._node.revoked,
+            member=subscriber,
+        )
+        if not left.leave:
+            raise ProtocolError("UnsubscribeRequest.leave is a lease, not a signed leave")
 
     # ---- downlinks -----------------------------------------------------------------------
     async def Link(
@@ -667,7 +693,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         served = self._node.ontology.block(self._link_blocks[site])
         members = list(interest.members)
         for start in range(0, len(members), _VERIFY_SLICE):
-            verified = self._node.verified_members(members[start:start + _VERIFY_SLICE], served)
+            verified = self._node.verified_members(
+                members[start:start + _VERIFY_SLICE], served, link=site
+            )
             chunks.add_verified(verified)
             await asyncio.sleep(0)  # let other calls run between slices
         if interest.more:

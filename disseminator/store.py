@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
 CREATE TABLE IF NOT EXISTS registrations (
     kind TEXT NOT NULL, owner TEXT NOT NULL, subscriber TEXT NOT NULL,
     certificate BLOB NOT NULL, grants TEXT NOT NULL, seen_ms INTEGER NOT NULL,
+    lease BLOB NOT NULL DEFAULT x'',
     PRIMARY KEY (kind, owner, subscriber)
 );
 CREATE TABLE IF NOT EXISTS routed (
@@ -73,6 +74,9 @@ CREATE TABLE IF NOT EXISTS crl (
     id INTEGER PRIMARY KEY CHECK (id = 1), number TEXT NOT NULL, pem BLOB NOT NULL
 );
 """
+
+
+_REG_COLUMNS = "(kind, owner, subscriber, certificate, grants, seen_ms, lease)"
 
 
 class QueueFull(Exception):
@@ -122,6 +126,7 @@ class StoredRegistration:
     certificate: bytes
     grants: dict[str, list[str]]
     seen_ms: int
+    lease: bytes = b""  # the subscriber's signed membership lease (xdn.lease), if any
 
 
 class Store:
@@ -134,6 +139,11 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(registrations)")}
+        if "lease" not in columns:  # a store written before leases: add the column
+            self._db.execute(
+                "ALTER TABLE registrations ADD COLUMN lease BLOB NOT NULL DEFAULT x''"
+            )
         self._max_queue = max_queue
         self.retain = retain
 
@@ -360,9 +370,10 @@ class Store:
                 "DELETE FROM registrations WHERE kind = ? AND owner = ?", (kind, owner)
             )
             self._db.executemany(
-                "INSERT INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO registrations {_REG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (kind, owner, r.subscriber, r.certificate, json.dumps(r.grants), r.seen_ms)
+                    (kind, owner, r.subscriber, r.certificate, json.dumps(r.grants), r.seen_ms,
+                     r.lease)
                     for r in regs
                 ],
             )
@@ -371,9 +382,9 @@ class Store:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(
-                "INSERT OR REPLACE INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO registrations {_REG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (reg.kind, reg.owner, reg.subscriber, reg.certificate,
-                 json.dumps(reg.grants), reg.seen_ms),
+                 json.dumps(reg.grants), reg.seen_ms, reg.lease),
             )
 
     def change_registration(
@@ -400,9 +411,9 @@ class Store:
                     delete,
                 )
             self._db.execute(
-                "INSERT OR REPLACE INTO registrations VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO registrations {_REG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (save.kind, save.owner, save.subscriber, save.certificate,
-                 json.dumps(save.grants), save.seen_ms),
+                 json.dumps(save.grants), save.seen_ms, save.lease),
             )
             if control is not None:
                 dest = (control.kind, control.name)
@@ -431,13 +442,13 @@ class Store:
 
     def registrations(self) -> list[StoredRegistration]:
         rows = self._db.execute(
-            "SELECT kind, owner, subscriber, certificate, grants, seen_ms FROM registrations "
-            "ORDER BY kind, owner, subscriber"
+            "SELECT kind, owner, subscriber, certificate, grants, seen_ms, lease "
+            "FROM registrations ORDER BY kind, owner, subscriber"
         )
         return [
             StoredRegistration(
                 kind=k, owner=o, subscriber=s, certificate=bytes(c),
-                grants=json.loads(g), seen_ms=t,
+                grants=json.loads(g), seen_ms=t, lease=bytes(lease),
             )
-            for k, o, s, c, g, t in rows
+            for k, o, s, c, g, t, lease in rows
         ]

@@ -95,8 +95,7 @@ class Uplink:
 
     def _interest(self) -> list[pb.LinkMessage]:
         """Our members as InterestUpdate chunks within the limits (one, maybe empty, at least)."""
-        members = [self._node.member(r) for r in self._node.table.members()]
-        return interest_chunks(members, self._limits)
+        return interest_chunks(self._node.reported(), self._limits)
 
     async def run(self) -> None:
         """Stay linked, reconnecting with exponential backoff, while the uplink is trusted.

@@ -49,6 +49,7 @@ from typing import TypeVar
 import grpc
 
 from publisher.keystore import DocumentKey, KeyStore
+from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
 from publisher.revocation import CrlFile
 from xdn import certs, crypto, identity, ids, provenance, xmlsafe
@@ -200,6 +201,9 @@ class Publisher:
             setup.state_dir / "keys.sqlite", publisher=setup.name, retain=setup.retain
         )
         self._lkh = LkhStore(setup.state_dir / "keys.sqlite", publisher=setup.name)
+        self._leases = LeaseBook(
+            setup.state_dir / "keys.sqlite", ca_pem=setup.tls.ca_pem, ontology=setup.ontology
+        )
         self._groups = self._lkh.load_all()
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
         self._log = provenance.ProvenanceLog(
@@ -216,6 +220,7 @@ class Publisher:
         await self._channel.close()
         self._keys.close()
         self._lkh.close()
+        self._leases.close()
         self._log.close()
 
     async def _call(self, what: str, call: Awaitable[_Reply]) -> _Reply:
@@ -271,9 +276,19 @@ class Publisher:
                     credential.member_id,
                 )
                 continue
+            bound = self._leases.bound(
+                credential.member_id, member.certificate, member.lease, at=now, revoked=revoked
+            )  # None: no current lease of its own (lapsed, a leave, forged): not a member
+            if bound is None:
+                continue
             concepts = member_concepts(
                 credential, member, self._setup.policy, self._setup.ontology, at=now
             )
+            if bound:  # the concepts it asked for, each with its maximum conceptual block
+                ontology = self._setup.ontology
+                concepts &= frozenset().union(
+                    *(ontology.block(c) for c in bound if c in ontology.concepts)
+                )
             if concepts:
                 members.append(
                     _Member(

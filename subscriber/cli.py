@@ -36,6 +36,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         max_held_bytes=args.max_held_mib * 1024 * 1024,
         local_crl=local_crl,
         crl_grace=timedelta(seconds=args.crl_grace),
+        lease_s=args.lease,
     )
 
     async def run() -> int:
@@ -94,14 +95,24 @@ def _positive(text: str) -> int:
     return value
 
 
-def _grace(text: str) -> float:
+def _seconds_in(text: str, low: float, high: float, what: str) -> float:
     try:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= seconds <= 30 * 86_400:
-        raise argparse.ArgumentTypeError("the CRL grace must be 0 to 2592000 seconds")
+    if not low <= seconds <= high:
+        raise argparse.ArgumentTypeError(f"{what} must be {low:g} to {high:g} seconds")
     return seconds
+
+
+def _grace(text: str) -> float:
+    return _seconds_in(text, 0, 30 * 86_400, "the CRL grace")
+
+
+def _lease_seconds(text: str) -> float:
+    from xdn.lease import MAX_PERIOD_MS
+
+    return _seconds_in(text, 1, MAX_PERIOD_MS / 1000, "a lease (a week at most)")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -167,6 +178,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--max-held-mib", type=_positive, default=64, metavar="MIB",
         help="bytes held per publisher, in MiB, likewise (default 64)",
+    )
+    parser.add_argument(
+        "--lease", type=_lease_seconds, default=3600.0, metavar="SECONDS",
+        help="membership lease period, renewed at a third of it while subscribed; offline "
+        "longer than this, the subscriber leaves the groups and rejoins when back "
+        "(default 3600)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 import grpc
 
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
+from xdn import certs, crypto, lease
 from xdn.errors import PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.heartbeat import Heartbeats, PeerSilent
@@ -76,6 +77,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                 concepts=list(setup.concepts),
                 resume_after=session.keyring.applied(address),
                 retained=setup.retained,
+                lease=session.lease(),  # empty until we know the site (a first stream)
             )
         )
     )
@@ -91,6 +93,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
             watch.outgoing(requests(), _heartbeat, opening=1)
         )
         stopper = asyncio.ensure_future(stop.wait())
+        renewer = asyncio.ensure_future(_renew_leases(session, outgoing))
         try:
             while True:
                 read = asyncio.ensure_future(watch.receive(call.read()))
@@ -116,7 +119,18 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
             ) from None
         finally:
             stopper.cancel()
+            renewer.cancel()
             outgoing.put_nowait(None)
+
+
+async def _renew_leases(
+    session: Session, outgoing: asyncio.Queue[pb.ClientMessage | None]
+) -> None:
+    """Send a fresh lease every third of the lease period while the stream lasts."""
+    while True:
+        await asyncio.sleep(session.setup.lease_s / 3)
+        if session.lease_site is not None:
+            outgoing.put_nowait(pb.ClientMessage(lease=session.lease()))
 
 
 def _heartbeat(interval_ms: int) -> pb.ClientMessage:
@@ -153,6 +167,9 @@ def _handle(
     kind = message.WhichOneof("kind")
     if kind == "subscribed":
         session.report.served_by = message.subscribed.served_by
+        # Our lease names the site that serves us; until it arrives we are no member.
+        session.lease_site = (message.subscribed.served_by, message.subscribed.block)
+        outgoing.put_nowait(pb.ClientMessage(lease=session.lease()))
         grants = session.grants_at_resume(message.subscribed)
         if message.subscribed.resumed_after < session.keyring.applied(session.address):
             # The site lost track of our queue; dedupe by document from here on.
@@ -260,13 +277,26 @@ async def run_subscriber(
         session.close()
 
 
-async def unsubscribe(tls: TlsFiles, address: str) -> tuple[str, int]:
-    """End this credential's subscription at ``address``; return (site, deliveries dropped)."""
+def _leave(tls: TlsFiles, at: datetime) -> bytes:
+    """Our signed leave (:mod:`xdn.lease`): whoever relays it, our membership ends now."""
+    member = certs.credential_from_pem(tls.cert_pem).member_id
+    made = lease.issue(
+        member=member, site="", block="", now_ms=lease.millis(at), period_ms=0, leave=True
+    )
+    return lease.sign(made, crypto.load_private_key_pem(tls.key_pem)).to_bytes()
+
+
+async def unsubscribe(
+    tls: TlsFiles, address: str, *, at: datetime | None = None
+) -> tuple[str, int]:
+    """End this credential's subscription at ``address`` with a signed leave; return (site,
+    deliveries dropped)."""
+    leave = _leave(tls, at or datetime.now(UTC))
     credentials = channel_credentials(tls)
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         try:
             ack = await pb_grpc.DisseminatorStub(channel).Unsubscribe(
-                pb.UnsubscribeRequest(), timeout=30
+                pb.UnsubscribeRequest(leave=leave), timeout=30
             )
         except grpc.aio.AioRpcError as exc:
             raise UsageError(

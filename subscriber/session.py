@@ -57,7 +57,7 @@ from subscriber.revocation import (
     stale_reason,
 )
 from subscriber.store import CRL_WAIT, Held, Inbox, Keyring
-from xdn import certs, crypto, provenance
+from xdn import certs, crypto, lease, provenance
 from xdn.codec import View, decode, fragment_concepts
 from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -93,6 +93,7 @@ class SubscriberSetup:
     max_held_bytes: int = 64 * 1024 * 1024  # per publisher, likewise
     local_crl: bytes | None = None  # a CRL given by the operator (PEM); the newer one is used
     crl_grace: timedelta = DEFAULT_GRACE  # how long past its nextUpdate a CRL still counts
+    lease_s: float = 3600.0  # membership lease period; renewed at a third of it
 
     def __post_init__(self) -> None:
         if self.max_held_documents < 1 or self.max_held_bytes < 1:
@@ -172,6 +173,7 @@ class Session:
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
+        self.lease_site: tuple[str, str] | None = None  # (name, block) of the site, once known
         self.holding = Holding(
             self.keyring,
             max_documents=setup.max_held_documents,
@@ -192,6 +194,18 @@ class Session:
             )
         for payload in self.keyring.take_legacy_held():  # held unchecked by an older version
             self._receive(pb.Dissemination.FromString(payload), self.keyring.applied(self.address))
+
+    def lease(self) -> bytes:
+        """A fresh signed membership lease for the site we are registered at (see
+        :mod:`xdn.lease`); empty while we do not know that site yet."""
+        if self.lease_site is None:
+            return b""
+        made = lease.issue(
+            member=self.member_id, site=self.lease_site[0], block=self.lease_site[1],
+            concepts=self.setup.concepts, now_ms=lease.millis(self.clock()),
+            period_ms=int(self.setup.lease_s * 1000),
+        )
+        return lease.sign(made, self.private_key).to_bytes()
 
     def close(self) -> None:
         self.keyring.close()

@@ -17,6 +17,8 @@ __all__ = [
     "CrlRollbackError",
     "DecryptError",
     "HostileXmlError",
+    "LeaseError",
+    "LeaseLapsedError",
     "MappingError",
     "OntologyError",
     "PeerError",
@@ -75,6 +77,14 @@ class CrlRollbackError(CertificateError):
 
 class SignatureError(PeerError):
     """A signature does not verify."""
+
+
+class LeaseError(PeerError):
+    """A membership lease is another member's, names another site, or is not valid yet."""
+
+
+class LeaseLapsedError(LeaseError):
+    """A membership lease has expired, or is a signed leave: its subscriber is no member."""
 
 
 class ProvenanceError(PeerError):

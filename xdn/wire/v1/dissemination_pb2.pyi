@@ -229,16 +229,18 @@ class Grant(_message.Message):
     def __init__(self, publisher: _Optional[str] = ..., concepts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("subscriber", "certificate", "grants", "refresh")
+    __slots__ = ("subscriber", "certificate", "grants", "refresh", "lease")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     certificate: bytes
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     refresh: _containers.RepeatedCompositeFieldContainer[Grant]
-    def __init__(self, subscriber: _Optional[str] = ..., certificate: _Optional[bytes] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., refresh: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+    lease: bytes
+    def __init__(self, subscriber: _Optional[str] = ..., certificate: _Optional[bytes] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., refresh: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., lease: _Optional[bytes] = ...) -> None: ...
 
 class PathRefresh(_message.Message):
     __slots__ = ("publisher", "concept")
@@ -265,18 +267,22 @@ class Membership(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("concepts", "resume_after", "retained")
+    __slots__ = ("concepts", "resume_after", "retained", "lease")
     CONCEPTS_FIELD_NUMBER: _ClassVar[int]
     RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
     RETAINED_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     concepts: _containers.RepeatedScalarFieldContainer[str]
     resume_after: int
     retained: bool
-    def __init__(self, concepts: _Optional[_Iterable[str]] = ..., resume_after: _Optional[int] = ..., retained: _Optional[bool] = ...) -> None: ...
+    lease: bytes
+    def __init__(self, concepts: _Optional[_Iterable[str]] = ..., resume_after: _Optional[int] = ..., retained: _Optional[bool] = ..., lease: _Optional[bytes] = ...) -> None: ...
 
 class UnsubscribeRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("leave",)
+    LEAVE_FIELD_NUMBER: _ClassVar[int]
+    leave: bytes
+    def __init__(self, leave: _Optional[bytes] = ...) -> None: ...
 
 class UnsubscribeAck(_message.Message):
     __slots__ = ("subscriber", "site", "discarded")
@@ -297,32 +303,36 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
 
 class ClientMessage(_message.Message):
-    __slots__ = ("subscribe", "ack", "heartbeat", "refresh")
+    __slots__ = ("subscribe", "ack", "heartbeat", "refresh", "lease")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     subscribe: SubscribeRequest
     ack: Ack
     heartbeat: Heartbeat
     refresh: PathRefresh
-    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ...) -> None: ...
+    lease: bytes
+    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ..., lease: _Optional[bytes] = ...) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "crl")
+    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "block", "crl")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     RESUMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     RETAINED_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_FIELD_NUMBER: _ClassVar[int]
     CRL_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     served_by: str
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     resumed_after: int
     retained: int
+    block: str
     crl: bytes
-    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ..., crl: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ..., block: _Optional[str] = ..., crl: _Optional[bytes] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
     __slots__ = ("subscribed", "delivery", "heartbeat")
