@@ -26,13 +26,11 @@ no ``--crl`` was given) has nothing to check revocation against and says so once
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cryptography import x509
-
 from xdn import certs
-from xdn.errors import CertificateError, ProtocolError
+from xdn.certs import Crl
+from xdn.errors import CertificateError, CrlRollbackError, ProtocolError
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -53,37 +51,8 @@ class RevokedError(CertificateError):
     """A document's publisher certificate is revoked by the CRL in force."""
 
 
-class CrlRollbackError(CertificateError):
-    """An offered CRL is older (a lower CRL number) than the one in force."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Crl:
-    """A CA-signed CRL, read.
-
-    Attributes:
-        pem: the CRL as received (PEM).
-        number: its CRLNumber extension.
-        this_update: when the CA issued it.
-        next_update: when the CA promised the next one.
-        revoked: the serial numbers it revokes.
-    """
-
-    pem: bytes
-    number: int
-    this_update: datetime
-    next_update: datetime
-    revoked: frozenset[int]
-
-    def __post_init__(self) -> None:
-        if self.number < 0:
-            raise ValueError("a CRL number is not negative")
-        if self.this_update.tzinfo is None or self.next_update.tzinfo is None:
-            raise ValueError("CRL times must be timezone-aware")
-
-
 def read_crl(pem: bytes, ca_pem: bytes, *, at: datetime) -> Crl:
-    """Read a CRL once it is shown to be the CA's (:func:`xdn.certs.load_crl`).
+    """Read a CRL once it is shown to be the CA's (:func:`xdn.certs.read_crl`).
 
     A stale CRL is read (it still revokes what it lists; :func:`stale_reason` judges freshness),
     a CRL not issued yet at ``at`` is not.
@@ -92,36 +61,19 @@ def read_crl(pem: bytes, ca_pem: bytes, *, at: datetime) -> Crl:
         CertificateError: malformed, not signed by the CA, not valid yet, or without a CRL
             number or a next update.
     """
-    try:  # the binding parses lazily: read every field we use inside the try
-        parsed = x509.load_pem_x509_crl(pem)
-        this_update, next_update = parsed.last_update_utc, parsed.next_update_utc
-        number = parsed.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
-    except x509.ExtensionNotFound:
-        raise CertificateError("CRL has no CRL number: its age cannot be told") from None
-    except ValueError as exc:
-        raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
-    if next_update is None:
-        raise CertificateError("CRL names no next update: its freshness cannot be told")
-    revoked = certs.load_crl(pem, ca_pem, at=min(at, next_update))
-    return Crl(
-        pem=pem, number=number, this_update=this_update, next_update=next_update, revoked=revoked
-    )
+    crl = certs.read_crl(pem, ca_pem)
+    certs.check_crl_succession(crl, None, at=at)  # only its issue time matters here
+    return crl
 
 
-def choose(current: Crl | None, offered: Crl) -> Crl:
+def choose(current: Crl | None, offered: Crl, *, at: datetime) -> Crl:
     """The CRL to keep in force when ``offered`` arrives (see the module docstring).
 
     Raises:
         CrlRollbackError: ``offered`` has a lower CRL number than ``current``.
     """
-    if current is None or offered.number > current.number:
-        return offered
-    if offered.number < current.number:
-        raise CrlRollbackError(
-            f"CRL number {offered.number} is older than the CRL number {current.number} in "
-            "force; keeping the newer"
-        )
-    return current
+    certs.check_crl_succession(offered, current, at=at)
+    return offered if current is None or offered.number > current.number else current
 
 
 def stale_reason(crl: Crl | None, *, at: datetime, grace: timedelta) -> str | None:
@@ -146,7 +98,7 @@ def check_publisher(
         ProtocolError: the certificate is not that of the publisher ``name`` the manifest names.
     """
     publisher = certs.verify_certificate(cert_pem, ca_pem, at=at, role="publisher")
-    if crl is not None and publisher.serial in crl.revoked:
+    if crl is not None and publisher.serial in crl.serials:
         raise RevokedError(
             f"publisher certificate of {publisher.name!r} (serial {publisher.serial:x}) is "
             f"revoked by the CRL in force (number {crl.number})"

@@ -389,7 +389,7 @@ class Session:
         """
         try:
             offered = read_crl(pem, self.setup.tls.ca_pem, at=self.clock())
-            chosen = choose(self.crl, offered)
+            chosen = choose(self.crl, offered, at=self.clock())
         except CertificateError as exc:
             self.refuse("crl", f"CRL from {source}: {exc}")
             return
@@ -399,12 +399,12 @@ class Session:
         self.crl = chosen
         print(
             f"{self.setup.name}: CRL number {chosen.number} from {source} in force "
-            f"({len(chosen.revoked)} certificates revoked, next update "
+            f"({len(chosen.serials)} certificates revoked, next update "
             f"{chosen.next_update.isoformat()})",
             flush=True,
         )
         for entry in self.keyring.held_entries():
-            if entry.serial in chosen.revoked:
+            if entry.serial in chosen.serials:
                 self.keyring.drop_held(entry.id)
                 self.refuse(
                     "revoked",
