@@ -9,7 +9,9 @@ for its durable queues, without touching the store:
   provenance hop signed by this site (:meth:`Planner.document`); the plan also says which
   concepts reached which local subscriber, for the policy engine;
 * a retained document goes to one new subscriber, restricted to its grants
-  (:meth:`Planner.retained`).
+  (:meth:`Planner.retained`);
+* a publisher's signed checkpoint goes to every destination granted any of its concepts
+  (:meth:`Planner.checkpoint`).
 
 Fragments are checked against the document they claim and the ontology; anything else is a
 :class:`~xdn.errors.ProtocolError`. Nothing here can read content: only cleartext headers are
@@ -76,6 +78,22 @@ class Planner:
         payload = pb.Delivery(rekey=rekey).SerializeToString()
         plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
         return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
+
+    def checkpoint(self, checkpoint: pb.Checkpoint) -> list[Append]:
+        """A publisher's checkpoint goes wherever anything of the publisher may go."""
+        publisher = checkpoint.publisher
+        payload = pb.Delivery(checkpoint=checkpoint).SerializeToString()
+        out = [
+            Append(kind="subscriber", name=name, payload=payload)
+            for name, reg in self.table.local.items()
+            if reg.grants.get(publisher)
+        ]
+        out += [
+            Append(kind="link", name=site, payload=payload)
+            for site, regs in self.table.links.items()
+            if any(r.grants.get(publisher) for r in regs.values())
+        ]
+        return out
 
     def document(self, diss: pb.Dissemination) -> DocumentPlan:
         """One relayed message (and signed provenance hop) per destination of a document."""

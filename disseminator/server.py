@@ -232,13 +232,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             addressed = (*request.keys, *request.rekeys, *request.document_keys)
             if any(m.publisher != publisher.name for m in addressed):
                 raise ProtocolError("a key message names another publisher")
-            if not has_document and not addressed:
+            checkpoint = request.checkpoint if request.HasField("checkpoint") else None
+            if checkpoint is not None and checkpoint.publisher != publisher.name:
+                raise ProtocolError("a checkpoint names another publisher")
+            if not has_document and not addressed and checkpoint is None:
                 raise ProtocolError("a PublishRequest carries neither a document nor keys")
             reach = self._node.route(
                 dissemination=request.dissemination if has_document else None,
                 keys=list(request.keys),
                 rekeys=list(request.rekeys),
                 document_keys=list(request.document_keys),
+                checkpoint=checkpoint,
             )
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
@@ -393,6 +397,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     elif kind == "refresh" and destination.kind == "subscriber":
                         self._node.request_refresh(
                             destination.name, message.refresh.publisher, message.refresh.concept
+                        )
+                    elif kind == "missing" and destination.kind == "subscriber":
+                        self._node.replay_missing(
+                            destination.name,
+                            message.missing.publisher,
+                            list(message.missing.sequences),
                         )
             except ProtocolError as exc:
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)

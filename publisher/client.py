@@ -34,6 +34,12 @@ documents' per-document keys and, with each enrolment of a joiner, sends it a se
 those keys for the concept it joined (never a group key of an earlier epoch), so the joiner can
 open what its site replays. :meth:`Publisher.sync_keys` runs the same membership check without
 a document, so joiners need not wait for the next publication.
+
+Completeness (:mod:`xdn.completeness`): each document gets the next number of the publisher's
+signed sequence (reserved durably in the key store before it is signed) and, per concept, a
+signed back pointer to the previous document holding it — a document still in flight counts
+(:meth:`Publisher._sequencing`). Every ``Publish`` and key synchronisation carries a signed
+checkpoint naming each concept's newest document, which sites relay to subscribers.
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ import grpc
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
 from xdn import certs, crypto, ids, provenance, xmlsafe
-from xdn.codec import ConceptKey, concept_order, encode
+from xdn.codec import ConceptKey, Sequencing, concept_order, encode
+from xdn.completeness import Checkpoint, sign_checkpoint
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
@@ -62,6 +69,7 @@ from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wireconv import (
+    checkpoint_to_pb,
     dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
@@ -126,6 +134,8 @@ class _Prepared:
     public_keys: dict[str, crypto.PublicKey]  # of the members, for retained-document keys
     refreshes: list[Enrolment]  # path refreshes members asked for
     document_keys: list[DocumentKey]
+    sequence: int  # in the publisher's signed sequence
+    checkpoint: pb.Checkpoint  # signed, naming this document as its concepts' newest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,6 +206,7 @@ class Publisher:
         self._stub = pb_grpc.DisseminatorStub(self._channel)
         self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
         self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
+        self._inflight: dict[str, int] = {}  # concept → sequence prepared, not acknowledged
 
     async def close(self) -> None:
         await self._channel.close()
@@ -342,6 +353,7 @@ class Publisher:
             for c in present
         }
         version = self._next_version(document_id)
+        sequencing = self._sequencing(present)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
             mapped,
@@ -352,6 +364,7 @@ class Publisher:
             keys=keys,
             signer=self._signer_key,
             concept_order=self._concept_order,
+            sequencing=sequencing,
         )
         message = provenance.originate(
             self._signer,
@@ -393,6 +406,30 @@ class Publisher:
                 (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
                 for c, k in keys.items()
             ],
+            sequence=sequencing.sequence,
+            checkpoint=self._checkpoint(now_ms),
+        )
+
+    def _sequencing(self, present: frozenset[str]) -> Sequencing:
+        """The next sequence number and each present concept's previous document (one still
+        being sent counts: it goes first)."""
+        sequence = self._keys.reserve_sequence()
+        newest = {**self._keys.concept_sequences(), **self._inflight}
+        previous = {c: newest[c] for c in present if c in newest}
+        self._inflight.update(dict.fromkeys(present, sequence))
+        return Sequencing(sequence=sequence, previous=previous)
+
+    def _checkpoint(self, now_ms: int) -> pb.Checkpoint:
+        """Our signed statement of each concept's newest document, as sent so far."""
+        checkpoint = Checkpoint(
+            publisher=self._setup.name,
+            issued_at_ms=now_ms,
+            sequence=self._keys.last_sequence(),
+            latest={**self._keys.concept_sequences(), **self._inflight},
+        )
+        return checkpoint_to_pb(
+            sign_checkpoint(checkpoint, self._signer_key),
+            publisher_certificate=self._setup.tls.cert_pem,
         )
 
     def _next_version(self, document_id: str) -> int:
@@ -405,18 +442,30 @@ class Publisher:
         """Start sending a prepared document with the key outbox as it is now."""
         request, outbox = self._key_messages(prepared.public_keys, prepared.refreshes)
         request.dissemination.CopyFrom(prepared.dissemination)
+        request.checkpoint.CopyFrom(prepared.checkpoint)
         return asyncio.ensure_future(self._deliver(prepared, request, outbox))
 
     async def _deliver(
         self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
     ) -> PublishResult:
         """Await the network's acknowledgement, then record what it accepted."""
-        ack = await self._call(
-            f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
-        )
+        try:
+            ack = await self._call(
+                f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
+            )
+        finally:  # accepted: the key store has it below; refused: no document points to it
+            for concept in prepared.concepts:
+                if self._inflight.get(concept) == prepared.sequence:
+                    del self._inflight[concept]
         for sent in outbox:
             self._lkh.delivered(sent.concept, sent.epoch)
-        self._keys.commit(prepared.document_id, prepared.version, prepared.document_keys)
+        self._keys.commit(
+            prepared.document_id,
+            prepared.version,
+            prepared.document_keys,
+            sequence=prepared.sequence,
+            concepts=prepared.concepts,
+        )
         if self._unsent.get(prepared.document_id) == prepared.version:
             del self._unsent[prepared.document_id]
         self._log.append(prepared.message)
@@ -476,7 +525,9 @@ class Publisher:
         rekeyed, _ = self._rekey(frozenset(self._groups), members)
         refreshes = self._path_refreshes(members)
         request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
-        if outbox or refreshes:
+        if self._keys.last_sequence():  # subscribers learn how far our sequence has gone
+            request.checkpoint.CopyFrom(self._checkpoint(int(self._clock().timestamp() * 1000)))
+        if outbox or refreshes or request.HasField("checkpoint"):
             await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)

@@ -156,6 +156,7 @@ def _handle(
             # The site lost track of our queue; dedupe by document from here on.
             session.keyring.set_applied(session.address, message.subscribed.resumed_after)
         session.report.retained += message.subscribed.retained
+        session.completeness.new_stream()  # ask again for what is still missing
         if setup.retained:
             now_ms = int(session.clock().timestamp() * 1000)
             session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
@@ -174,6 +175,7 @@ def _handle(
             else:  # no longer granted here: nothing to catch up on
                 session.keyring.clear_stale(publisher, concept)
         _send_refresh_requests(session, outgoing)
+        _send_missing_requests(session, outgoing)
         return
     delivery = message.delivery
     if delivery.sequence <= session.keyring.applied(session.address):
@@ -196,6 +198,10 @@ def _handle(
         _send_refresh_requests(session, outgoing)
     elif body == "grants_changed":
         session.on_grants_changed(delivery.grants_changed, delivery.sequence)
+    elif body == "checkpoint":
+        session.on_checkpoint(delivery.checkpoint, delivery.sequence)
+    elif body == "unavailable":
+        session.on_unavailable(delivery.unavailable, delivery.sequence)
     elif body == "ended":  # the site ends the stream once it has our acknowledgement
         print(f"{setup.name}: subscription ends: {delivery.ended.reason}", flush=True)
         session.keyring.set_applied(session.address, delivery.sequence)
@@ -205,6 +211,14 @@ def _handle(
         if setup.max_documents is not None and done >= setup.max_documents:
             stop.set()
     outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
+    _send_missing_requests(session, outgoing)
+
+
+def _send_missing_requests(
+    session: Session, outgoing: asyncio.Queue[pb.ClientMessage | None]
+) -> None:
+    for request in session.completeness.requests():
+        outgoing.put_nowait(pb.ClientMessage(missing=request))
 
 
 def _send_refresh_requests(
@@ -244,6 +258,12 @@ async def run_subscriber(
         return session.report
     finally:
         session.report.held = len(session.keyring.held())
+        session.report.unvouched = session.completeness.unvouched(
+            int(clock().timestamp() * 1000), int(setup.checkpoint_max_age_s * 1000)
+        )
+        for publisher, why in session.report.unvouched.items():
+            print(f"{setup.name}: cannot vouch that nothing of {publisher} was withheld: {why}",
+                  flush=True)
         session.close()
 
 

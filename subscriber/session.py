@@ -20,6 +20,11 @@ recorded as ``missing``; for every later document, every granted concept must ar
 
 Each accepted document gets a signed receipt envelope (the RECEIVED stage), appended to the
 subscriber's provenance log and sent back with the acknowledgement.
+
+Completeness (:mod:`subscriber.gaps`): every document whose manifest verifies counts in its
+publisher's signed sequence, and the publisher's signed checkpoints name each concept's newest
+document; a document of a granted concept that never came is asked of the site and, if it
+cannot replay it, reported as a gap.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from subscriber.gaps import Completeness
 from subscriber.store import Inbox, Keyring
 from xdn import certs, crypto, provenance
 from xdn.codec import View, decode, fragment_concepts, key_name
@@ -41,6 +47,7 @@ from xdn.wireconv import (
     delivery_from_pb,
     document_keys_from_pb,
     enrolment_from_pb,
+    manifest_from_pb,
     rekey_from_pb,
 )
 
@@ -63,6 +70,9 @@ class SubscriberSetup:
     max_documents: int | None = None
     retained: bool = False  # ask for the retained recent documents when first registering
     heartbeat_s: float = 5.0
+    # Past this age of a publisher's newest signed checkpoint, we cannot vouch that none of its
+    # newest documents was withheld.
+    checkpoint_max_age_s: float = 3600.0
 
 
 @dataclass(slots=True)
@@ -76,6 +86,9 @@ class SubscriptionReport:
     keys: int = 0
     held: int = 0  # documents waiting for their keys
     retained: int = 0  # retained documents the site queued at registration
+    missing: int = 0  # documents found missing in a publisher's signed sequence (asked for)
+    gaps: int = 0  # missing documents the site could not replay
+    unvouched: dict[str, str] = field(default_factory=dict)  # publisher → why not
 
 
 def open_dissemination(
@@ -134,10 +147,14 @@ class Session:
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
+        self.completeness = Completeness(
+            setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
+        )
 
     def close(self) -> None:
         self.keyring.close()
         self.log.close()
+        self.completeness.close()
 
     # ---- grants --------------------------------------------------------------------------
     def grants_at_resume(self, subscribed: pb.Subscribed) -> dict[str, list[str]]:
@@ -155,6 +172,7 @@ class Session:
             grants = {g.publisher: sorted(g.concepts) for g in subscribed.grants}
             self.keyring.set_grants(self.address, grants)
         self.report.grants = grants
+        self.completeness.follow(grants)
         return grants
 
     def on_grants_changed(self, change: pb.GrantsChanged, sequence: int) -> None:
@@ -162,6 +180,7 @@ class Session:
         grants = {g.publisher: sorted(g.concepts) for g in change.grants}
         self.keyring.set_grants(self.address, grants, applied=sequence)
         self.report.grants = grants
+        self.completeness.follow(grants)  # a concept newly granted starts fresh
         for publisher, concept in self.keyring.stale():  # nothing to catch up on any more
             if concept not in grants.get(publisher, ()):
                 self.keyring.clear_stale(publisher, concept)
@@ -231,9 +250,56 @@ class Session:
             if self.keyring.get(*n[:3]) is None and self.keyring.document_key(key_name(*n)) is None
         )
 
+    # ---- completeness --------------------------------------------------------------------
+    def on_checkpoint(self, message: pb.Checkpoint, sequence: int) -> None:
+        """A publisher's signed checkpoint: check our chains against it (refused if forged)."""
+        try:
+            self.completeness.on_checkpoint(
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock()
+            )
+        except PeerError as exc:
+            print(f"{self.setup.name}: refused checkpoint of {message.publisher}: {exc}",
+                  flush=True)
+            self.inbox.refuse(
+                publisher=message.publisher, document_id="(checkpoint)", reason=str(exc)
+            )
+        self.report.missing = self.completeness.detected
+        self.keyring.set_applied(self.address, sequence)
+
+    def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
+        """The site cannot replay documents we found missing: they are gaps."""
+        gaps = self.completeness.on_unavailable(message)
+        self.report.gaps += len({g.sequence for g in gaps})
+        self.keyring.set_applied(self.address, sequence)
+
+    def _count_in_sequence(self, message: pb.Dissemination) -> None:
+        """Count a document in its publisher's signed sequence, once its manifest verifies
+        (a forged one counts for nothing: it is refused when opened)."""
+        manifest = message.manifest
+        if not manifest.sequence:
+            return
+        try:
+            publisher = certs.verify_certificate(
+                manifest.publisher_certificate, self.setup.tls.ca_pem, at=self.clock(),
+                role="publisher",
+            )
+            signed = manifest_from_pb(manifest)
+            if publisher.name != manifest.publisher:
+                return
+            signed.verify(certs.public_key_of(manifest.publisher_certificate))
+        except PeerError:
+            return
+        self.completeness.on_manifest(signed, state=self._before_subscribing(manifest))
+        self.report.missing = self.completeness.detected
+
+    def _before_subscribing(self, manifest: pb.Manifest) -> bool:
+        """Is this a retained document from before our subscription (state at subscribe time)?"""
+        return self.subscribed_at_ms is not None and manifest.issued_at_ms < self.subscribed_at_ms
+
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused or held)."""
         manifest = message.manifest
+        self._count_in_sequence(message)
         last = self.keyring.version(manifest.publisher, manifest.document_id)
         if last == manifest.version:
             log.info("%s v%d delivered again; already applied", manifest.document_id,
@@ -270,10 +336,7 @@ class Session:
     def _expected(self, manifest: pb.Manifest, delivered: set[str]) -> tuple[list[str], list[str]]:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
         granted = self.report.grants.get(manifest.publisher, [])
-        retained = self.subscribed_at_ms is not None and (
-            manifest.issued_at_ms < self.subscribed_at_ms
-        )
-        if not retained:
+        if not self._before_subscribing(manifest):
             return granted, []
         in_document = {r.concept for r in manifest.ranges}
         absent = sorted(set(granted) & in_document - delivered)
