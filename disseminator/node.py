@@ -246,10 +246,11 @@ class SiteNode:
         rekeys: Sequence[pb.GroupRekey] = (),
         document_keys: Sequence[pb.DocumentKeys] = (),
         checkpoint: pb.Checkpoint | None = None,
+        entitlements: Sequence[pb.Entitlement] = (),
         counter: tuple[str, int] | None = None,
     ) -> Reach:
-        """Queue group rekeys, key messages, a document and the publisher's checkpoint (after
-        the document) for every destination, atomically.
+        """Queue group rekeys, key messages (and members' entitlements), a document and the
+        publisher's checkpoint (after the document) for every destination, atomically.
 
         The document is retained (when the site retains documents) for new subscribers.
 
@@ -257,7 +258,9 @@ class SiteNode:
             What the document reached (all zero without a document, or for a retransmission).
         """
         appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
-        addressed: list[pb.KeyMessage | pb.DocumentKeys] = [*keys, *document_keys]
+        addressed: list[pb.KeyMessage | pb.DocumentKeys | pb.Entitlement] = [
+            *keys, *document_keys, *entitlements
+        ]
         for key in addressed:
             if (append := self.planner.addressed(key)) is not None:
                 appends.append(append)

@@ -4,7 +4,8 @@ Theory of operation. A :class:`Planner` turns what a site received into :class:`
 for its durable queues, without touching the store:
 
 * a group rekey goes wherever a fragment of its concept would go (:meth:`Planner.rekey`);
-* an enrolment or a document-key grant goes to its one subscriber (:meth:`Planner.addressed`);
+* an enrolment, a document-key grant or a member's entitlement goes to its one subscriber
+  (:meth:`Planner.addressed`);
 * a document goes, per destination, as the fragments that destination was granted, with one
   provenance hop signed by this site (:meth:`Planner.document`); the plan also says which
   concepts reached which local subscriber, for the policy engine;
@@ -58,14 +59,18 @@ class Planner:
     signer: provenance.Signer
     now_ms: Callable[[], int]
 
-    def addressed(self, key: pb.KeyMessage | pb.DocumentKeys) -> Append | None:
-        """An enrolment or a document-key grant goes to its one subscriber only."""
+    def addressed(
+        self, key: pb.KeyMessage | pb.DocumentKeys | pb.Entitlement
+    ) -> Append | None:
+        """An enrolment, a document-key grant or an entitlement goes to its one subscriber."""
         destination = self.table.route_key(key.subscriber)
         if destination is None:
             log.warning("no route for key message to %s; dropped", key.subscriber)
             return None
         if isinstance(key, pb.KeyMessage):
             delivery = pb.Delivery(key=key)
+        elif isinstance(key, pb.Entitlement):
+            delivery = pb.Delivery(entitlement=key)
         else:
             delivery = pb.Delivery(document_keys=key)
         payload = delivery.SerializeToString()

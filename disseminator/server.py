@@ -229,7 +229,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
                 )
-            addressed = (*request.keys, *request.rekeys, *request.document_keys)
+            addressed = (
+                *request.keys, *request.rekeys, *request.document_keys, *request.entitlements
+            )
             if any(m.publisher != publisher.name for m in addressed):
                 raise ProtocolError("a key message names another publisher")
             checkpoint = request.checkpoint if request.HasField("checkpoint") else None
@@ -243,6 +245,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 rekeys=list(request.rekeys),
                 document_keys=list(request.document_keys),
                 checkpoint=checkpoint,
+                entitlements=list(request.entitlements),
             )
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)

@@ -107,6 +107,8 @@ class Uplink:
                 self._node.route(document_keys=[delivery.document_keys], counter=counter)
             elif kind == "checkpoint":
                 self._node.route(checkpoint=delivery.checkpoint, counter=counter)
+            elif kind == "entitlement":
+                self._node.route(entitlements=[delivery.entitlement], counter=counter)
             else:
                 self._node.route(dissemination=delivery.dissemination, counter=counter)
         except PeerError as exc:

@@ -39,7 +39,10 @@ Completeness (:mod:`xdn.completeness`): each document gets the next number of th
 signed sequence (reserved durably in the key store before it is signed) and, per concept, a
 signed back pointer to the previous document holding it — a document still in flight counts
 (:meth:`Publisher._sequencing`). Every ``Publish`` and key synchronisation carries a signed
-checkpoint naming each concept's newest document, which sites relay to subscribers.
+checkpoint naming each concept's newest document, which sites relay to subscribers. With it
+go the members' signed entitlements (what our policy grants each certificate whatever the sites
+observe, :func:`xdn.completeness.entitlement_of`), new or changed ones with a document and all
+of them on a key synchronisation — only while the site enforces the policy version we evaluate.
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ from publisher.keystore import DocumentKey, KeyStore
 from publisher.lkh_store import LkhStore, Outgoing
 from xdn import certs, crypto, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, Sequencing, concept_order, encode
-from xdn.completeness import Checkpoint, sign_checkpoint
+from xdn.completeness import (
+    Checkpoint,
+    entitlement_of,
+    sign_checkpoint,
+    sign_entitlement,
+    stateful_concepts,
+)
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.lkh import Enrolment, EpochChange, GroupController, seal_document_keys
@@ -73,6 +82,7 @@ from xdn.wireconv import (
     dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
+    entitlement_to_pb,
     reach_from_pb,
     rekey_to_pb,
     standing_from_pb,
@@ -136,6 +146,7 @@ class _Prepared:
     document_keys: list[DocumentKey]
     sequence: int  # in the publisher's signed sequence
     checkpoint: pb.Checkpoint  # signed, naming this document as its concepts' newest
+    entitlements: list[pb.Entitlement]  # new or changed since last sent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +155,7 @@ class _Member:
     public_key: crypto.PublicKey
     concepts: frozenset[str]
     refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
+    credential: certs.Credential | None = None  # verified; its entitlement is evaluated for it
 
 
 def member_concepts(
@@ -207,6 +219,9 @@ class Publisher:
         self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
         self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
         self._inflight: dict[str, int] = {}  # concept → sequence prepared, not acknowledged
+        self._stateful = stateful_concepts(setup.policy, setup.ontology)
+        self._entitled: dict[str, pb.Entitlement] = {}  # member → the last one signed
+        self._site_policy = 0  # the policy version the site enforces, from its standing
 
     async def close(self) -> None:
         await self._channel.close()
@@ -226,6 +241,7 @@ class Publisher:
 
     def _check_site(self, reply: pb.Membership) -> None:
         """Refuse to go on at a site that would drop what we send; warn once per finding."""
+        self._site_policy = reply.standing.policy_version if reply.HasField("standing") else 0
         if not reply.HasField("standing"):
             warnings: tuple[str, ...] = (
                 f"site {reply.site or self._setup.connect} does not report where it stands "
@@ -274,6 +290,7 @@ class Publisher:
                             if g.publisher == self._setup.name
                             for c in g.concepts
                         ),
+                        credential=credential,
                     )
                 )
         return reply.site, members
@@ -408,7 +425,39 @@ class Publisher:
             ],
             sequence=sequencing.sequence,
             checkpoint=self._checkpoint(now_ms),
+            entitlements=self._entitlements(members),
         )
+
+    def _entitlements(self, members: list[_Member], *, every: bool = False) -> list[pb.Entitlement]:
+        """Signed entitlements of the members that have none or a changed one (``every``: all
+        of them); none while the site enforces another version of our policy."""
+        policy = self._setup.policy
+        if self._site_policy != policy.version:
+            return []
+        now = self._clock()
+        out = []
+        for member in members:
+            if member.credential is None:
+                continue
+            last = self._entitled.get(member.name)
+            if (
+                last is None
+                or last.certificate != member.credential.fingerprint
+                or last.policy_version != policy.version
+            ):
+                entitlement = entitlement_of(
+                    member.credential, policy, self._setup.ontology, at=now,
+                    stateful=self._stateful,
+                )
+                last = entitlement_to_pb(
+                    sign_entitlement(entitlement, self._signer_key),
+                    publisher_certificate=self._setup.tls.cert_pem,
+                )
+                self._entitled[member.name] = last
+            elif not every:
+                continue
+            out.append(last)
+        return out
 
     def _sequencing(self, present: frozenset[str]) -> Sequencing:
         """The next sequence number and each present concept's previous document (one still
@@ -426,6 +475,7 @@ class Publisher:
             issued_at_ms=now_ms,
             sequence=self._keys.last_sequence(),
             latest={**self._keys.concept_sequences(), **self._inflight},
+            policy_version=self._setup.policy.version,
         )
         return checkpoint_to_pb(
             sign_checkpoint(checkpoint, self._signer_key),
@@ -443,6 +493,7 @@ class Publisher:
         request, outbox = self._key_messages(prepared.public_keys, prepared.refreshes)
         request.dissemination.CopyFrom(prepared.dissemination)
         request.checkpoint.CopyFrom(prepared.checkpoint)
+        request.entitlements.extend(prepared.entitlements)
         return asyncio.ensure_future(self._deliver(prepared, request, outbox))
 
     async def _deliver(
@@ -527,7 +578,8 @@ class Publisher:
         request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
         if self._keys.last_sequence():  # subscribers learn how far our sequence has gone
             request.checkpoint.CopyFrom(self._checkpoint(int(self._clock().timestamp() * 1000)))
-        if outbox or refreshes or request.HasField("checkpoint"):
+        request.entitlements.extend(self._entitlements(members, every=True))
+        if outbox or refreshes or request.HasField("checkpoint") or request.entitlements:
             await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)

@@ -202,6 +202,8 @@ def _handle(
         session.on_checkpoint(delivery.checkpoint, delivery.sequence)
     elif body == "unavailable":
         session.on_unavailable(delivery.unavailable, delivery.sequence)
+    elif body == "entitlement":
+        session.on_entitlement(delivery.entitlement, delivery.sequence)
     elif body == "ended":  # the site ends the stream once it has our acknowledgement
         print(f"{setup.name}: subscription ends: {delivery.ended.reason}", flush=True)
         session.keyring.set_applied(session.address, delivery.sequence)

@@ -11,8 +11,12 @@ by the publishers' signed checkpoints. This module is its edge in the subscriber
 * what is missing is asked of the site once per stream (:meth:`Completeness.requests`, sent as
   ``Missing`` messages; the site replays what it retains); what the site says it cannot replay
   is a gap: printed, appended to ``gaps.jsonl`` in the inbox and counted;
-* :meth:`Completeness.unvouched` names the publishers for which the subscriber cannot vouch
-  that nothing newer was withheld: no checkpoint yet, or the newest older than the bound.
+* a publisher's signed entitlement (what its policy grants our certificate whatever the sites
+  observe) is kept once verified — for our certificate, newest policy version first —
+  (:meth:`Completeness.entitled`); a site reporting fewer grants, or delivering a document
+  without an entitled concept it holds, is flagged as a gap (:meth:`Completeness.flag`);
+* :meth:`Completeness.unvouched` names the publishers for which the subscriber cannot vouch:
+  no checkpoint yet, or the newest older than the bound; no current entitlement.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from xdn.codec import SignedManifest
 from xdn.completeness import Gap, GapTracker
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import checkpoint_from_pb
+from xdn.wireconv import checkpoint_from_pb, entitlement_from_pb
 
 __all__ = ["Completeness"]
 
@@ -38,7 +42,11 @@ log = logging.getLogger(__name__)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completeness (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints (
-    publisher TEXT PRIMARY KEY, issued_at_ms INTEGER NOT NULL
+    publisher TEXT PRIMARY KEY, issued_at_ms INTEGER NOT NULL, policy_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entitlements (
+    publisher TEXT PRIMARY KEY, policy_version INTEGER NOT NULL, issued_at_ms INTEGER NOT NULL,
+    valid_until_ms INTEGER NOT NULL, concepts TEXT NOT NULL
 );
 """
 
@@ -58,6 +66,8 @@ class Completeness:
         self._asked: set[tuple[str, int]] = set()  # asked on the current stream
         self.detected = 0  # documents found missing (asked for) in this run
         self.reported: list[Gap] = []  # gaps the site could not fill, in this run
+        self.flagged = 0  # grants or concepts withheld against our entitlement, in this run
+        self._flags: set[tuple[str, ...]] = set()
 
     def close(self) -> None:
         self._db.close()
@@ -99,11 +109,84 @@ class Completeness:
         signed.verify(certs.public_key_of(message.publisher_certificate))
         c = signed.checkpoint
         self._db.execute(
-            "INSERT INTO checkpoints (publisher, issued_at_ms) VALUES (?, ?) ON CONFLICT "
-            "(publisher) DO UPDATE SET issued_at_ms = MAX(issued_at_ms, excluded.issued_at_ms)",
-            (c.publisher, c.issued_at_ms),
+            "INSERT INTO checkpoints (publisher, issued_at_ms, policy_version) VALUES (?, ?, ?) "
+            "ON CONFLICT (publisher) DO UPDATE SET "
+            "issued_at_ms = MAX(issued_at_ms, excluded.issued_at_ms), "
+            "policy_version = MAX(policy_version, excluded.policy_version)",
+            (c.publisher, c.issued_at_ms, c.policy_version),
         )
         self._found(self.tracker.checkpoint(c.publisher, c.latest))
+
+    def on_entitlement(
+        self, message: pb.Entitlement, *, ca_pem: bytes, at: datetime, me: certs.Credential
+    ) -> bool:
+        """Verify our entitlement from a publisher and keep it if it is the newest; return
+        whether it was kept.
+
+        Raises:
+            PeerError: malformed, not signed by its publisher, or not for our certificate.
+        """
+        signed = entitlement_from_pb(message)
+        e = signed.entitlement
+        publisher = certs.verify_certificate(
+            message.publisher_certificate, ca_pem, at=at, role="publisher"
+        )
+        if publisher.name != e.publisher:
+            raise ProtocolError(
+                f"entitlement names publisher {e.publisher!r} but is signed by {publisher.name!r}"
+            )
+        signed.verify(certs.public_key_of(message.publisher_certificate))
+        if (e.subscriber, e.certificate) != (me.name, me.fingerprint):
+            raise ProtocolError(f"entitlement for {e.subscriber!r} (another certificate)")
+        stored = self._db.execute(
+            "SELECT policy_version, issued_at_ms FROM entitlements WHERE publisher = ?",
+            (e.publisher,),
+        ).fetchone()
+        if stored is not None and tuple(stored) >= (e.policy_version, e.issued_at_ms):
+            return False
+        self._db.execute(
+            "INSERT OR REPLACE INTO entitlements VALUES (?, ?, ?, ?, ?)",
+            (e.publisher, e.policy_version, e.issued_at_ms, e.valid_until_ms,
+             json.dumps(sorted(e.concepts))),
+        )
+        return True
+
+    def entitled(self, publisher: str, now_ms: int) -> frozenset[str]:
+        """What ``publisher``'s signed entitlement grants us whatever the sites observe (empty
+        when we hold none, or it expired)."""
+        row = self._db.execute(
+            "SELECT valid_until_ms, concepts FROM entitlements WHERE publisher = ?", (publisher,)
+        ).fetchone()
+        if row is None or now_ms > row[0]:
+            return frozenset()
+        return frozenset(json.loads(row[1]))
+
+    def entitled_publishers(self) -> frozenset[str]:
+        """Publishers we hold an entitlement from."""
+        return frozenset(p for (p,) in self._db.execute("SELECT publisher FROM entitlements"))
+
+    def flag(self, publisher: str, concepts: Sequence[str], *, document: str = "") -> None:
+        """A site withheld ``concepts`` the publisher's signed entitlement grants us: in its
+        grants (no ``document``) or from a document; each finding is reported once."""
+        key = (publisher, document, *sorted(concepts))
+        if key in self._flags:
+            return
+        self._flags.add(key)
+        self.flagged += 1
+        where = f"document {document}" if document else "the grants the site reports"
+        record = {
+            "publisher": publisher,
+            "document": document or None,
+            "concepts": sorted(concepts),
+            "reason": f"withheld from {where}: granted by the publisher's signed entitlement",
+        }
+        with open(self._inbox / "gaps.jsonl", "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+        print(
+            f"{self._name}: {publisher}'s signed policy grants us {', '.join(sorted(concepts))}"
+            f" but {where} withholds it",
+            flush=True,
+        )
 
     def on_unavailable(self, message: pb.Missing) -> list[Gap]:
         """The site cannot replay these: report the gaps that stay open."""
@@ -153,12 +236,25 @@ class Completeness:
 
     def unvouched(self, now_ms: int, max_age_ms: int) -> dict[str, str]:
         """Publisher → why we cannot vouch that none of its newest documents was withheld."""
-        newest = dict(self._db.execute("SELECT publisher, issued_at_ms FROM checkpoints"))
+        newest = {
+            p: (issued, version)
+            for p, issued, version in self._db.execute(
+                "SELECT publisher, issued_at_ms, policy_version FROM checkpoints"
+            )
+        }
+        entitlements = {
+            p: version
+            for p, version, until in self._db.execute(
+                "SELECT publisher, policy_version, valid_until_ms FROM entitlements"
+            )
+            if now_ms <= until
+        }
         out = {}
         for publisher in sorted(self.tracker.publishers()):
             if not self.tracker.following(publisher):
                 continue
-            issued = newest.get(publisher)
+            issued, version = newest.get(publisher, (None, 0))
+            held = entitlements.get(publisher)
             if issued is None:
                 out[publisher] = "no signed checkpoint received"
             elif now_ms - issued > max_age_ms:
@@ -166,4 +262,8 @@ class Completeness:
                     f"newest signed checkpoint is {(now_ms - issued) / 1000:.0f}s old "
                     f"(bound {max_age_ms / 1000:.0f}s)"
                 )
+            elif held is None:
+                out[publisher] = "no current signed entitlement received"
+            elif held < version:
+                out[publisher] = f"signed entitlement is for policy v{held}, in force: v{version}"
         return out

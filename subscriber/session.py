@@ -24,7 +24,10 @@ subscriber's provenance log and sent back with the acknowledgement.
 Completeness (:mod:`subscriber.gaps`): every document whose manifest verifies counts in its
 publisher's signed sequence, and the publisher's signed checkpoints name each concept's newest
 document; a document of a granted concept that never came is asked of the site and, if it
-cannot replay it, reported as a gap.
+cannot replay it, reported as a gap. What we are granted is not only the site's word: each
+publisher's signed entitlement names what its policy grants our certificate whatever the sites
+observe; those concepts are followed and must arrive whole too, and a site that reports fewer
+grants, or delivers a document without one of them, is flagged.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class SubscriptionReport:
     retained: int = 0  # retained documents the site queued at registration
     missing: int = 0  # documents found missing in a publisher's signed sequence (asked for)
     gaps: int = 0  # missing documents the site could not replay
+    withheld: int = 0  # grants or documents' concepts withheld against our signed entitlement
     unvouched: dict[str, str] = field(default_factory=dict)  # publisher → why not
 
 
@@ -150,6 +154,7 @@ class Session:
         self.completeness = Completeness(
             setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
         )
+        self.credential = certs.credential_from_pem(setup.tls.cert_pem)
 
     def close(self) -> None:
         self.keyring.close()
@@ -172,7 +177,7 @@ class Session:
             grants = {g.publisher: sorted(g.concepts) for g in subscribed.grants}
             self.keyring.set_grants(self.address, grants)
         self.report.grants = grants
-        self.completeness.follow(grants)
+        self._check_grants()
         return grants
 
     def on_grants_changed(self, change: pb.GrantsChanged, sequence: int) -> None:
@@ -180,7 +185,7 @@ class Session:
         grants = {g.publisher: sorted(g.concepts) for g in change.grants}
         self.keyring.set_grants(self.address, grants, applied=sequence)
         self.report.grants = grants
-        self.completeness.follow(grants)  # a concept newly granted starts fresh
+        self._check_grants()  # a concept newly granted starts fresh
         for publisher, concept in self.keyring.stale():  # nothing to catch up on any more
             if concept not in grants.get(publisher, ()):
                 self.keyring.clear_stale(publisher, concept)
@@ -266,6 +271,40 @@ class Session:
         self.report.missing = self.completeness.detected
         self.keyring.set_applied(self.address, sequence)
 
+    def on_entitlement(self, message: pb.Entitlement, sequence: int) -> None:
+        """A publisher's signed entitlement for our certificate (refused if not genuine)."""
+        try:
+            kept = self.completeness.on_entitlement(
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock(), me=self.credential
+            )
+        except PeerError as exc:
+            print(f"{self.setup.name}: refused entitlement from {message.publisher}: {exc}",
+                  flush=True)
+            self.inbox.refuse(
+                publisher=message.publisher, document_id="(entitlement)", reason=str(exc)
+            )
+        else:
+            if kept:
+                self._check_grants()
+        self.keyring.set_applied(self.address, sequence)
+
+    def _entitled(self, publisher: str) -> frozenset[str]:
+        """What ``publisher``'s signed entitlement grants us (of what we asked for)."""
+        entitled = self.completeness.entitled(publisher, int(self.clock().timestamp() * 1000))
+        return entitled & frozenset(self.setup.concepts) if self.setup.concepts else entitled
+
+    def _check_grants(self) -> None:
+        """Follow what the site grants us and what our entitlements grant; flag the difference."""
+        grants = self.report.grants
+        followed = {}
+        for publisher in sorted(set(grants) | self.completeness.entitled_publishers()):
+            entitled, site = self._entitled(publisher), set(grants.get(publisher, ()))
+            if entitled - site:
+                self.completeness.flag(publisher, sorted(entitled - site))
+            followed[publisher] = sorted(site | entitled)
+        self.completeness.follow(followed)
+        self.report.withheld = self.completeness.flagged
+
     def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
         """The site cannot replay documents we found missing: they are gaps."""
         gaps = self.completeness.on_unavailable(message)
@@ -337,10 +376,28 @@ class Session:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
         granted = self.report.grants.get(manifest.publisher, [])
         if not self._before_subscribing(manifest):
-            return granted, []
+            entitled = self._entitled(manifest.publisher) & delivered
+            return sorted(set(granted) | entitled), []
         in_document = {r.concept for r in manifest.ranges}
         absent = sorted(set(granted) & in_document - delivered)
         return sorted(set(granted) & delivered), absent
+
+    def _withheld(self, message: pb.Dissemination) -> list[str]:
+        """Concepts of an opened document our signed entitlement grants that did not arrive
+        (flagged); retained documents from before we subscribed hold what their site held."""
+        manifest = message.manifest
+        if self._before_subscribing(manifest):
+            return []
+        in_document = {r.concept for r in manifest.ranges}
+        delivered = {f.concept for f in message.fragments}
+        withheld = sorted(self._entitled(manifest.publisher) & in_document - delivered)
+        if withheld:
+            self.completeness.flag(
+                manifest.publisher, withheld,
+                document=f"{manifest.document_id} v{manifest.version}",
+            )
+            self.report.withheld = self.completeness.flagged
+        return withheld
 
     def _open(self, message: pb.Dissemination, sequence: int, last: int | None) -> bytes:
         manifest = message.manifest
@@ -352,7 +409,9 @@ class Session:
                 keys=self.keyring.get,
                 document_keys=self.keyring.document_key,
                 at=self.clock(),
-                concepts=concepts if manifest.publisher in self.report.grants else None,
+                concepts=(
+                    concepts if concepts or manifest.publisher in self.report.grants else None
+                ),
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
             )
             received = provenance.Message.from_nquads(message.provenance)
@@ -392,6 +451,8 @@ class Session:
         }
         if absent:
             record["missing"] = absent  # retained state: concepts this site did not hold
+        if withheld := self._withheld(message):
+            record["withheld"] = withheld  # granted by our signed entitlement, not delivered
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1

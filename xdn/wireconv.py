@@ -25,7 +25,7 @@ from xdn.codec import (
     SignedManifest,
     merge_range_proofs,
 )
-from xdn.completeness import Checkpoint, SignedCheckpoint
+from xdn.completeness import Checkpoint, Entitlement, SignedCheckpoint, SignedEntitlement
 from xdn.errors import ProtocolError
 from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage
 from xdn.publication import Reach, Standing
@@ -40,6 +40,8 @@ __all__ = [
     "document_keys_to_pb",
     "enrolment_from_pb",
     "enrolment_to_pb",
+    "entitlement_from_pb",
+    "entitlement_to_pb",
     "manifest_from_pb",
     "reach_from_pb",
     "rekey_from_pb",
@@ -221,6 +223,7 @@ def checkpoint_to_pb(signed: SignedCheckpoint, *, publisher_certificate: bytes) 
         ],
         signature=signed.signature,
         publisher_certificate=publisher_certificate,
+        policy_version=c.policy_version,
     )
 
 
@@ -240,11 +243,55 @@ def checkpoint_from_pb(message: pb.Checkpoint) -> SignedCheckpoint:
                 issued_at_ms=message.issued_at_ms,
                 sequence=message.sequence,
                 latest=latest,
+                policy_version=message.policy_version,
             ),
             signature=message.signature,
         )
     except (ValueError, TypeError) as exc:
         raise ProtocolError(f"malformed checkpoint of {message.publisher!r}: {exc}") from None
+
+
+def entitlement_to_pb(
+    signed: SignedEntitlement, *, publisher_certificate: bytes
+) -> pb.Entitlement:
+    """The wire form of a member's signed entitlement (routed to that member only)."""
+    e = signed.entitlement
+    return pb.Entitlement(
+        publisher=e.publisher,
+        subscriber=e.subscriber,
+        certificate=e.certificate,
+        policy_version=e.policy_version,
+        issued_at_ms=e.issued_at_ms,
+        valid_until_ms=e.valid_until_ms,
+        concepts=sorted(e.concepts),
+        conditional=sorted(e.conditional),
+        signature=signed.signature,
+        publisher_certificate=publisher_certificate,
+    )
+
+
+def entitlement_from_pb(message: pb.Entitlement) -> SignedEntitlement:
+    """Read a received entitlement (unverified).
+
+    Raises:
+        ProtocolError: a field is malformed.
+    """
+    try:
+        return SignedEntitlement(
+            entitlement=Entitlement(
+                publisher=message.publisher,
+                subscriber=message.subscriber,
+                certificate=message.certificate,
+                policy_version=message.policy_version,
+                issued_at_ms=message.issued_at_ms,
+                valid_until_ms=message.valid_until_ms,
+                concepts=frozenset(message.concepts),
+                conditional=frozenset(message.conditional),
+            ),
+            signature=message.signature,
+        )
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"malformed entitlement from {message.publisher!r}: {exc}") from None
 
 
 def _fragment_from_pb(f: pb.Fragment) -> Fragment:

@@ -3,12 +3,13 @@
 Back pointers in manifests (:mod:`xdn.codec._manifest`) show a subscriber a document withheld
 *before* one it received; nothing in a received document can show the *newest* documents were
 withheld. The checkpoint does: the publisher's key service signs, with the key that signs its
-manifests, a small statement — publisher, time, newest sequence number issued, and for every
-concept it ever published the newest document holding it — and sends it with every ``Publish``
-and key synchronisation. Sites relay it to every subscriber granted any of the publisher's
-concepts (a ``Checkpoint`` delivery). A subscriber granted C that holds a checkpoint naming
-document n as C's newest, and never got n, has a gap; one whose newest checkpoint is older than
-a stated bound cannot vouch that nothing newer was withheld (:meth:`Checkpoint.age_ms`).
+manifests, a small statement — publisher, time, newest sequence number issued, for every
+concept it ever published the newest document holding it, and its policy version — and sends
+it with every ``Publish`` and key synchronisation. Sites relay it to every subscriber granted
+any of the publisher's concepts (a ``Checkpoint`` delivery). A subscriber granted C that holds
+a checkpoint naming document n as C's newest, and never got n, has a gap; one whose newest
+checkpoint is older than a stated bound cannot vouch that nothing newer was withheld
+(:meth:`Checkpoint.age_ms`).
 
 What it reveals: to every subscriber of the publisher, the names of the concepts the publisher
 has published and how recently each occurred — not which documents, nor anything of their
@@ -44,17 +45,21 @@ class Checkpoint:
         sequence: the newest sequence number issued (0: none yet).
         latest: concept → sequence number of the newest document holding it, for every
             concept ever published; each is between 1 and ``sequence``.
+        policy_version: the version of the publisher's signed policy in force (0: unknown), so
+            that a subscriber holding an entitlement for an older one knows it is stale.
     """
 
     publisher: str
     issued_at_ms: int
     sequence: int
     latest: Mapping[str, int]
+    policy_version: int = 0
 
     def __post_init__(self) -> None:
         check_name("publisher", self.publisher)
         check_u64("issued_at_ms", self.issued_at_ms)
         check_u64("sequence", self.sequence)
+        check_u64("policy_version", self.policy_version)
         if not isinstance(self.latest, Mapping):
             raise TypeError("latest must be a mapping of concept to sequence number")
         for concept, newest in self.latest.items():
@@ -73,7 +78,12 @@ class Checkpoint:
         """The unambiguous, domain-separated encoding the publisher signs."""
         table = frame(*(frame(c, u64(n)) for c, n in self.latest.items()))
         return frame(
-            _LABEL, self.publisher, u64(self.issued_at_ms), u64(self.sequence), table
+            _LABEL,
+            self.publisher,
+            u64(self.issued_at_ms),
+            u64(self.sequence),
+            table,
+            u64(self.policy_version),
         )
 
 

@@ -77,7 +77,7 @@ class Manifest(_message.Message):
     def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., ranges: _Optional[_Iterable[_Union[Manifest.ConceptRange, _Mapping]]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("publisher", "issued_at_ms", "sequence", "concepts", "signature", "publisher_certificate")
+    __slots__ = ("publisher", "issued_at_ms", "sequence", "concepts", "signature", "publisher_certificate", "policy_version")
     class ConceptSequence(_message.Message):
         __slots__ = ("concept", "latest")
         CONCEPT_FIELD_NUMBER: _ClassVar[int]
@@ -91,13 +91,39 @@ class Checkpoint(_message.Message):
     CONCEPTS_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     publisher: str
     issued_at_ms: int
     sequence: int
     concepts: _containers.RepeatedCompositeFieldContainer[Checkpoint.ConceptSequence]
     signature: bytes
     publisher_certificate: bytes
-    def __init__(self, publisher: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., concepts: _Optional[_Iterable[_Union[Checkpoint.ConceptSequence, _Mapping]]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
+    policy_version: int
+    def __init__(self, publisher: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., concepts: _Optional[_Iterable[_Union[Checkpoint.ConceptSequence, _Mapping]]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., policy_version: _Optional[int] = ...) -> None: ...
+
+class Entitlement(_message.Message):
+    __slots__ = ("publisher", "subscriber", "certificate", "policy_version", "issued_at_ms", "valid_until_ms", "concepts", "conditional", "signature", "publisher_certificate")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    subscriber: str
+    certificate: str
+    policy_version: int
+    issued_at_ms: int
+    valid_until_ms: int
+    concepts: _containers.RepeatedScalarFieldContainer[str]
+    conditional: _containers.RepeatedScalarFieldContainer[str]
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, publisher: _Optional[str] = ..., subscriber: _Optional[str] = ..., certificate: _Optional[str] = ..., policy_version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., valid_until_ms: _Optional[int] = ..., concepts: _Optional[_Iterable[str]] = ..., conditional: _Optional[_Iterable[str]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
 
 class Missing(_message.Message):
     __slots__ = ("publisher", "sequences")
@@ -178,7 +204,7 @@ class SubscriptionEnded(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "checkpoint", "unavailable")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "checkpoint", "unavailable", "entitlement")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +215,7 @@ class Delivery(_message.Message):
     ENDED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    ENTITLEMENT_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
@@ -199,21 +226,24 @@ class Delivery(_message.Message):
     ended: SubscriptionEnded
     checkpoint: Checkpoint
     unavailable: Missing
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., unavailable: _Optional[_Union[Missing, _Mapping]] = ...) -> None: ...
+    entitlement: Entitlement
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., unavailable: _Optional[_Union[Missing, _Mapping]] = ..., entitlement: _Optional[_Union[Entitlement, _Mapping]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("dissemination", "keys", "rekeys", "document_keys", "checkpoint")
+    __slots__ = ("dissemination", "keys", "rekeys", "document_keys", "checkpoint", "entitlements")
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     REKEYS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    ENTITLEMENTS_FIELD_NUMBER: _ClassVar[int]
     dissemination: Dissemination
     keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
     rekeys: _containers.RepeatedCompositeFieldContainer[GroupRekey]
     document_keys: _containers.RepeatedCompositeFieldContainer[DocumentKeys]
     checkpoint: Checkpoint
-    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
+    entitlements: _containers.RepeatedCompositeFieldContainer[Entitlement]
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., entitlements: _Optional[_Iterable[_Union[Entitlement, _Mapping]]] = ...) -> None: ...
 
 class PublishAck(_message.Message):
     __slots__ = ("document_id", "fragments_accepted", "links_reached", "standing", "subscribers_reached", "retained")
