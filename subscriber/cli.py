@@ -26,6 +26,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         max_documents=args.max_documents,
         retained=args.retained,
         heartbeat_s=args.heartbeat,
+        checkpoint_max_age_s=args.checkpoint_max_age,
     )
 
     async def run() -> int:
@@ -40,6 +41,13 @@ def _subscribe(args: argparse.Namespace) -> int:
             + (f"; {report.held} held waiting for their keys" if report.held else ""),
             flush=True,
         )
+        if report.missing or report.gaps or report.withheld:
+            print(
+                f"{setup.name}: {report.missing} documents found missing, {report.gaps} of them "
+                f"withheld for good; {report.withheld} grants or concepts withheld against our "
+                f"signed entitlements (see {setup.out_dir / 'gaps.jsonl'})",
+                flush=True,
+            )
         return 0 if report.refused == 0 else 2
 
     return asyncio.run(run())
@@ -64,6 +72,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0.001 <= seconds <= 86_400:
         raise argparse.ArgumentTypeError("the heartbeat interval must be 0.001 to 86400 seconds")
+    return seconds
+
+
+def _max_age(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError("the checkpoint age bound must be positive")
     return seconds
 
 
@@ -109,6 +127,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
         help="send a heartbeat when idle this long; a site silent for 3x its own announced "
         "interval is taken for dead and the subscriber reconnects (default 5)",
+    )
+    parser.add_argument(
+        "--checkpoint-max-age", type=_max_age, default=3600.0, metavar="SECONDS",
+        help="past this age of a publisher's newest signed checkpoint, say we cannot vouch "
+        "that none of its newest documents was withheld (default 3600)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
