@@ -31,9 +31,9 @@ from pathlib import Path
 from xdn import certs
 from xdn.codec import SignedManifest
 from xdn.completeness import Gap, GapTracker
-from xdn.errors import ProtocolError
+from xdn.errors import PeerError, ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import checkpoint_from_pb, entitlement_from_pb
+from xdn.wireconv import checkpoint_from_pb, entitlement_from_pb, manifest_from_pb
 
 __all__ = ["Completeness"]
 
@@ -83,6 +83,23 @@ class Completeness:
         for publisher in self.tracker.publishers() | set(grants):
             self.tracker.follow(publisher, grants.get(publisher, ()))
         self._save()
+
+    def count(self, manifest: pb.Manifest, *, ca_pem: bytes, at: datetime, state: bool) -> None:
+        """Count a received document in its publisher's sequence if its manifest verifies (a
+        forged one counts for nothing: it is refused when opened)."""
+        if not manifest.sequence:
+            return
+        try:
+            publisher = certs.verify_certificate(
+                manifest.publisher_certificate, ca_pem, at=at, role="publisher"
+            )
+            signed = manifest_from_pb(manifest)
+            if publisher.name != manifest.publisher:
+                return
+            signed.verify(certs.public_key_of(manifest.publisher_certificate))
+        except PeerError:
+            return
+        self.on_manifest(signed, state=state)
 
     def on_manifest(self, signed: SignedManifest, *, state: bool) -> None:
         """A verified manifest arrived (``state``: a document from before we subscribed)."""
@@ -151,15 +168,47 @@ class Completeness:
         )
         return True
 
-    def entitled(self, publisher: str, now_ms: int) -> frozenset[str]:
-        """What ``publisher``'s signed entitlement grants us whatever the sites observe (empty
-        when we hold none, or it expired)."""
+    def entitled(
+        self, publisher: str, now_ms: int, requested: Sequence[str] = ()
+    ) -> frozenset[str]:
+        """What ``publisher``'s signed entitlement grants us whatever the sites observe, of the
+        concepts we ``requested`` (none: all); empty when we hold none, or it expired."""
         row = self._db.execute(
             "SELECT valid_until_ms, concepts FROM entitlements WHERE publisher = ?", (publisher,)
         ).fetchone()
         if row is None or now_ms > row[0]:
             return frozenset()
-        return frozenset(json.loads(row[1]))
+        entitled = frozenset(json.loads(row[1]))
+        return entitled & frozenset(requested) if requested else entitled
+
+    def check_grants(
+        self, grants: Mapping[str, Sequence[str]], *, requested: Sequence[str], now_ms: int
+    ) -> None:
+        """Follow what the site grants us (publisher → concepts) and what our entitlements
+        grant; flag what the site leaves out."""
+        followed = {}
+        for publisher in sorted(set(grants) | self.entitled_publishers()):
+            entitled = self.entitled(publisher, now_ms, requested)
+            site = set(grants.get(publisher, ()))
+            if entitled - site:
+                self.flag(publisher, sorted(entitled - site))
+            followed[publisher] = sorted(site | entitled)
+        self.follow(followed)
+
+    def withheld(
+        self, manifest: pb.Manifest, delivered: set[str], *, requested: Sequence[str],
+        now_ms: int,
+    ) -> list[str]:
+        """Concepts of an opened document our entitlement grants that did not arrive (flagged)."""
+        in_document = {r.concept for r in manifest.ranges}
+        entitled = self.entitled(manifest.publisher, now_ms, requested)
+        withheld = sorted(entitled & in_document - delivered)
+        if withheld:
+            self.flag(
+                manifest.publisher, withheld,
+                document=f"{manifest.document_id} v{manifest.version}",
+            )
+        return withheld
 
     def entitled_publishers(self) -> frozenset[str]:
         """Publishers we hold an entitlement from."""

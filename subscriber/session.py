@@ -50,7 +50,6 @@ from xdn.wireconv import (
     delivery_from_pb,
     document_keys_from_pb,
     enrolment_from_pb,
-    manifest_from_pb,
     rekey_from_pb,
 )
 
@@ -288,21 +287,14 @@ class Session:
                 self._check_grants()
         self.keyring.set_applied(self.address, sequence)
 
-    def _entitled(self, publisher: str) -> frozenset[str]:
-        """What ``publisher``'s signed entitlement grants us (of what we asked for)."""
-        entitled = self.completeness.entitled(publisher, int(self.clock().timestamp() * 1000))
-        return entitled & frozenset(self.setup.concepts) if self.setup.concepts else entitled
+    def _now_ms(self) -> int:
+        return int(self.clock().timestamp() * 1000)
 
     def _check_grants(self) -> None:
         """Follow what the site grants us and what our entitlements grant; flag the difference."""
-        grants = self.report.grants
-        followed = {}
-        for publisher in sorted(set(grants) | self.completeness.entitled_publishers()):
-            entitled, site = self._entitled(publisher), set(grants.get(publisher, ()))
-            if entitled - site:
-                self.completeness.flag(publisher, sorted(entitled - site))
-            followed[publisher] = sorted(site | entitled)
-        self.completeness.follow(followed)
+        self.completeness.check_grants(
+            self.report.grants, requested=self.setup.concepts, now_ms=self._now_ms()
+        )
         self.report.withheld = self.completeness.flagged
 
     def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
@@ -311,25 +303,6 @@ class Session:
         self.report.gaps += len({g.sequence for g in gaps})
         self.keyring.set_applied(self.address, sequence)
 
-    def _count_in_sequence(self, message: pb.Dissemination) -> None:
-        """Count a document in its publisher's signed sequence, once its manifest verifies
-        (a forged one counts for nothing: it is refused when opened)."""
-        manifest = message.manifest
-        if not manifest.sequence:
-            return
-        try:
-            publisher = certs.verify_certificate(
-                manifest.publisher_certificate, self.setup.tls.ca_pem, at=self.clock(),
-                role="publisher",
-            )
-            signed = manifest_from_pb(manifest)
-            if publisher.name != manifest.publisher:
-                return
-            signed.verify(certs.public_key_of(manifest.publisher_certificate))
-        except PeerError:
-            return
-        self.completeness.on_manifest(signed, state=self._before_subscribing(manifest))
-        self.report.missing = self.completeness.detected
 
     def _before_subscribing(self, manifest: pb.Manifest) -> bool:
         """Is this a retained document from before our subscription (state at subscribe time)?"""
@@ -338,7 +311,11 @@ class Session:
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused or held)."""
         manifest = message.manifest
-        self._count_in_sequence(message)
+        self.completeness.count(  # in the publisher's signed sequence
+            manifest, ca_pem=self.setup.tls.ca_pem, at=self.clock(),
+            state=self._before_subscribing(manifest),
+        )
+        self.report.missing = self.completeness.detected
         last = self.keyring.version(manifest.publisher, manifest.document_id)
         if last == manifest.version:
             log.info("%s v%d delivered again; already applied", manifest.document_id,
@@ -376,28 +353,13 @@ class Session:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
         granted = self.report.grants.get(manifest.publisher, [])
         if not self._before_subscribing(manifest):
-            entitled = self._entitled(manifest.publisher) & delivered
-            return sorted(set(granted) | entitled), []
+            entitled = self.completeness.entitled(
+                manifest.publisher, self._now_ms(), self.setup.concepts
+            )
+            return sorted(set(granted) | entitled & delivered), []
         in_document = {r.concept for r in manifest.ranges}
         absent = sorted(set(granted) & in_document - delivered)
         return sorted(set(granted) & delivered), absent
-
-    def _withheld(self, message: pb.Dissemination) -> list[str]:
-        """Concepts of an opened document our signed entitlement grants that did not arrive
-        (flagged); retained documents from before we subscribed hold what their site held."""
-        manifest = message.manifest
-        if self._before_subscribing(manifest):
-            return []
-        in_document = {r.concept for r in manifest.ranges}
-        delivered = {f.concept for f in message.fragments}
-        withheld = sorted(self._entitled(manifest.publisher) & in_document - delivered)
-        if withheld:
-            self.completeness.flag(
-                manifest.publisher, withheld,
-                document=f"{manifest.document_id} v{manifest.version}",
-            )
-            self.report.withheld = self.completeness.flagged
-        return withheld
 
     def _open(self, message: pb.Dissemination, sequence: int, last: int | None) -> bytes:
         manifest = message.manifest
@@ -451,8 +413,14 @@ class Session:
         }
         if absent:
             record["missing"] = absent  # retained state: concepts this site did not hold
-        if withheld := self._withheld(message):
+        if not self._before_subscribing(manifest) and (  # (retained: what their site held)
+            withheld := self.completeness.withheld(
+                manifest, {f.concept for f in message.fragments},
+                requested=self.setup.concepts, now_ms=self._now_ms(),
+            )
+        ):
             record["withheld"] = withheld  # granted by our signed entitlement, not delivered
+            self.report.withheld = self.completeness.flagged
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1
