@@ -8,7 +8,8 @@ without locks.
 * :meth:`route` turns a received document (and key messages) into queued deliveries — one
   signed provenance hop per destination, planned by :mod:`disseminator.planning` — committed
   in one transaction with the document's retention, then wakes the destinations' streams;
-  :meth:`replay_retained` queues the retained documents for a new subscriber.
+  :meth:`replay_retained` queues the retained documents for a new subscriber, and
+  :meth:`replay_missing` those a subscriber found missing in a publisher's signed sequence.
 * :meth:`pump` is the sending side of one connection: it reads the destination's queue after
   the connection's cursor, within its flow-control window, and sleeps until woken.
 * Registrations are durable: a subscriber that disconnects stays registered (its queue fills)
@@ -53,6 +54,7 @@ __all__ = ["SiteIdentity", "SiteNode", "to_pb_member"]
 log = logging.getLogger(__name__)
 
 _BATCH = 256
+_MAX_MISSING = 1024  # missing documents one request may ask for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,9 +281,12 @@ class SiteNode:
         keys: Sequence[pb.KeyMessage] = (),
         rekeys: Sequence[pb.GroupRekey] = (),
         document_keys: Sequence[pb.DocumentKeys] = (),
+        checkpoint: pb.Checkpoint | None = None,
+        entitlements: Sequence[pb.Entitlement] = (),
         counter: tuple[str, int] | None = None,
     ) -> Reach:
-        """Queue group rekeys, key messages and a document for every destination, atomically.
+        """Queue group rekeys, key messages (and members' entitlements), a document and the
+        publisher's checkpoint (after the document) for every destination, atomically.
 
         The document is retained (when the site retains documents) for new subscribers.
 
@@ -289,7 +294,9 @@ class SiteNode:
             What the document reached (all zero without a document, or for a retransmission).
         """
         appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
-        addressed: list[pb.KeyMessage | pb.DocumentKeys] = [*keys, *document_keys]
+        addressed: list[pb.KeyMessage | pb.DocumentKeys | pb.Entitlement] = [
+            *keys, *document_keys, *entitlements
+        ]
         for key in addressed:
             if (append := self.planner.addressed(key)) is not None:
                 appends.append(append)
@@ -309,6 +316,8 @@ class SiteNode:
                     publisher=publisher, document=document, version=version,
                     payload=dissemination.SerializeToString(),
                 )
+        if checkpoint is not None:
+            appends += self.planner.checkpoint(checkpoint)
         last, full = self.store.commit_routing(
             document=None if planned is None else planned.identity,
             appends=appends,
@@ -617,6 +626,54 @@ class SiteNode:
             publisher: show only this publisher's part (a key service asking); ``None``: all.
         """
         return to_pb_member(reg, self.refreshes.of(reg.subscriber), publisher=publisher)
+
+    def replay_missing(self, subscriber: str, publisher: str, sequences: Sequence[int]) -> int:
+        """Queue the retained documents of ``publisher`` numbered ``sequences`` that local
+        ``subscriber`` may read, then a note naming those this site cannot replay.
+
+        Returns:
+            How many documents were queued.
+
+        Raises:
+            ProtocolError: ``subscriber`` is not registered here, or asks for too many.
+        """
+        reg = self.table.local.get(subscriber)
+        if reg is None:
+            raise ProtocolError(f"missing documents asked by {subscriber!r}, not registered here")
+        wanted = set(sequences)
+        if len(wanted) > _MAX_MISSING:
+            raise ProtocolError(f"more than {_MAX_MISSING} missing documents asked at once")
+        granted = reg.grants.get(publisher, frozenset())
+        appends, graphs, found = [], [], set()
+        for doc in self.store.retained():
+            if doc.publisher != publisher:
+                continue
+            diss = pb.Dissemination.FromString(doc.payload)
+            if diss.manifest.sequence not in wanted:
+                continue
+            planned = self.planner.retained(diss, subscriber, granted)
+            if planned is not None:
+                found.add(diss.manifest.sequence)
+                appends.append(planned[0])
+                graphs.append(planned[1])
+        if unavailable := sorted(wanted - found):
+            note = pb.Missing(publisher=publisher, sequences=unavailable)
+            appends.append(
+                Append(
+                    kind="subscriber",
+                    name=subscriber,
+                    payload=pb.Delivery(unavailable=note).SerializeToString(),
+                )
+            )
+        log.info(
+            "%s asks for %d missing documents of %s; %d replayed",
+            subscriber, len(wanted), publisher, len(found),
+        )
+        if appends:
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.flush_log()
+            self.wake(Destination("subscriber", subscriber))
+        return len(found)
 
     def request_refresh(self, subscriber: str, publisher: str, concept: str) -> None:
         """A local subscriber missed epochs of a group it is granted: ask for its path.

@@ -4,12 +4,15 @@ Theory of operation. A :class:`Planner` turns what a site received into :class:`
 for its durable queues, without touching the store:
 
 * a group rekey goes wherever a fragment of its concept would go (:meth:`Planner.rekey`);
-* an enrolment or a document-key grant goes to its one subscriber (:meth:`Planner.addressed`);
+* an enrolment, a document-key grant or a member's entitlement goes to its one subscriber
+  (:meth:`Planner.addressed`);
 * a document goes, per destination, as the fragments that destination was granted, with one
   provenance hop signed by this site (:meth:`Planner.document`); the plan also says which
   concepts reached which local subscriber, for the policy engine;
 * a retained document goes to one new subscriber, restricted to its grants
-  (:meth:`Planner.retained`).
+  (:meth:`Planner.retained`);
+* a publisher's signed checkpoint goes to every destination granted any of its concepts
+  (:meth:`Planner.checkpoint`).
 
 Fragments are checked against the document they claim and the ontology; anything else is a
 :class:`~xdn.errors.ProtocolError`. Nothing here can read content: only cleartext headers are
@@ -56,14 +59,18 @@ class Planner:
     signer: provenance.Signer
     now_ms: Callable[[], int]
 
-    def addressed(self, key: pb.KeyMessage | pb.DocumentKeys) -> Append | None:
-        """An enrolment or a document-key grant goes to its one subscriber only."""
+    def addressed(
+        self, key: pb.KeyMessage | pb.DocumentKeys | pb.Entitlement
+    ) -> Append | None:
+        """An enrolment, a document-key grant or an entitlement goes to its one subscriber."""
         destination = self.table.route_key(key.subscriber)
         if destination is None:
             log.warning("no route for key message to %s; dropped", key.subscriber)
             return None
         if isinstance(key, pb.KeyMessage):
             delivery = pb.Delivery(key=key)
+        elif isinstance(key, pb.Entitlement):
+            delivery = pb.Delivery(entitlement=key)
         else:
             delivery = pb.Delivery(document_keys=key)
         payload = delivery.SerializeToString()
@@ -76,6 +83,22 @@ class Planner:
         payload = pb.Delivery(rekey=rekey).SerializeToString()
         plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
         return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
+
+    def checkpoint(self, checkpoint: pb.Checkpoint) -> list[Append]:
+        """A publisher's checkpoint goes wherever anything of the publisher may go."""
+        publisher = checkpoint.publisher
+        payload = pb.Delivery(checkpoint=checkpoint).SerializeToString()
+        out = [
+            Append(kind="subscriber", name=name, payload=payload)
+            for name, reg in self.table.local.items()
+            if reg.grants.get(publisher)
+        ]
+        out += [
+            Append(kind="link", name=site, payload=payload)
+            for site, regs in self.table.links.items()
+            if any(r.grants.get(publisher) for r in regs.values())
+        ]
+        return out
 
     def document(self, diss: pb.Dissemination) -> DocumentPlan:
         """One relayed message (and signed provenance hop) per destination of a document."""

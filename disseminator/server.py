@@ -327,16 +327,23 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
                 )
-            addressed = (*request.keys, *request.rekeys, *request.document_keys)
+            addressed = (
+                *request.keys, *request.rekeys, *request.document_keys, *request.entitlements
+            )
             if any(m.publisher != publisher.name for m in addressed):
                 raise ProtocolError("a key message names another publisher")
-            if not has_document and not addressed:
+            checkpoint = request.checkpoint if request.HasField("checkpoint") else None
+            if checkpoint is not None and checkpoint.publisher != publisher.name:
+                raise ProtocolError("a checkpoint names another publisher")
+            if not has_document and not addressed and checkpoint is None:
                 raise ProtocolError("a PublishRequest carries neither a document nor keys")
             reach = self._node.route(
                 dissemination=request.dissemination if has_document else None,
                 keys=list(request.keys),
                 rekeys=list(request.rekeys),
                 document_keys=list(request.document_keys),
+                checkpoint=checkpoint,
+                entitlements=list(request.entitlements),
             )
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
@@ -528,6 +535,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     elif kind == "refresh" and destination.kind == "subscriber":
                         self._node.request_refresh(
                             destination.name, message.refresh.publisher, message.refresh.concept
+                        )
+                    elif kind == "missing" and destination.kind == "subscriber":
+                        self._node.replay_missing(
+                            destination.name,
+                            message.missing.publisher,
+                            list(message.missing.sequences),
                         )
             except ProtocolError as exc:
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)

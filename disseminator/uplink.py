@@ -180,6 +180,10 @@ class Uplink:
                 self._node.route(rekeys=[delivery.rekey], counter=counter)
             elif kind == "document_keys":
                 self._node.route(document_keys=[delivery.document_keys], counter=counter)
+            elif kind == "checkpoint":
+                self._node.route(checkpoint=delivery.checkpoint, counter=counter)
+            elif kind == "entitlement":
+                self._node.route(entitlements=[delivery.entitlement], counter=counter)
             else:
                 self._node.route(dissemination=delivery.dissemination, counter=counter)
         except PeerError as exc:

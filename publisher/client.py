@@ -34,6 +34,15 @@ documents' per-document keys and, with each enrolment of a joiner, sends it a se
 those keys for the concept it joined (never a group key of an earlier epoch), so the joiner can
 open what its site replays. :meth:`Publisher.sync_keys` runs the same membership check without
 a document, so joiners need not wait for the next publication.
+
+Completeness (:mod:`xdn.completeness`): each document gets the next number of the publisher's
+signed sequence (reserved durably in the key store before it is signed) and, per concept, a
+signed back pointer to the previous document holding it — a document still in flight counts
+(:meth:`Publisher._sequencing`). Every ``Publish`` and key synchronisation carries a signed
+checkpoint naming each concept's newest document, which sites relay to subscribers. With it
+go the members' signed entitlements (what our policy grants each certificate whatever the sites
+observe, :func:`xdn.completeness.entitlement_of`), new or changed ones with a document and all
+of them on a key synchronisation — only while the site enforces the policy version we evaluate.
 """
 
 from __future__ import annotations
@@ -53,7 +62,14 @@ from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
 from publisher.revocation import CrlFile
 from xdn import certs, crypto, identity, ids, provenance, xmlsafe
-from xdn.codec import ConceptKey, concept_order, encode
+from xdn.codec import ConceptKey, Sequencing, concept_order, encode
+from xdn.completeness import (
+    Checkpoint,
+    entitlement_of,
+    sign_checkpoint,
+    sign_entitlement,
+    stateful_concepts,
+)
 from xdn.errors import CertificateError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.lkh import (
@@ -72,9 +88,11 @@ from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wireconv import (
+    checkpoint_to_pb,
     dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
+    entitlement_to_pb,
     reach_from_pb,
     rekey_to_pb,
     standing_from_pb,
@@ -137,6 +155,9 @@ class _Prepared:
     public_keys: dict[str, crypto.PublicKey]  # of the members, for retained-document keys
     refreshes: list[Signed[Enrolment]]  # path refreshes members asked for
     document_keys: list[DocumentKey]
+    sequence: int  # in the publisher's signed sequence
+    checkpoint: pb.Checkpoint  # signed, naming this document as its concepts' newest
+    entitlements: list[pb.Entitlement]  # new or changed since last sent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +166,7 @@ class _Member:
     public_key: crypto.PublicKey
     concepts: frozenset[str]
     refresh: frozenset[str] = frozenset()  # groups whose epochs it missed (it asks its path)
+    credential: certs.Credential | None = None  # verified; its entitlement is evaluated for it
 
 
 def member_concepts(
@@ -215,6 +237,10 @@ class Publisher:
         self._stub = pb_grpc.DisseminatorStub(self._channel)
         self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
         self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
+        self._inflight: dict[str, int] = {}  # concept → sequence prepared, not acknowledged
+        self._stateful = stateful_concepts(setup.policy, setup.ontology)
+        self._entitled: dict[str, pb.Entitlement] = {}  # member → the last one signed
+        self._site_policy = 0  # the policy version the site enforces, from its standing
 
     async def close(self) -> None:
         await self._channel.close()
@@ -235,6 +261,7 @@ class Publisher:
 
     def _check_site(self, reply: pb.Membership) -> None:
         """Refuse to go on at a site that would drop what we send; warn once per finding."""
+        self._site_policy = reply.standing.policy_version if reply.HasField("standing") else 0
         if not reply.HasField("standing"):
             warnings: tuple[str, ...] = (
                 f"site {reply.site or self._setup.connect} does not report where it stands "
@@ -301,6 +328,7 @@ class Publisher:
                             if g.publisher == self._setup.name
                             for c in g.concepts
                         ),
+                        credential=credential,
                     )
                 )
         return reply.site, members
@@ -384,6 +412,7 @@ class Publisher:
             for c in present
         }
         version = self._next_version(document_id)
+        sequencing = self._sequencing(present)
         now_ms = int(self._clock().timestamp() * 1000)
         encoded = encode(
             mapped,
@@ -394,6 +423,7 @@ class Publisher:
             keys=keys,
             signer=self._signer_key,
             concept_order=self._concept_order,
+            sequencing=sequencing,
         )
         message = provenance.originate(
             self._signer,
@@ -435,6 +465,63 @@ class Publisher:
                 (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
                 for c, k in keys.items()
             ],
+            sequence=sequencing.sequence,
+            checkpoint=self._checkpoint(now_ms),
+            entitlements=self._entitlements(members),
+        )
+
+    def _entitlements(self, members: list[_Member], *, every: bool = False) -> list[pb.Entitlement]:
+        """Signed entitlements of the members that have none or a changed one (``every``: all
+        of them); none while the site enforces another version of our policy."""
+        policy = self._setup.policy
+        if self._site_policy != policy.version:
+            return []
+        now = self._clock()
+        out = []
+        for member in members:
+            if member.credential is None:
+                continue
+            last = self._entitled.get(member.name)
+            if (
+                last is None
+                or last.certificate != member.credential.fingerprint
+                or last.policy_version != policy.version
+            ):
+                entitlement = entitlement_of(
+                    member.credential, policy, self._setup.ontology, at=now,
+                    stateful=self._stateful,
+                )
+                last = entitlement_to_pb(
+                    sign_entitlement(entitlement, self._signer_key),
+                    publisher_certificate=self._setup.tls.cert_pem,
+                )
+                self._entitled[member.name] = last
+            elif not every:
+                continue
+            out.append(last)
+        return out
+
+    def _sequencing(self, present: frozenset[str]) -> Sequencing:
+        """The next sequence number and each present concept's previous document (one still
+        being sent counts: it goes first)."""
+        sequence = self._keys.reserve_sequence()
+        newest = {**self._keys.concept_sequences(), **self._inflight}
+        previous = {c: newest[c] for c in present if c in newest}
+        self._inflight.update(dict.fromkeys(present, sequence))
+        return Sequencing(sequence=sequence, previous=previous)
+
+    def _checkpoint(self, now_ms: int) -> pb.Checkpoint:
+        """Our signed statement of each concept's newest document, as sent so far."""
+        checkpoint = Checkpoint(
+            publisher=self._setup.name,
+            issued_at_ms=now_ms,
+            sequence=self._keys.last_sequence(),
+            latest={**self._keys.concept_sequences(), **self._inflight},
+            policy_version=self._setup.policy.version,
+        )
+        return checkpoint_to_pb(
+            sign_checkpoint(checkpoint, self._signer_key),
+            publisher_certificate=self._setup.tls.cert_pem,
         )
 
     def _next_version(self, document_id: str) -> int:
@@ -447,18 +534,31 @@ class Publisher:
         """Start sending a prepared document with the key outbox as it is now."""
         request, outbox = self._key_messages(prepared.public_keys, prepared.refreshes)
         request.dissemination.CopyFrom(prepared.dissemination)
+        request.checkpoint.CopyFrom(prepared.checkpoint)
+        request.entitlements.extend(prepared.entitlements)
         return asyncio.ensure_future(self._deliver(prepared, request, outbox))
 
     async def _deliver(
         self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
     ) -> PublishResult:
         """Await the network's acknowledgement, then record what it accepted."""
-        ack = await self._call(
-            f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
-        )
+        try:
+            ack = await self._call(
+                f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
+            )
+        finally:  # accepted: the key store has it below; refused: no document points to it
+            for concept in prepared.concepts:
+                if self._inflight.get(concept) == prepared.sequence:
+                    del self._inflight[concept]
         for sent in outbox:
             self._lkh.delivered(sent.concept, sent.epoch)
-        self._keys.commit(prepared.document_id, prepared.version, prepared.document_keys)
+        self._keys.commit(
+            prepared.document_id,
+            prepared.version,
+            prepared.document_keys,
+            sequence=prepared.sequence,
+            concepts=prepared.concepts,
+        )
         if self._unsent.get(prepared.document_id) == prepared.version:
             del self._unsent[prepared.document_id]
         self._log.append(prepared.message)
@@ -519,7 +619,10 @@ class Publisher:
         rekeyed, _ = self._rekey(frozenset(self._groups), members)
         refreshes = self._path_refreshes(members)
         request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
-        if outbox or refreshes:
+        if self._keys.last_sequence():  # subscribers learn how far our sequence has gone
+            request.checkpoint.CopyFrom(self._checkpoint(int(self._clock().timestamp() * 1000)))
+        request.entitlements.extend(self._entitlements(members, every=True))
+        if outbox or refreshes or request.HasField("checkpoint") or request.entitlements:
             await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)

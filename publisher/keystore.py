@@ -7,6 +7,13 @@ same document gets the next version and subscribers can refuse replays of older 
 The per-document keys of the last ``retain`` documents (latest version of each) are kept too:
 sites retain the same recent documents, and a member that joins a concept's group is granted
 those documents' keys for that concept (:mod:`xdn.lkh._grants`) — state at subscribe time.
+
+The publisher's signed sequence (:mod:`xdn.completeness`): every new document version gets the
+next sequence number, reserved durably before the document is signed (:meth:`KeyStore.
+reserve_sequence`), so a number is never signed twice even if a publication fails or the
+publisher crashes. Once the network accepted a document, the newest sequence number of each of
+its concepts is stored with its version (:meth:`KeyStore.commit`): the back pointers of the
+next document and the publisher's checkpoints are read from there.
 """
 
 from __future__ import annotations
@@ -26,6 +33,14 @@ CREATE TABLE IF NOT EXISTS retained (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     document_id TEXT NOT NULL UNIQUE,
     version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sequence (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    last INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS concept_sequence (
+    concept TEXT PRIMARY KEY,
+    latest INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS retained_keys (
     seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
@@ -59,16 +74,50 @@ class KeyStore:
         ).fetchone()
         return 1 if row is None else int(row[0]) + 1
 
+    def reserve_sequence(self) -> int:
+        """The next sequence number, durably reserved: it is never returned again."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO sequence (id, last) VALUES (0, 1) "
+                "ON CONFLICT (id) DO UPDATE SET last = last + 1"
+            )
+            row = self._db.execute("SELECT last FROM sequence WHERE id = 0").fetchone()
+        return int(row[0])
+
+    def last_sequence(self) -> int:
+        """The newest sequence number reserved (0: none yet)."""
+        row = self._db.execute("SELECT last FROM sequence WHERE id = 0").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def concept_sequences(self) -> dict[str, int]:
+        """Concept → sequence number of the newest accepted document holding it."""
+        rows = self._db.execute("SELECT concept, latest FROM concept_sequence ORDER BY concept")
+        return {concept: int(latest) for concept, latest in rows}
+
     def commit(
-        self, document_id: str, version: int, keys: Iterable[DocumentKey] = ()
+        self,
+        document_id: str,
+        version: int,
+        keys: Iterable[DocumentKey] = (),
+        *,
+        sequence: int = 0,
+        concepts: Iterable[str] = (),
     ) -> None:
-        """Record that ``version`` of ``document_id`` was published, with its document keys."""
+        """Record that ``version`` of ``document_id`` was published, with its document keys and
+        (when sequenced) its sequence number as the newest of each of its ``concepts``."""
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(
                 "INSERT OR REPLACE INTO documents (document_id, version) VALUES (?, ?)",
                 (document_id, version),
             )
+            if sequence:
+                self._db.executemany(
+                    "INSERT INTO concept_sequence (concept, latest) VALUES (?, ?) "
+                    "ON CONFLICT (concept) DO UPDATE SET latest = MAX(latest, excluded.latest)",
+                    [(concept, sequence) for concept in concepts],
+                )
             if self._retain > 0:
                 self._retain_keys(document_id, version, keys)
 

@@ -37,6 +37,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         local_crl=local_crl,
         crl_grace=timedelta(seconds=args.crl_grace),
         lease_s=args.lease,
+        checkpoint_max_age_s=args.checkpoint_max_age,
     )
 
     async def run() -> int:
@@ -58,6 +59,13 @@ def _subscribe(args: argparse.Namespace) -> int:
             ),
             flush=True,
         )
+        if report.missing or report.gaps or report.withheld:
+            print(
+                f"{setup.name}: {report.missing} documents found missing, {report.gaps} of them "
+                f"withheld for good; {report.withheld} grants or concepts withheld against our "
+                f"signed entitlements (see {setup.out_dir / 'gaps.jsonl'})",
+                flush=True,
+            )
         return 0 if report.refused == 0 and not report.refusals else 2
 
     return asyncio.run(run())
@@ -113,6 +121,10 @@ def _lease_seconds(text: str) -> float:
     from xdn.lease import MAX_PERIOD_MS
 
     return _seconds_in(text, 1, MAX_PERIOD_MS / 1000, "a lease (a week at most)")
+
+
+def _max_age(text: str) -> float:
+    return _seconds_in(text, 1, 30 * 86_400, "the checkpoint age bound")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -184,6 +196,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="membership lease period, renewed at a third of it while subscribed; offline "
         "longer than this, the subscriber leaves the groups and rejoins when back "
         "(default 3600)",
+    )
+    parser.add_argument(
+        "--checkpoint-max-age", type=_max_age, default=3600.0, metavar="SECONDS",
+        help="past this age of a publisher's newest signed checkpoint, say we cannot vouch "
+        "that none of its newest documents was withheld (default 3600)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

@@ -177,6 +177,7 @@ def _handle(
         session.report.retained += message.subscribed.retained
         if message.subscribed.crl:  # the site's CRL: kept if newer than the one in force
             session.on_crl(message.subscribed.crl, session.keyring.applied(session.address))
+        session.completeness.new_stream()  # ask again for what is still missing
         if setup.retained:
             now_ms = int(session.clock().timestamp() * 1000)
             session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
@@ -195,6 +196,7 @@ def _handle(
             else:  # no longer granted here: nothing to catch up on
                 session.keyring.clear_stale(publisher, concept)
         _send_refresh_requests(session, outgoing)
+        _send_missing_requests(session, outgoing)
         return
     delivery = message.delivery
     if delivery.sequence <= session.keyring.applied(session.address):
@@ -225,6 +227,12 @@ def _handle(
     elif body == "revocation_list":
         session.on_crl(delivery.revocation_list.crl, delivery.sequence)
         session.keyring.set_applied(session.address, delivery.sequence)
+    elif body == "checkpoint":
+        session.on_checkpoint(delivery.checkpoint, delivery.sequence)
+    elif body == "unavailable":
+        session.on_unavailable(delivery.unavailable, delivery.sequence)
+    elif body == "entitlement":
+        session.on_entitlement(delivery.entitlement, delivery.sequence)
     elif body == "ended":  # the site ends the stream once it has our acknowledgement
         print(f"{setup.name}: subscription ends: {delivery.ended.reason}", flush=True)
         session.keyring.set_applied(session.address, delivery.sequence)
@@ -235,6 +243,14 @@ def _handle(
         if setup.max_documents is not None and done >= setup.max_documents:
             stop.set()
     outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
+    _send_missing_requests(session, outgoing)
+
+
+def _send_missing_requests(
+    session: Session, outgoing: asyncio.Queue[pb.ClientMessage | None]
+) -> None:
+    for request in session.completeness.requests():
+        outgoing.put_nowait(pb.ClientMessage(missing=request))
 
 
 def _send_refresh_requests(
@@ -274,6 +290,12 @@ async def run_subscriber(
         return session.report
     finally:
         session.report.held = session.keyring.held_count()
+        session.report.unvouched = session.completeness.unvouched(
+            int(clock().timestamp() * 1000), int(setup.checkpoint_max_age_s * 1000)
+        )
+        for publisher, why in session.report.unvouched.items():
+            print(f"{setup.name}: cannot vouch that nothing of {publisher} was withheld: {why}",
+                  flush=True)
         session.close()
 
 

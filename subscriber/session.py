@@ -35,6 +35,14 @@ recorded as ``missing``; for every later document, every granted concept must ar
 
 Each accepted document gets a signed receipt envelope (the RECEIVED stage), appended to the
 subscriber's provenance log and sent back with the acknowledgement.
+
+Completeness (:mod:`subscriber.gaps`): every document whose manifest verifies counts in its
+publisher's signed sequence, and the publisher's signed checkpoints name each concept's newest
+document; a document of a granted concept that never came is asked of the site and, if it
+cannot replay it, reported as a gap. What we are granted is not only the site's word: each
+publisher's signed entitlement names what its policy grants our certificate whatever the sites
+observe; those concepts are followed and must arrive whole too, and a site that reports fewer
+grants, or delivers a document without one of them, is flagged.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.revocation import (
     DEFAULT_GRACE,
@@ -94,6 +103,9 @@ class SubscriberSetup:
     local_crl: bytes | None = None  # a CRL given by the operator (PEM); the newer one is used
     crl_grace: timedelta = DEFAULT_GRACE  # how long past its nextUpdate a CRL still counts
     lease_s: float = 3600.0  # membership lease period; renewed at a third of it
+    # Past this age of a publisher's newest signed checkpoint, we cannot vouch that none of its
+    # newest documents was withheld.
+    checkpoint_max_age_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.max_held_documents < 1 or self.max_held_bytes < 1:
@@ -115,6 +127,10 @@ class SubscriptionReport:
     retained: int = 0  # retained documents the site queued at registration
     keys_refused: int = 0  # key messages refused (unauthenticated, not ours, not opening)
     refusals: dict[str, int] = field(default_factory=dict)  # by kind (see subscriber.store)
+    missing: int = 0  # documents found missing in a publisher's signed sequence (asked for)
+    gaps: int = 0  # missing documents the site could not replay
+    withheld: int = 0  # grants or documents' concepts withheld against our signed entitlement
+    unvouched: dict[str, str] = field(default_factory=dict)  # publisher → why not
 
 
 def open_dissemination(
@@ -174,6 +190,10 @@ class Session:
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
         self.lease_site: tuple[str, str] | None = None  # (name, block) of the site, once known
+        self.completeness = Completeness(
+            setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
+        )
+        self.credential = certs.credential_from_pem(setup.tls.cert_pem)
         self.holding = Holding(
             self.keyring,
             max_documents=setup.max_held_documents,
@@ -210,6 +230,7 @@ class Session:
     def close(self) -> None:
         self.keyring.close()
         self.log.close()
+        self.completeness.close()
 
     # ---- grants --------------------------------------------------------------------------
     def grants_at_resume(self, subscribed: pb.Subscribed) -> dict[str, list[str]]:
@@ -227,6 +248,7 @@ class Session:
             grants = {g.publisher: sorted(g.concepts) for g in subscribed.grants}
             self.keyring.set_grants(self.address, grants)
         self.report.grants = grants
+        self._check_grants()
         return grants
 
     def on_grants_changed(self, change: pb.GrantsChanged, sequence: int) -> None:
@@ -234,6 +256,7 @@ class Session:
         grants = {g.publisher: sorted(g.concepts) for g in change.grants}
         self.keyring.set_grants(self.address, grants, applied=sequence)
         self.report.grants = grants
+        self._check_grants()  # a concept newly granted starts fresh
         for publisher, concept in self.keyring.stale():  # nothing to catch up on any more
             if concept not in grants.get(publisher, ()):
                 self.keyring.clear_stale(publisher, concept)
@@ -361,19 +384,23 @@ class Session:
     ) -> None:
         """Make a refusal visible: printed, recorded in the inbox, counted in the report.
 
-        ``kind`` says what was refused (see :mod:`subscriber.store`); every kind but ``crl``
-        is a document not accepted.
+        ``kind`` says what was refused (see :mod:`subscriber.store`); every kind but ``crl``,
+        ``checkpoint`` and ``entitlement`` is a document not accepted.
         """
         if manifest is not None:
             publisher, document, version = (
                 manifest.publisher, manifest.document_id, manifest.version
             )
-        if kind != "crl":
+        statement = kind in ("crl", "checkpoint", "entitlement")
+        if not statement:
             self.report.refused += 1
         self.report.refusals[kind] = self.report.refusals.get(kind, 0) + 1
-        what = "CRL" if kind == "crl" else f"{publisher}/{document}" + (
-            f" v{version}" if version is not None else ""
-        )
+        if kind == "crl":
+            what = "CRL"
+        elif statement:
+            what = f"{kind} of {publisher}"
+        else:
+            what = f"{publisher}/{document}" + (f" v{version}" if version is not None else "")
         print(f"{self.setup.name}: refused {what}: {reason}", flush=True)
         self.inbox.refuse(
             publisher=publisher, document_id=document, reason=reason, kind=kind, version=version
@@ -418,9 +445,60 @@ class Session:
         return stale_reason(self.crl, at=self.clock(), grace=self.setup.crl_grace)
 
     # ---- documents -----------------------------------------------------------------------
+    # ---- completeness --------------------------------------------------------------------
+    def on_checkpoint(self, message: pb.Checkpoint, sequence: int) -> None:
+        """A publisher's signed checkpoint: check our chains against it (refused if forged)."""
+        try:
+            self.completeness.on_checkpoint(
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock()
+            )
+        except PeerError as exc:
+            self.refuse("checkpoint", str(exc), publisher=message.publisher)
+        self.report.missing = self.completeness.detected
+        self.keyring.set_applied(self.address, sequence)
+
+    def on_entitlement(self, message: pb.Entitlement, sequence: int) -> None:
+        """A publisher's signed entitlement for our certificate (refused if not genuine)."""
+        try:
+            kept = self.completeness.on_entitlement(
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock(), me=self.credential
+            )
+        except PeerError as exc:
+            self.refuse("entitlement", str(exc), publisher=message.publisher)
+        else:
+            if kept:
+                self._check_grants()
+        self.keyring.set_applied(self.address, sequence)
+
+    def _now_ms(self) -> int:
+        return int(self.clock().timestamp() * 1000)
+
+    def _check_grants(self) -> None:
+        """Follow what the site grants us and what our entitlements grant; flag the difference."""
+        self.completeness.check_grants(
+            self.report.grants, requested=self.setup.concepts, now_ms=self._now_ms()
+        )
+        self.report.withheld = self.completeness.flagged
+
+    def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
+        """The site cannot replay documents we found missing: they are gaps."""
+        gaps = self.completeness.on_unavailable(message)
+        self.report.gaps += len({g.sequence for g in gaps})
+        self.keyring.set_applied(self.address, sequence)
+
+
+    def _before_subscribing(self, manifest: pb.Manifest) -> bool:
+        """Is this a retained document from before our subscription (state at subscribe time)?"""
+        return self.subscribed_at_ms is not None and manifest.issued_at_ms < self.subscribed_at_ms
+
     def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
         """Handle one document; return the receipt to send back (empty if refused or held)."""
         manifest = message.manifest
+        self.completeness.count(  # in the publisher's signed sequence
+            manifest, ca_pem=self.setup.tls.ca_pem, at=self.clock(),
+            state=self._before_subscribing(manifest),
+        )
+        self.report.missing = self.completeness.detected
         last = self.keyring.version(manifest.publisher, manifest.document_id)
         if last == manifest.version:
             log.info("%s v%d delivered again; already applied", manifest.document_id,
@@ -509,11 +587,11 @@ class Session:
     def _expected(self, manifest: pb.Manifest, delivered: set[str]) -> tuple[list[str], list[str]]:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
         granted = self.report.grants.get(manifest.publisher, [])
-        retained = self.subscribed_at_ms is not None and (
-            manifest.issued_at_ms < self.subscribed_at_ms
-        )
-        if not retained:
-            return granted, []
+        if not self._before_subscribing(manifest):
+            entitled = self.completeness.entitled(
+                manifest.publisher, self._now_ms(), self.setup.concepts
+            )
+            return sorted(set(granted) | entitled & delivered), []
         in_document = {r.concept for r in manifest.ranges}
         absent = sorted(set(granted) & in_document - delivered)
         return sorted(set(granted) & delivered), absent
@@ -528,7 +606,9 @@ class Session:
                 keys=self.keyring.get,
                 document_keys=self.keyring.document_key,
                 at=self.clock(),
-                concepts=concepts if manifest.publisher in self.report.grants else None,
+                concepts=(
+                    concepts if concepts or manifest.publisher in self.report.grants else None
+                ),
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
                 crl=self.crl,
             )
@@ -563,6 +643,14 @@ class Session:
         }
         if absent:
             record["missing"] = absent  # retained state: concepts this site did not hold
+        if not self._before_subscribing(manifest) and (  # (retained: what their site held)
+            withheld := self.completeness.withheld(
+                manifest, {f.concept for f in message.fragments},
+                requested=self.setup.concepts, now_ms=self._now_ms(),
+            )
+        ):
+            record["withheld"] = withheld  # granted by our signed entitlement, not delivered
+            self.report.withheld = self.completeness.flagged
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1

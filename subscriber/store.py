@@ -21,8 +21,9 @@ Output layout under ``OUT`` (the application's view of what arrived)::
                                       document refused ("document"), a forged or unverifiable
                                       one ("unverified"), a revoked publisher's ("revoked"), a
                                       held one dropped past the cap ("overflow"), a CRL ("crl"),
-                                      a key message (with "key_message": rekey, enrolment or
-                                      document-keys)
+                                      a publisher's checkpoint or entitlement statement
+                                      ("checkpoint", "entitlement"), a key message (with
+                                      "key_message": rekey, enrolment or document-keys)
 
 ``received.jsonl`` is an export of the database: at start-up it is rewritten from the database
 if a crash left the two apart.

@@ -30,18 +30,24 @@ from xdn.codec import (
     SignedManifest,
     merge_range_proofs,
 )
+from xdn.completeness import Checkpoint, Entitlement, SignedCheckpoint, SignedEntitlement
 from xdn.errors import ProtocolError, SignatureError
 from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage, Signed
 from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = [
+    "checkpoint_from_pb",
+    "checkpoint_to_pb",
     "delivery_from_pb",
     "dissemination_to_pb",
     "document_keys_from_pb",
     "document_keys_to_pb",
     "enrolment_from_pb",
     "enrolment_to_pb",
+    "entitlement_from_pb",
+    "entitlement_to_pb",
+    "manifest_from_pb",
     "reach_from_pb",
     "rekey_from_pb",
     "rekey_to_pb",
@@ -108,10 +114,15 @@ def dissemination_to_pb(
             publisher_certificate=publisher_certificate,
             ranges=[
                 pb.Manifest.ConceptRange(
-                    concept=r.concept, epoch=r.epoch, first=r.first, count=r.count
+                    concept=r.concept,
+                    epoch=r.epoch,
+                    first=r.first,
+                    count=r.count,
+                    previous=r.previous,
                 )
                 for r in manifest.ranges
             ],
+            sequence=manifest.sequence,
         ),
         fragments=fragments,
         provenance=provenance,
@@ -180,12 +191,115 @@ def _manifest_from_pb(m: pb.Manifest) -> SignedManifest:
             leaf_count=m.leaf_count,
             root=m.root,
             ranges=tuple(
-                ConceptRange(concept=r.concept, epoch=r.epoch, first=r.first, count=r.count)
+                ConceptRange(
+                    concept=r.concept,
+                    epoch=r.epoch,
+                    first=r.first,
+                    count=r.count,
+                    previous=r.previous,
+                )
                 for r in m.ranges
             ),
+            sequence=m.sequence,
         ),
         signature=m.signature,
     )
+
+
+def manifest_from_pb(m: pb.Manifest) -> SignedManifest:
+    """Read a received manifest (unverified).
+
+    Raises:
+        ProtocolError: a field is malformed.
+    """
+    try:
+        return _manifest_from_pb(m)
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"malformed manifest of {m.document_id!r}: {exc}") from None
+
+
+def checkpoint_to_pb(signed: SignedCheckpoint, *, publisher_certificate: bytes) -> pb.Checkpoint:
+    """The wire form of a publisher's signed checkpoint."""
+    c = signed.checkpoint
+    return pb.Checkpoint(
+        publisher=c.publisher,
+        issued_at_ms=c.issued_at_ms,
+        sequence=c.sequence,
+        concepts=[
+            pb.Checkpoint.ConceptSequence(concept=concept, latest=latest)
+            for concept, latest in c.latest.items()
+        ],
+        signature=signed.signature,
+        publisher_certificate=publisher_certificate,
+        policy_version=c.policy_version,
+    )
+
+
+def checkpoint_from_pb(message: pb.Checkpoint) -> SignedCheckpoint:
+    """Read a received checkpoint (unverified).
+
+    Raises:
+        ProtocolError: a field is malformed or a concept is listed twice.
+    """
+    latest = {c.concept: c.latest for c in message.concepts}
+    try:
+        if len(latest) != len(message.concepts):
+            raise ValueError("a concept is listed twice")
+        return SignedCheckpoint(
+            checkpoint=Checkpoint(
+                publisher=message.publisher,
+                issued_at_ms=message.issued_at_ms,
+                sequence=message.sequence,
+                latest=latest,
+                policy_version=message.policy_version,
+            ),
+            signature=message.signature,
+        )
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"malformed checkpoint of {message.publisher!r}: {exc}") from None
+
+
+def entitlement_to_pb(
+    signed: SignedEntitlement, *, publisher_certificate: bytes
+) -> pb.Entitlement:
+    """The wire form of a member's signed entitlement (routed to that member only)."""
+    e = signed.entitlement
+    return pb.Entitlement(
+        publisher=e.publisher,
+        subscriber=e.subscriber,
+        certificate=e.certificate,
+        policy_version=e.policy_version,
+        issued_at_ms=e.issued_at_ms,
+        valid_until_ms=e.valid_until_ms,
+        concepts=sorted(e.concepts),
+        conditional=sorted(e.conditional),
+        signature=signed.signature,
+        publisher_certificate=publisher_certificate,
+    )
+
+
+def entitlement_from_pb(message: pb.Entitlement) -> SignedEntitlement:
+    """Read a received entitlement (unverified).
+
+    Raises:
+        ProtocolError: a field is malformed.
+    """
+    try:
+        return SignedEntitlement(
+            entitlement=Entitlement(
+                publisher=message.publisher,
+                subscriber=message.subscriber,
+                certificate=message.certificate,
+                policy_version=message.policy_version,
+                issued_at_ms=message.issued_at_ms,
+                valid_until_ms=message.valid_until_ms,
+                concepts=frozenset(message.concepts),
+                conditional=frozenset(message.conditional),
+            ),
+            signature=message.signature,
+        )
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"malformed entitlement from {message.publisher!r}: {exc}") from None
 
 
 def _fragment_from_pb(f: pb.Fragment) -> Fragment:

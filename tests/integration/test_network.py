@@ -43,6 +43,8 @@ def test_each_subscriber_receives_exactly_what_its_policy_allows(network: LocalN
         received, refused = read_received(network.inbox(name))
         assert refused == 0
         assert received == expected
+        # Nothing withheld against the publishers' signed sequence or entitlements.
+        assert not (network.inbox(name) / "gaps.jsonl").exists(), network.output(name)
 
 
 def test_views_hold_the_original_content_and_sites_hold_no_plaintext(

@@ -24,6 +24,7 @@ PUBLIC = {
     "MappedNodeLike",
     "MerkleTree",
     "RangeProof",
+    "Sequencing",
     "SignedManifest",
     "View",
     "canonicalize",

@@ -18,7 +18,7 @@ from deploy.network import DEFAULT_PUBLISHERS, ONTOLOGY
 from deploy.pki import Party, ensure_ca, issue_party, revoke_party, write_crl
 from publisher.client import Publisher, PublisherSetup
 from publisher.revocation import CrlFile
-from xdn import certs
+from xdn import certs, crypto, identity, lease
 from xdn.errors import UsageError
 from xdn.grpc_tls import TlsFiles
 from xdn.mapping import load_mapping
@@ -53,9 +53,20 @@ class _DishonestRoot:
 
 
 def _member(pki: Path, name: str, concepts: frozenset[str]) -> pb.Member:
+    """``name`` as a site lists it: member id, certificate, grants and her own current lease."""
+    certificate = (pki / f"{name}.pem").read_bytes()
+    member_id = certs.credential_from_pem(certificate).member_id
+    signed = lease.sign(
+        lease.issue(
+            member=member_id, site="d1", block="ProductionProcess", concepts=(),
+            now_ms=lease.millis(datetime.now(UTC)), period_ms=3_600_000,
+        ),
+        crypto.load_private_key_pem((pki / f"{name}.key").read_bytes()),
+    )
     return pb.Member(
-        subscriber=name, certificate=(pki / f"{name}.pem").read_bytes(),
+        subscriber=member_id, certificate=certificate,
         grants=[pb.Grant(publisher=SPEC.name, concepts=sorted(concepts))],
+        lease=signed.to_bytes(),
     )
 
 
@@ -80,7 +91,9 @@ def test_the_key_service_does_not_take_a_revoked_subscriber_for_a_member(
             _, before = await publisher._members()
             revoke_party(pki, "alice", now=datetime.now(UTC))
             _, after = await publisher._members()
-            return [m.name for m in before], [m.name for m in after]
+            return (
+                [identity.person(m.name) for m in before], [identity.person(m.name) for m in after]
+            )
         finally:
             await publisher.close()
 

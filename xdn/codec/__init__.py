@@ -23,7 +23,13 @@ from xdn.codec._encode_file import EncodeReport, encode_document, encode_file
 from xdn.codec._encoding import XDN_NS
 from xdn.codec._fragments import Delivery, EncodedDocument, Fragment, fragment_leaf
 from xdn.codec._keys import ConceptKey, document_key, key_name
-from xdn.codec._manifest import ConceptRange, Manifest, SignedManifest, sign_manifest
+from xdn.codec._manifest import (
+    ConceptRange,
+    Manifest,
+    Sequencing,
+    SignedManifest,
+    sign_manifest,
+)
 from xdn.codec._merkle import (
     InclusionProof,
     MerkleTree,
@@ -69,6 +75,7 @@ __all__ = [
     "MappedNodeLike",
     "MerkleTree",
     "RangeProof",
+    "Sequencing",
     "SignedManifest",
     "View",
     "canonicalize",

@@ -21,6 +21,7 @@ from xdn import crypto
 from xdn.codec._encoding import check_u64
 from xdn.codec._fragments import Delivery, EncodedDocument, Fragment, fragment_leaf_hash
 from xdn.codec._keys import ConceptKey, check_name
+from xdn.codec._manifest import Sequencing
 from xdn.codec._plaintext import MappedNodeLike, canonical_fragments, fragment_id
 from xdn.codec._ranges import RangeProof, merge_range_proofs
 from xdn.codec._seal import LeafRecord, seal
@@ -116,6 +117,7 @@ def encode(
     signer: crypto.PrivateKey,
     concept_order: Sequence[str] = (),
     iv_factory: Callable[[], bytes] | None = None,
+    sequencing: Sequencing | None = None,
 ) -> EncodedDocument:
     """Encode a mapped document held in memory into signed, encrypted fragments.
 
@@ -130,6 +132,8 @@ def encode(
         concept_order: concepts in leaf order, e.g. :func:`xdn.codec.concept_order` of the
             ontology; unlisted concepts follow, by name.
         iv_factory: returns a fresh 12-byte GCM IV per fragment (tests only; random otherwise).
+        sequencing: the document's place in the publisher's signed sequence (its number and
+            each concept's previous document); ``None``: an unsequenced manifest.
 
     Returns:
         The encoded document, fragments in leaf order.
@@ -158,6 +162,7 @@ def encode(
         issued_at_ms=issued_at_ms,
         signer=signer,
         concept_order=concept_order,
+        sequencing=sequencing,
     )
     return EncodedDocument(
         signed_manifest=sealed.signed_manifest,

@@ -27,6 +27,17 @@ to try; we chose the plain table and document the leak.
 
 :meth:`Manifest.signed_bytes` is the exact byte string signed: a framed sequence (each field
 length-prefixed, see :mod:`xdn.codec._encoding`) starting with the label ``xdn/manifest/v2``.
+
+The publisher's signed sequence (``xdn/manifest/v3``): a sequenced manifest also commits to the
+document's ``sequence`` number (every new document version of a publisher gets the next one) and,
+in each range table row, to ``previous``: the sequence number of the publisher's previous
+document holding that concept (0: none). These back pointers chain, per concept, every document
+of the concept, so a subscriber granted concepts S that receives document n learns, for each of
+its concepts, which document came before — and sees a withheld one as a gap — without seeing any
+other document (:mod:`xdn.completeness`). What they reveal beyond the v2 table: how many
+documents the publisher issued, and for a concept present here when it last occurred before.
+An unsequenced manifest (``sequence`` 0, every ``previous`` 0) signs exactly the v2 bytes; a
+sequenced one can never be passed off as unsequenced, as the labels differ.
 """
 
 from __future__ import annotations
@@ -40,9 +51,37 @@ from xdn.codec._encoding import check_u64, frame, u64
 from xdn.codec._keys import check_name
 from xdn.codec._merkle import HASH_BYTES
 
-__all__ = ["ConceptRange", "Manifest", "SignedManifest", "sign_manifest"]
+__all__ = ["ConceptRange", "Manifest", "Sequencing", "SignedManifest", "sign_manifest"]
 
 _LABEL = b"xdn/manifest/v2"
+_LABEL_SEQUENCED = b"xdn/manifest/v3"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sequencing:
+    """A document's place in its publisher's signed sequence, for the encoders.
+
+    Attributes:
+        sequence: the document's number (at least 1).
+        previous: concept → sequence number of the previous document holding it (concepts not
+            listed: none, 0). Every value is below ``sequence``.
+    """
+
+    sequence: int
+    previous: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_u64("sequence", self.sequence)
+        if self.sequence < 1:
+            raise ValueError("a sequence number is at least 1")
+        if not isinstance(self.previous, Mapping):
+            raise TypeError("previous must be a mapping of concept to sequence number")
+        for concept, previous in self.previous.items():
+            check_name("concept", concept)
+            check_u64("previous", previous)
+            if previous >= self.sequence:
+                raise ValueError(f"previous document of {concept!r} is not before this one")
+        object.__setattr__(self, "previous", types.MappingProxyType(dict(self.previous)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,18 +93,22 @@ class ConceptRange:
         epoch: the key epoch every fragment of the concept is encrypted under.
         first: index of the concept's first leaf.
         count: number of the concept's fragments (at least one).
+        previous: sequence number of the publisher's previous document holding the concept
+            (0: none, or an unsequenced manifest).
     """
 
     concept: str
     epoch: int
     first: int
     count: int
+    previous: int = 0
 
     def __post_init__(self) -> None:
         check_name("concept", self.concept)
         check_u64("epoch", self.epoch)
         check_u64("first", self.first)
         check_u64("count", self.count)
+        check_u64("previous", self.previous)
         if self.count < 1:
             raise ValueError("a concept range holds at least one leaf")
 
@@ -87,6 +130,7 @@ class Manifest:
         leaf_count: number of fragments (Merkle leaves), at least one.
         root: the Merkle tree root over the fragment leaves.
         ranges: the range table, in leaf order; it partitions ``[0, leaf_count)``.
+        sequence: the document's number in the publisher's sequence (0: unsequenced).
     """
 
     document_id: str
@@ -96,6 +140,7 @@ class Manifest:
     leaf_count: int
     root: bytes
     ranges: tuple[ConceptRange, ...]
+    sequence: int = 0
     _by_concept: Mapping[str, ConceptRange] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +164,9 @@ class Manifest:
             expected = row.end
         if expected != self.leaf_count:
             raise ValueError("concept ranges must cover every leaf")
+        check_u64("sequence", self.sequence)
+        if any(row.previous >= max(self.sequence, 1) for row in self.ranges):
+            raise ValueError("a back pointer must name an earlier document of the sequence")
         by_concept = {row.concept: row for row in self.ranges}
         if len(by_concept) != len(self.ranges):
             raise ValueError("a concept appears twice in the range table")
@@ -130,6 +178,8 @@ class Manifest:
 
     def signed_bytes(self) -> bytes:
         """The unambiguous, domain-separated encoding the publisher signs."""
+        if self.sequence:
+            return self._sequenced_bytes()
         table = frame(
             *(frame(r.concept, u64(r.epoch), u64(r.first), u64(r.count)) for r in self.ranges)
         )
@@ -138,6 +188,25 @@ class Manifest:
             self.document_id,
             self.publisher,
             u64(self.version),
+            u64(self.issued_at_ms),
+            u64(self.leaf_count),
+            self.root,
+            table,
+        )
+
+    def _sequenced_bytes(self) -> bytes:
+        table = frame(
+            *(
+                frame(r.concept, u64(r.epoch), u64(r.first), u64(r.count), u64(r.previous))
+                for r in self.ranges
+            )
+        )
+        return frame(
+            _LABEL_SEQUENCED,
+            self.document_id,
+            self.publisher,
+            u64(self.version),
+            u64(self.sequence),
             u64(self.issued_at_ms),
             u64(self.leaf_count),
             self.root,

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdn import crypto
-from xdn.codec._manifest import ConceptRange, Manifest, SignedManifest, sign_manifest
+from xdn.codec._manifest import (
+    ConceptRange,
+    Manifest,
+    Sequencing,
+    SignedManifest,
+    sign_manifest,
+)
 from xdn.codec._merkle import MerkleTree
 from xdn.codec._order import leaf_sort_key
 from xdn.codec._ranges import RangeProof, range_proof
@@ -51,8 +57,9 @@ def seal(
     issued_at_ms: int,
     signer: crypto.PrivateKey,
     concept_order: Sequence[str] = (),
+    sequencing: Sequencing | None = None,
 ) -> Sealed:
-    """Order the leaves, build and sign the manifest.
+    """Order the leaves, build and sign the manifest (sequenced when ``sequencing`` is given).
 
     Raises:
         UsageError: no records, or one concept under two epochs.
@@ -70,7 +77,13 @@ def seal(
                 raise UsageError(f"concept {head.concept!r} encrypted under two key epochs")
             continue
         ranges.append(
-            ConceptRange(concept=head.concept, epoch=head.epoch, first=start, count=index - start)
+            ConceptRange(
+                concept=head.concept,
+                epoch=head.epoch,
+                first=start,
+                count=index - start,
+                previous=0 if sequencing is None else sequencing.previous.get(head.concept, 0),
+            )
         )
         start = index
     tree = MerkleTree([records[i].leaf for i in order])
@@ -82,6 +95,7 @@ def seal(
         leaf_count=tree.size,
         root=tree.root,
         ranges=tuple(ranges),
+        sequence=0 if sequencing is None else sequencing.sequence,
     )
     return Sealed(
         signed_manifest=sign_manifest(manifest, signer),

@@ -119,7 +119,9 @@ def manifest_element(signed: SignedManifest, proofs: Mapping[str, RangeProof]) -
     m = signed.manifest
     parts = [
         f"<xdn:manifest document={_q(m.document_id)} publisher={_q(m.publisher)} "
-        f'version="{m.version}" issued-at-ms="{m.issued_at_ms}" leaf-count="{m.leaf_count}">\n'
+        f'version="{m.version}" issued-at-ms="{m.issued_at_ms}" leaf-count="{m.leaf_count}"'
+        + (f' sequence="{m.sequence}"' if m.sequence else "")
+        + ">\n"
         f"<xdn:root>{_b64(m.root).decode()}</xdn:root>\n"
     ]
     for row in m.ranges:
@@ -128,7 +130,9 @@ def manifest_element(signed: SignedManifest, proofs: Mapping[str, RangeProof]) -
         )
         parts.append(
             f'<xdn:range concept={_q(row.concept)} epoch="{row.epoch}" first="{row.first}" '
-            f'count="{row.count}">{hashes}</xdn:range>\n'
+            f'count="{row.count}"'
+            + (f' previous="{row.previous}"' if row.previous else "")
+            + f">{hashes}</xdn:range>\n"
         )
     parts.append(f"<xdn:signature>{_b64(signed.signature).decode()}</xdn:signature>\n")
     parts.append("</xdn:manifest>\n")
@@ -273,6 +277,7 @@ def read_manifest(el: etree._Element) -> tuple[SignedManifest, dict[str, RangePr
                     epoch=_int(r, "epoch"),
                     first=_int(r, "first"),
                     count=_int(r, "count"),
+                    previous=_int(r, "previous") if r.get("previous") is not None else 0,
                 ),
                 tuple(_bytes(h) for h in r.findall(_x("hash"))),
             )
@@ -286,6 +291,7 @@ def read_manifest(el: etree._Element) -> tuple[SignedManifest, dict[str, RangePr
             leaf_count=leaf_count,
             root=_bytes(_child(el, _x("root"))),
             ranges=tuple(row for row, _ in rows),
+            sequence=_int(el, "sequence") if el.get("sequence") is not None else 0,
         )
         proofs = {
             row.concept: RangeProof(start=row.first, end=row.end, tree_size=leaf_count, path=path)

@@ -40,18 +40,20 @@ class Fragment(_message.Message):
     def __init__(self, fragment_id: _Optional[str] = ..., document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., concept: _Optional[str] = ..., position: _Optional[int] = ..., parent: _Optional[int] = ..., epoch: _Optional[int] = ..., key_name: _Optional[str] = ..., cipher_value: _Optional[bytes] = ..., range_proof: _Optional[_Union[Fragment.RangeProof, _Mapping]] = ...) -> None: ...
 
 class Manifest(_message.Message):
-    __slots__ = ("document_id", "publisher", "version", "issued_at_ms", "leaf_count", "root", "signature", "publisher_certificate", "ranges")
+    __slots__ = ("document_id", "publisher", "version", "issued_at_ms", "leaf_count", "root", "signature", "publisher_certificate", "ranges", "sequence")
     class ConceptRange(_message.Message):
-        __slots__ = ("concept", "epoch", "first", "count")
+        __slots__ = ("concept", "epoch", "first", "count", "previous")
         CONCEPT_FIELD_NUMBER: _ClassVar[int]
         EPOCH_FIELD_NUMBER: _ClassVar[int]
         FIRST_FIELD_NUMBER: _ClassVar[int]
         COUNT_FIELD_NUMBER: _ClassVar[int]
+        PREVIOUS_FIELD_NUMBER: _ClassVar[int]
         concept: str
         epoch: int
         first: int
         count: int
-        def __init__(self, concept: _Optional[str] = ..., epoch: _Optional[int] = ..., first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+        previous: int
+        def __init__(self, concept: _Optional[str] = ..., epoch: _Optional[int] = ..., first: _Optional[int] = ..., count: _Optional[int] = ..., previous: _Optional[int] = ...) -> None: ...
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +63,7 @@ class Manifest(_message.Message):
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     RANGES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     publisher: str
     version: int
@@ -70,7 +73,65 @@ class Manifest(_message.Message):
     signature: bytes
     publisher_certificate: bytes
     ranges: _containers.RepeatedCompositeFieldContainer[Manifest.ConceptRange]
-    def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., ranges: _Optional[_Iterable[_Union[Manifest.ConceptRange, _Mapping]]] = ...) -> None: ...
+    sequence: int
+    def __init__(self, document_id: _Optional[str] = ..., publisher: _Optional[str] = ..., version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., leaf_count: _Optional[int] = ..., root: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., ranges: _Optional[_Iterable[_Union[Manifest.ConceptRange, _Mapping]]] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("publisher", "issued_at_ms", "sequence", "concepts", "signature", "publisher_certificate", "policy_version")
+    class ConceptSequence(_message.Message):
+        __slots__ = ("concept", "latest")
+        CONCEPT_FIELD_NUMBER: _ClassVar[int]
+        LATEST_FIELD_NUMBER: _ClassVar[int]
+        concept: str
+        latest: int
+        def __init__(self, concept: _Optional[str] = ..., latest: _Optional[int] = ...) -> None: ...
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    issued_at_ms: int
+    sequence: int
+    concepts: _containers.RepeatedCompositeFieldContainer[Checkpoint.ConceptSequence]
+    signature: bytes
+    publisher_certificate: bytes
+    policy_version: int
+    def __init__(self, publisher: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., concepts: _Optional[_Iterable[_Union[Checkpoint.ConceptSequence, _Mapping]]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., policy_version: _Optional[int] = ...) -> None: ...
+
+class Entitlement(_message.Message):
+    __slots__ = ("publisher", "subscriber", "certificate", "policy_version", "issued_at_ms", "valid_until_ms", "concepts", "conditional", "signature", "publisher_certificate")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    CONCEPTS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    subscriber: str
+    certificate: str
+    policy_version: int
+    issued_at_ms: int
+    valid_until_ms: int
+    concepts: _containers.RepeatedScalarFieldContainer[str]
+    conditional: _containers.RepeatedScalarFieldContainer[str]
+    signature: bytes
+    publisher_certificate: bytes
+    def __init__(self, publisher: _Optional[str] = ..., subscriber: _Optional[str] = ..., certificate: _Optional[str] = ..., policy_version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., valid_until_ms: _Optional[int] = ..., concepts: _Optional[_Iterable[str]] = ..., conditional: _Optional[_Iterable[str]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
+
+class Missing(_message.Message):
+    __slots__ = ("publisher", "sequences")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    sequences: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, publisher: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Dissemination(_message.Message):
     __slots__ = ("manifest", "fragments", "provenance")
@@ -155,7 +216,7 @@ class SubscriptionEnded(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "revocation_list")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "checkpoint", "revocation_list", "entitlement", "unavailable")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -164,7 +225,10 @@ class Delivery(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     GRANTS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
+    ENTITLEMENT_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
@@ -173,8 +237,11 @@ class Delivery(_message.Message):
     heartbeat: Heartbeat
     grants_changed: GrantsChanged
     ended: SubscriptionEnded
+    checkpoint: Checkpoint
     revocation_list: RevocationList
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., revocation_list: _Optional[_Union[RevocationList, _Mapping]] = ...) -> None: ...
+    entitlement: Entitlement
+    unavailable: Missing
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., revocation_list: _Optional[_Union[RevocationList, _Mapping]] = ..., entitlement: _Optional[_Union[Entitlement, _Mapping]] = ..., unavailable: _Optional[_Union[Missing, _Mapping]] = ...) -> None: ...
 
 class RevocationList(_message.Message):
     __slots__ = ("crl",)
@@ -183,16 +250,20 @@ class RevocationList(_message.Message):
     def __init__(self, crl: _Optional[bytes] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("dissemination", "keys", "rekeys", "document_keys")
+    __slots__ = ("dissemination", "keys", "rekeys", "document_keys", "checkpoint", "entitlements")
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     REKEYS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    ENTITLEMENTS_FIELD_NUMBER: _ClassVar[int]
     dissemination: Dissemination
     keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
     rekeys: _containers.RepeatedCompositeFieldContainer[GroupRekey]
     document_keys: _containers.RepeatedCompositeFieldContainer[DocumentKeys]
-    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ...) -> None: ...
+    checkpoint: Checkpoint
+    entitlements: _containers.RepeatedCompositeFieldContainer[Entitlement]
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., entitlements: _Optional[_Iterable[_Union[Entitlement, _Mapping]]] = ...) -> None: ...
 
 class PublishAck(_message.Message):
     __slots__ = ("document_id", "fragments_accepted", "links_reached", "standing", "subscribers_reached", "retained")
@@ -303,18 +374,20 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
 
 class ClientMessage(_message.Message):
-    __slots__ = ("subscribe", "ack", "heartbeat", "refresh", "lease")
+    __slots__ = ("subscribe", "ack", "heartbeat", "refresh", "lease", "missing")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
     subscribe: SubscribeRequest
     ack: Ack
     heartbeat: Heartbeat
     refresh: PathRefresh
     lease: bytes
-    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ..., lease: _Optional[bytes] = ...) -> None: ...
+    missing: Missing
+    def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ..., lease: _Optional[bytes] = ..., missing: _Optional[_Union[Missing, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
     __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "block", "crl")
