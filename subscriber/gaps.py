@@ -153,7 +153,7 @@ class Completeness:
                 f"entitlement names publisher {e.publisher!r} but is signed by {publisher.name!r}"
             )
         signed.verify(certs.public_key_of(message.publisher_certificate))
-        if (e.subscriber, e.certificate) != (me.name, me.fingerprint):
+        if (e.subscriber, e.certificate) != (me.member_id, me.fingerprint):
             raise ProtocolError(f"entitlement for {e.subscriber!r} (another certificate)")
         stored = self._db.execute(
             "SELECT policy_version, issued_at_ms FROM entitlements WHERE publisher = ?",

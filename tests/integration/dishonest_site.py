@@ -9,7 +9,8 @@ what it relays, which is exactly the power the threat model gives a dishonest si
 ``forge-enrolment``     replaces every enrolment to a subscriber with a path for a far-future
                         epoch of random keys, sealed (HPKE) to the subscriber's own certificate key
 ``forge-documents``     alters the signed manifest root of every document it delivers
-``drop-document:ID``    never delivers document ID to its subscribers (later ones still go)
+``drop-document:ID``    drops the first delivery of document ID (later documents still go, and so
+                        does a replay the subscriber asks for)
 ``drop-concept:C``      removes concept C's fragments from what it delivers, and C from the
                         grants it reports (Subscribed, GrantsChanged)
 ``list-member:PEM``     lists the subscriber certificate in PEM (say, a revoked one) in every
@@ -79,11 +80,16 @@ def _forge_documents(node: Any, delivery: Any) -> list[Any]:
 
 
 def _drop_document(document_id: str) -> Transform:
+    dropped: list[bool] = []  # the first delivery is dropped, whoever it is for
+
     def transform(node: Any, delivery: Any) -> list[Any]:
         body = delivery.WhichOneof("body")
-        if body == "dissemination" and delivery.dissemination.manifest.document_id == document_id:
-            return []
-        return [delivery]
+        if body != "dissemination" or delivery.dissemination.manifest.document_id != document_id:
+            return [delivery]
+        if dropped:
+            return [delivery]
+        dropped.append(True)
+        return []
 
     return transform
 

@@ -172,3 +172,39 @@ def test_a_root_listing_a_revoked_subscriber_gets_no_key_sealed_to_her(
         groups.close()
     assert _member_id(net.certs, "alice") in members
     assert mallory not in members
+
+
+@pytest.mark.parametrize("dishonest", [("d2", "drop-document:doc-2")], indirect=True)
+def test_a_withheld_document_is_noticed_and_asked_for(dishonest: LocalNetwork) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    for document_id in ("doc-1", "doc-2", "doc-3"):
+        _publish(net, document_id, "alice")
+    # doc-3's signed back pointers (or the checkpoint after doc-2) name doc-2: alice asks her
+    # site for it, and the site replays it from the documents it retains.
+    assert wait_until(
+        lambda: sorted(_documents(net, "alice")) == ["doc-1", "doc-2", "doc-3"], timeout=60
+    ), net.output("alice")
+    assert "missing document #2 of production-dept; asking the site" in net.output("alice")
+
+
+@pytest.mark.parametrize("dishonest", [("d2", "drop-concept:Measurement")], indirect=True)
+def test_a_granted_concept_dropped_and_hidden_from_the_grants_is_flagged(
+    dishonest: LocalNetwork,
+) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    granted = net.wait_subscribed("alice")["grants"]
+    assert "Measurement" not in granted[PUBLISHER]  # type: ignore[index]  # the site's word
+    _publish(net, "doc-1", "alice")
+    assert wait_until(lambda: _documents(net, "alice") == ["doc-1"])
+
+    def gaps() -> list[dict[str, object]]:
+        path = net.inbox("alice") / "gaps.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    assert wait_until(
+        lambda: any("Measurement" in g["concepts"] for g in gaps())  # type: ignore[operator]
+    ), net.output("alice")
+    assert "signed policy grants us" in net.output("alice")

@@ -96,7 +96,7 @@ def test_stateful_rules_govern_their_concepts_and_what_depends_on_them(
     }
     assert entitlement.conditional == {"Machine", "Material", "QualityInspection"}
     assert (entitlement.publisher, entitlement.subscriber, entitlement.policy_version) == (
-        "p", "alice", 3,
+        "p", _credential().member_id, 3,
     )
     assert entitlement.valid_until_ms == int(_credential().not_after.timestamp() * 1000)
     nothing = entitlement_of(_credential("B"), policy, ontology, at=NOW)
@@ -161,7 +161,7 @@ def _entitlement(
 ) -> pb.Entitlement:
     holder = certs.credential_from_pem(for_certificate or pki["alice"][0])
     entitlement = Entitlement(
-        publisher=PUBLISHER, subscriber=holder.name, certificate=holder.fingerprint,
+        publisher=PUBLISHER, subscriber=holder.member_id, certificate=holder.fingerprint,
         policy_version=version, issued_at_ms=int(NOW.timestamp() * 1000),
         valid_until_ms=int((NOW + timedelta(days=1)).timestamp() * 1000),
         concepts=frozenset(concepts),

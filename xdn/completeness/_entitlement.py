@@ -55,7 +55,7 @@ class Entitlement:
 
     Attributes:
         publisher: the publisher's identifier.
-        subscriber: the member's name (its certificate's common name).
+        subscriber: the member's id (its certificate: see :mod:`xdn.identity`).
         certificate: the fingerprint of the member's certificate it was evaluated for.
         policy_version: the version of the publisher's signed policy evaluated.
         issued_at_ms: evaluation time, milliseconds since the Unix epoch (passed in).
@@ -183,7 +183,7 @@ def entitlement_of(
         until = min(until, policy.valid_until)
     return Entitlement(
         publisher=policy.publisher,
-        subscriber=credential.name,
+        subscriber=credential.member_id,
         certificate=credential.fingerprint,
         policy_version=policy.version,
         issued_at_ms=int(at.timestamp() * 1000),
