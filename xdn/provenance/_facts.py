@@ -101,9 +101,20 @@ class ContentFacts:
 #: refused when opened (``document``), one refused before it could be held because it does not
 #: verify (``unverified``), a revoked publisher's (``revoked``), a held one dropped past the
 #: cap (``overflow``), a CRL (``crl``), a key message (``key``), a gap in a publisher's signed
-#: sequence (``gap``).
+#: sequence (``gap``), a publisher's signed checkpoint or entitlement statement
+#: (``checkpoint``, ``entitlement``: they name the publisher, no document).
 REFUSAL_KINDS: Final = frozenset(
-    {"document", "unverified", "revoked", "overflow", "crl", "key", "gap"}
+    {
+        "document",
+        "unverified",
+        "revoked",
+        "overflow",
+        "crl",
+        "key",
+        "gap",
+        "checkpoint",
+        "entitlement",
+    }
 )
 #: The key messages a ``key`` refusal may name.
 KEY_MESSAGE_KINDS: Final = frozenset({"rekey", "enrolment", "document-keys"})
