@@ -17,13 +17,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit import transforms as t
-from audit.report import AuditSummary, Failure, FanOut, HopLatency, render_report
+from audit.refusals import refusal_counts, refusals
+from audit.report import (
+    MAX_LISTED_REFUSALS,
+    AuditSummary,
+    Failure,
+    FanOut,
+    HopLatency,
+    Refusal,
+    refused_what,
+    render_report,
+)
 from xdn.errors import UsageError
 
 __all__ = ["AuditTables", "build_tables", "read_logs", "run_audit", "summarise"]
@@ -43,6 +54,8 @@ class AuditTables:
     latency: DataFrame
     fan_out: DataFrame
     failures: DataFrame
+    refusals: DataFrame
+    refusal_counts: DataFrame
     cached: tuple[DataFrame, ...]
 
 
@@ -65,14 +78,17 @@ def build_tables(lines: DataFrame, *, ca_pem: bytes, at: datetime) -> AuditTable
     results = t.verify_signatures(sigs, graphs, nodes).cache()
     chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
     paths = t.reconstruct_paths(chains).cache()
+    notices = refusals(described, results).cache()
     return AuditTables(
         signatures=results,
         chains=chains,
         paths=paths,
         latency=t.hop_latency(chains),
         fan_out=t.fan_out(chains),
-        failures=t.failures(t.graph_failures(described, parsed), results, chains),
-        cached=(parsed, graphs, described, results, chains, paths),
+        failures=t.failures(t.graph_failures(described, parsed), results, chains, notices),
+        refusals=notices,
+        refusal_counts=refusal_counts(notices),
+        cached=(parsed, graphs, described, results, chains, paths, notices),
     )
 
 
@@ -89,6 +105,12 @@ def summarise(tables: AuditTables) -> AuditSummary:
                 F.count(F.when(F.col("receipt") & F.col("chain_ok"), True)).alias("delivered"),
             )
         )
+        .crossJoin(
+            tables.refusals.agg(
+                F.count(F.when(F.col("verified"), True)).alias("refusals"),
+                F.count(F.when(~F.col("verified"), True)).alias("refusals_unverified"),
+            )
+        )
         .first()
     )
     assert counts is not None  # aggregates always yield one row
@@ -100,6 +122,8 @@ def summarise(tables: AuditTables) -> AuditSummary:
         chains_ok=counts.chains_ok,
         chains_broken=counts.broken,
         fragments_delivered=counts.delivered,
+        refusals_verified=counts.refusals,
+        refusals_unverified=counts.refusals_unverified,
         failures=tuple(
             sorted(Failure(r.graph, r.node, r.reason) for r in tables.failures.collect())
         ),
@@ -118,6 +142,7 @@ def summarise(tables: AuditTables) -> AuditSummary:
                 key=lambda h: (h.sender, h.receiver),
             )
         ),
+        **_refusals(tables),
         fan_out=tuple(
             sorted(
                 (
@@ -133,6 +158,33 @@ def summarise(tables: AuditTables) -> AuditSummary:
             )
         ),
     )
+
+
+def _refusals(tables: AuditTables) -> dict[str, Any]:
+    """The refusal counts per kind and per site, and the first refusals by time."""
+    counts: dict[str, list[tuple[str, int]]] = {"kind": [], "site": []}
+    for row in tables.refusal_counts.collect():
+        counts[row.by].append((row.value, row.refusals))
+    listed = tables.refusals.orderBy("timestamp_ms", "notice").limit(MAX_LISTED_REFUSALS).collect()
+    return {
+        "refusals_by_kind": tuple(sorted(counts["kind"])),
+        "refusals_by_site": tuple(sorted(counts["site"])),
+        "refusals": tuple(
+            Refusal(
+                time=datetime.fromtimestamp(r.timestamp_ms / 1000, UTC).isoformat(
+                    timespec="milliseconds"
+                ),
+                subscriber=r.subscriber,
+                kind=r.kind or "",
+                publisher=r.publisher or "",
+                what=refused_what(r.asDict()),
+                site=r.site or "",
+                reason=r.reason or "",
+                verified=r.verified,
+            )
+            for r in listed
+        ),
+    }
 
 
 def _session(master: str) -> tuple[SparkSession, bool]:
@@ -166,8 +218,8 @@ def run_audit(
     Args:
         log_paths: log files or directories (read recursively), local or any Spark-readable URI.
         ca_pem: the network CA certificate every node certificate must chain to.
-        out_dir: where ``signatures/``, ``chains/``, ``paths/`` (Parquet) and ``report.html``
-            go.
+        out_dir: where ``signatures/``, ``chains/``, ``paths/``, ``refusals/`` (Parquet) and
+            ``report.html`` go.
         master: Spark master when no session is active.
         at: when node certificates must be valid (default: now).
         progress: called with one line per stage.
@@ -185,14 +237,15 @@ def run_audit(
         say("reconstructing fragment paths")
         summary = summarise(tables)
         say(f"writing Parquet tables and report to {out_dir}")
-        for name in ("signatures", "chains", "paths"):
+        for name in ("signatures", "chains", "paths", "refusals"):
             getattr(tables, name).write.mode("overwrite").parquet(str(Path(out_dir) / name))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")
         say(
             f"{summary.messages} messages, {summary.signatures_verified} signatures verified, "
             f"{summary.signatures_failed} failed, {summary.chains_ok} chains ok, "
-            f"{summary.chains_broken} broken, {summary.fragments_delivered} fragments delivered"
+            f"{summary.chains_broken} broken, {summary.fragments_delivered} fragments delivered, "
+            f"{summary.refusals_verified} refusals"
         )
         return summary
     finally:

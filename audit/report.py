@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-__all__ = ["AuditSummary", "Failure", "FanOut", "HopLatency", "render_report"]
+__all__ = [
+    "MAX_LISTED_REFUSALS",
+    "AuditSummary",
+    "Failure",
+    "FanOut",
+    "HopLatency",
+    "Refusal",
+    "refused_what",
+    "render_report",
+]
+
+#: At most this many refusals are listed one by one in the summary and the report (all of
+#: them are counted, and all are in the ``refusals`` Parquet table).
+MAX_LISTED_REFUSALS = 200
 
 
 class Failure(NamedTuple):
@@ -15,6 +29,34 @@ class Failure(NamedTuple):
     graph: str
     node: str
     reason: str
+
+
+class Refusal(NamedTuple):
+    """One failure notice: when, who refused, what (kind, publisher, document or key
+    message), the site it came from, why, and whether the notice verifies."""
+
+    time: str
+    subscriber: str
+    kind: str
+    publisher: str
+    what: str
+    site: str
+    reason: str
+    verified: bool
+
+
+def refused_what(row: Mapping[str, Any]) -> str:
+    """What a refusal (a row of the refusals table) names: ``document vN`` or
+    ``rekey of concept, epoch N`` (empty when it names nothing, as a CRL refusal)."""
+    if row.get("key_message"):
+        epoch = row.get("epoch")
+        return f"{row['key_message']} of {row.get('concept') or '?'}" + (
+            f", epoch {epoch}" if epoch is not None else ""
+        )
+    document, version = row.get("document"), row.get("version")
+    if not document:
+        return ""
+    return f"{document} v{version}" if version is not None else str(document)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +92,11 @@ class AuditSummary:
         fragments_delivered: (fragment, subscriber receipt) pairs over sound chains.
         failures: every failure found, sorted.
         latencies: per-link latency; fan_out: per forwarding node.
+        refusals_verified / refusals_unverified: failure notices that do / do not verify
+            (those that do not are failures too).
+        refusals_by_kind / refusals_by_site: verified refusals per kind and per site the
+            refused thing came from; refusals: the first of them (all, verified or not) by
+            time, at most :data:`MAX_LISTED_REFUSALS`.
     """
 
     messages: int
@@ -61,6 +108,11 @@ class AuditSummary:
     failures: tuple[Failure, ...]
     latencies: tuple[HopLatency, ...] = ()
     fan_out: tuple[FanOut, ...] = ()
+    refusals_verified: int = 0
+    refusals_unverified: int = 0
+    refusals_by_kind: tuple[tuple[str, int], ...] = ()
+    refusals_by_site: tuple[tuple[str, int], ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -115,6 +167,39 @@ def _bar_chart(latencies: tuple[HopLatency, ...]) -> str:
     )
 
 
+def _refusals(summary: AuditSummary) -> str:
+    """The refusals section: counts per kind and per site, then the notices one by one."""
+    total = summary.refusals_verified + summary.refusals_unverified
+    if not total:
+        return "<p>None: no party signed a failure notice.</p>"
+    intro = (
+        f"<p>{summary.refusals_verified} refusal(s) signed by the parties that refused"
+        + (
+            f"; {summary.refusals_unverified} notice(s) do not verify (see Failures)"
+            if summary.refusals_unverified
+            else ""
+        )
+        + ".</p>"
+    )
+    by_kind = _table(("kind", "refusals"), list(summary.refusals_by_kind))
+    by_site = _table(("came from site", "refusals"), list(summary.refusals_by_site))
+    listed = _table(
+        ("time (UTC)", "refused by", "kind", "publisher", "what", "site", "reason", "verified"),
+        [
+            (r.time, r.subscriber, r.kind, r.publisher, r.what, r.site, r.reason,
+             "yes" if r.verified else "NO")
+            for r in summary.refusals
+        ],
+    )
+    more = (
+        f"<p>Only the first {len(summary.refusals)} of {total} are listed; all are in the "
+        "<code>refusals</code> table.</p>"
+        if len(summary.refusals) < total
+        else ""
+    )
+    return f"{intro}<h3>Per kind</h3>{by_kind}<h3>Per site</h3>{by_site}{listed}{more}"
+
+
 def render_report(summary: AuditSummary) -> str:
     """The self-contained HTML report of ``summary`` (no scripts, no external resources)."""
     verdict = (
@@ -151,6 +236,7 @@ def render_report(summary: AuditSummary) -> str:
         f"<title>xdn provenance audit</title><style>{_STYLE}</style></head><body>"
         f"<h1>xdn provenance audit</h1>{verdict}<h2>Summary</h2>{counts}"
         f"<h2>Failures</h2>{failures}"
+        f"<h2>Refusals</h2>{_refusals(summary)}"
         f"<h2>Latency per hop</h2>{_bar_chart(summary.latencies)}{latency}"
         f"<h2>Fan-out</h2>{fan}</body></html>\n"
     )

@@ -15,10 +15,12 @@ from typing import Any
 from xdn import certs, crypto
 from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
 from xdn.provenance import (
+    RefusalFacts,
     graph_type,
     read_content,
     read_envelope,
     read_node_description,
+    read_refusal,
     read_signature,
 )
 from xdn.rdf import format_quad, parse_line
@@ -73,6 +75,12 @@ DESCRIPTION_FIELDS = (
     ("references", "array<struct<signature_graph:string,signed_graph:string,value:string>>"),
     ("node_uri", "string"),
     ("cert_pem", "string"),
+    (
+        "refusal",
+        "struct<kind:string,reason:string,publisher:string,document_id:string,version:bigint,"
+        "manifest_root:string,key_message:string,concept:string,epoch:bigint,"
+        "received_from:string>",
+    ),
 )
 DESCRIPTION_TYPE = "struct<" + ",".join(f"{n}:{t}" for n, t in DESCRIPTION_FIELDS) + ">"
 
@@ -85,8 +93,8 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
     """Classify and read one graph gathered from the logs (see :mod:`xdn.provenance`).
 
     Returns:
-        a flat dict: ``kind`` (signature / envelope / content / node), ``error`` when the
-        graph is malformed, and the fields of its kind.
+        a flat dict: ``kind`` (signature / envelope / content / node / refusal: a failure
+        notice's content), ``error`` when the graph is malformed, and the fields of its kind.
     """
     try:
         quads = [q for q in (parse_line(line) for line in lines) if q is not None]
@@ -110,7 +118,7 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
                 "contains": env.contains,
                 "remote_message": env.remote_message,
                 "content": list(env.content),
-                "document_id": env.document_id,
+                "document_id": env.document_id or None,  # none for a failure notice
                 "fragments": sorted(env.fragments),
                 "references": [
                     {
@@ -124,6 +132,8 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
         elif kind == "node":
             node, pem = read_node_description(name, quads)
             row |= {"node_uri": node, "cert_pem": pem.decode("ascii")}
+        elif kind == "refusal":
+            row["refusal"] = _refusal(read_refusal(name, quads))
         else:
             facts = read_content(name, quads)
             row |= {
@@ -133,6 +143,22 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
     except ProvenanceError as exc:
         row["error"] = str(exc)
     return row
+
+
+def _refusal(facts: RefusalFacts) -> dict[str, Any]:
+    root = facts.manifest_root
+    return {
+        "kind": facts.kind,
+        "reason": facts.reason,
+        "publisher": facts.publisher,
+        "document_id": facts.document_id,
+        "version": facts.version,
+        "manifest_root": None if root is None else root.hex(),
+        "key_message": facts.key_message,
+        "concept": facts.concept,
+        "epoch": facts.epoch,
+        "received_from": facts.received_from,
+    }
 
 
 def check_certificate(node: str, cert_pem: str, ca_pem: bytes, at: datetime) -> str | None:

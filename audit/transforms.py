@@ -22,6 +22,10 @@ together and checks each link.
 7. :func:`reconstruct_paths` — from every leaf envelope back to the publication: the path of
    each fragment publisher → disseminators → subscriber receipt (one walk per document).
 8. :func:`hop_latency`, :func:`fan_out`, :func:`failures` — what the report shows.
+9. :mod:`audit.refusals` — the failure notices parties signed when they refused something
+   (issue #13). Notices are messages of their own, not part of any chain; their signatures
+   are verified in step 5 with all others, so a forged notice is a failure like any forged
+   graph.
 """
 
 from __future__ import annotations
@@ -78,8 +82,10 @@ def signatures(described: DataFrame) -> DataFrame:
 
 
 def envelopes(described: DataFrame) -> DataFrame:
-    """→ one row per envelope graph with what it says."""
-    return _sound(described, "envelope").select(
+    """→ one row per envelope graph of a document's chain with what it says (failure notices
+    are not part of any chain: see :mod:`audit.refusals`)."""
+    chained = _sound(described, "envelope").where(F.col("env_kind") != "refusal")
+    return chained.select(
         F.col("graph").alias("envelope"),
         "message",
         "number",
@@ -119,7 +125,9 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
     )
     signed = signatures(described).select(F.col("signed_graph").alias("graph"))
     unsigned = (
-        described.where(F.col("kind").isin("content", "envelope") & F.col("error").isNull())
+        described.where(
+            F.col("kind").isin("content", "envelope", "refusal") & F.col("error").isNull()
+        )
         .join(signed, "graph", "left_anti")
         .select("graph", logs, F.lit("not signed by any signature graph").alias("reason"))
     )
@@ -362,12 +370,25 @@ def fan_out(chains: DataFrame) -> DataFrame:
     )
 
 
-def failures(graph_problems: DataFrame, results: DataFrame, chains: DataFrame) -> DataFrame:
-    """Everything that failed → ``(graph, node, reason)``."""
+def failures(
+    graph_problems: DataFrame,
+    results: DataFrame,
+    chains: DataFrame,
+    notices: DataFrame | None = None,
+) -> DataFrame:
+    """Everything that failed → ``(graph, node, reason)``; ``notices``: the refusals table
+    (:func:`audit.refusals.refusals`), whose unsound notices are failures too."""
     bad_sigs = results.where(~F.col("verified")).select(
         F.col("signed_graph").alias("graph"), "node", "reason"
     )
     bad_links = chains.where(F.col("link_problem").isNotNull()).select(
         F.col("envelope").alias("graph"), "node", F.col("link_problem").alias("reason")
     )
-    return graph_problems.union(bad_sigs).union(bad_links)
+    found = graph_problems.union(bad_sigs).union(bad_links)
+    if notices is None:
+        return found
+    bad_notices = notices.where(F.col("problem").isNotNull()).select(
+        F.col("notice").alias("graph"), F.col("subscriber").alias("node"),
+        F.col("problem").alias("reason"),
+    )
+    return found.union(bad_notices)

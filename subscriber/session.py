@@ -22,8 +22,9 @@ Theory of operation. Deliveries arrive in order (:mod:`subscriber.client` runs t
   documents are held until a fresh one arrives, and a newly revoked publisher's held documents
   are dropped;
 * every refusal — a document, a forged or revoked publisher's one, a held one dropped past the
-  cap, a bad or older CRL, a key message — is printed, recorded in ``refused.jsonl`` and
-  counted in the :class:`SubscriptionReport` (:meth:`Session.refuse`);
+  cap, a bad or older CRL, a key message — is printed, recorded in ``refused.jsonl``,
+  counted in the :class:`SubscriptionReport` (:meth:`Session.refuse`) and signed as a failure
+  notice in the provenance log, so that it reaches the audit (:mod:`subscriber.notices`);
 * a rekey more than one epoch ahead (we missed one) makes us ask the site for a path refresh
   of that group, repeated on every new stream until the key service's enrolment arrives.
 
@@ -56,6 +57,7 @@ from pathlib import Path
 
 from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
+from subscriber.notices import sign_notice
 from subscriber.revocation import (
     DEFAULT_GRACE,
     Crl,
@@ -277,6 +279,13 @@ class Session:
             self.inbox.refuse_key(
                 kind=kind, publisher=publisher, concept=concept, epoch=epoch, reason=str(exc)
             )
+            self._log_notice(
+                sign_notice(
+                    self.signer, at=self.clock(), kind="key", reason=str(exc),
+                    served_by=self.report.served_by, publisher=publisher, key_message=kind,
+                    concept=concept, epoch=epoch,
+                )
+            )
             raise
 
     def on_enrolment(self, message: pb.KeyMessage) -> None:
@@ -382,7 +391,8 @@ class Session:
         document: str = "",
         version: int | None = None,
     ) -> None:
-        """Make a refusal visible: printed, recorded in the inbox, counted in the report.
+        """Make a refusal visible: printed, recorded in the inbox, counted in the report and
+        signed as a failure notice in our provenance log.
 
         ``kind`` says what was refused (see :mod:`subscriber.store`); every kind but ``crl``,
         ``checkpoint`` and ``entitlement`` is a document not accepted.
@@ -405,6 +415,18 @@ class Session:
         self.inbox.refuse(
             publisher=publisher, document_id=document, reason=reason, kind=kind, version=version
         )
+        self._log_notice(
+            sign_notice(
+                self.signer, at=self.clock(), kind=kind, reason=reason,
+                served_by=self.report.served_by, publisher=publisher, document=document,
+                version=version, manifest_root=b"" if manifest is None else manifest.root,
+            )
+        )
+
+    def _log_notice(self, notice: provenance.Message | None) -> None:
+        """Append a refusal's signed failure notice to our provenance log (issue #13)."""
+        if notice is not None:
+            self.log.append(notice)
 
     # ---- the CRL in force ----------------------------------------------------------------
     def on_crl(self, pem: bytes, sequence: int, *, source: str = "the site") -> None:

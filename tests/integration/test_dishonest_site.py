@@ -13,6 +13,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,10 +24,12 @@ from dishonest_site import launcher  # tests/integration is on sys.path (pytest'
 from deploy.network import LocalNetwork, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
 from publisher.lkh_store import LkhStore
-from xdn import certs
+from xdn import certs, provenance
+from xdn.errors import ProvenanceError
 from xdn.grpc_tls import TlsFiles
 from xdn.lkh import MemberKeys
 from xdn.paths import REPO_ROOT
+from xdn.rdf import Quad, parse_nquads
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +144,36 @@ def test_forged_documents_are_refused_and_never_held(dishonest: LocalNetwork) ->
     assert _documents(net, "alice") == []
     with sqlite3.connect(net.workdir / "state" / "alice" / "keyring.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM held_documents").fetchone() == (0,)
+    # each refusal reaches the audit: a failure notice alice signed, naming the site (#13)
+    assert wait_until(lambda: _notified(net, "alice") >= {"doc-1", "doc-2"})
+    assert {n.received_from for n in _notices(net, "alice")} == {certs.node_uri("d2")}
+
+
+def _notified(network: LocalNetwork, subscriber: str) -> set[str | None]:
+    """The documents the subscriber's failure notices name (none while one is half-written)."""
+    try:
+        return {n.document_id for n in _notices(network, subscriber)}
+    except ProvenanceError:
+        return set()
+
+
+def _notices(network: LocalNetwork, subscriber: str) -> list[provenance.RefusalFacts]:
+    """The failure notices in the subscriber's provenance log, each verified under its
+    certificate (complete lines only: the subscriber may be appending)."""
+    data = (network.logs / f"{subscriber}.nq").read_bytes()
+    messages: dict[str, set[Quad]] = defaultdict(set)
+    for quad in parse_nquads(data[: data.rfind(b"\n") + 1]):
+        if quad.g is not None and "/refusal/" in quad.g.value:
+            messages[quad.g.value.split("#")[0]].add(quad)
+    cert = TlsFiles.from_dir(network.certs, subscriber).cert_pem
+    keys = {certs.node_uri(subscriber): certs.public_key_of(cert)}
+    out = []
+    for quads in messages.values():
+        notice = provenance.Message(quads=frozenset(quads))
+        provenance.verify_message(notice, keys)
+        assert notice.refusal is not None
+        out.append(notice.refusal)
+    return out
 
 
 def _member_id(folder: Path, name: str) -> str:

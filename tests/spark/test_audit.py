@@ -22,7 +22,10 @@ from xdn.provenance import (
     FragmentFact,
     Message,
     ProvenanceLog,
+    RefusalFacts,
     Signer,
+    failure_notice,
+    notice_uri,
     originate,
     receipt,
     relay,
@@ -345,3 +348,110 @@ def test_unreadable_or_missing_logs_are_a_usage_error(
         run_audit([str(tmp_path / "absent")], ca_pem=network.ca_pem, out_dir=tmp_path, at=NOW)
     with pytest.raises(UsageError, match="at least one log path"):
         run_audit(str(network.clean), ca_pem=network.ca_pem, out_dir=tmp_path)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    summary: AuditSummary
+    out: Path
+    forged: str  # the message URI of the notice signed by a key that is not s1's
+
+
+@pytest.fixture(scope="module")
+def refused(
+    spark: SparkSession, network: Network, tmp_path_factory: pytest.TempPathFactory
+) -> Refused:
+    """One audit of the clean network after s1 and s2 signed failure notices, and a notice in
+    s1's name was forged with another key."""
+    root = tmp_path_factory.mktemp("refused")
+    shutil.copytree(network.clean, root / "logs")
+    n = network.nodes
+    d1, d2 = n["d1"].uri, n["d2"].uri
+
+    def add(node: str, hop: str, facts: RefusalFacts, at: int, key: Signer | None = None) -> str:
+        signer = key or n[node].signer
+        message = failure_notice(
+            signer, message_uri=notice_uri(signer.node_uri, hop), refusal=facts, timestamp_ms=at
+        )
+        path = root / "logs" / node / "provenance.nq"
+        with ProvenanceLog(path, node_uri=n[node].uri, cert_pem=n[node].cert_pem) as log:
+            log.append(message)
+        return message.uri
+
+    forged_doc = RefusalFacts(kind="document", reason="manifest signature does not verify",
+                              publisher="ACME", document_id="doc9", version=2,
+                              manifest_root=b"\x09" * 32, received_from=d2)
+    add("s1", "a", forged_doc, 3_000)
+    add("s1", "b", RefusalFacts(kind="key", reason="rekey not signed by the key service",
+                                publisher="ACME", key_message="rekey", concept="urn:c:f1",
+                                epoch=4, received_from=d2), 3_100)
+    add("s2", "a", RefusalFacts(kind="crl", reason="CRL not signed by the CA"), 3_200)
+    add("s2", "b", RefusalFacts(kind="unverified", reason="not held: bad proof",
+                                publisher="ACME", document_id="doc8", version=1,
+                                received_from=d1), 3_300)
+    impostor = Signer(node_uri=n["s1"].uri, private_key=crypto.generate_private_key())
+    forged = add("s1", "c", RefusalFacts(kind="revoked", reason="made up", publisher="ACME",
+                                         document_id="doc1", received_from=d1), 3_400, impostor)
+    out = root / "out"
+    summary = run_audit([str(root / "logs")], ca_pem=network.ca_pem, out_dir=out, at=NOW)
+    return Refused(summary=summary, out=out, forged=forged)
+
+
+def test_refusals_are_counted_per_kind_and_site(refused: Refused, network: Network) -> None:
+    s = refused.summary
+    d1, d2 = network.nodes["d1"].uri, network.nodes["d2"].uri
+    assert (s.refusals_verified, s.refusals_unverified) == (4, 1)
+    assert s.refusals_by_kind == (("crl", 1), ("document", 1), ("key", 1), ("unverified", 1))
+    assert s.refusals_by_site == ((d1, 1), (d2, 2), ("unknown", 1))
+    # notices are messages of their own: the chains are as in the clean network
+    assert (s.messages, s.chains_ok, s.chains_broken, s.fragments_delivered) == (6, 2, 0, 3)
+    assert [(r.kind, r.what, r.verified) for r in s.refusals] == [
+        ("document", "doc9 v2", True),
+        ("key", "rekey of urn:c:f1, epoch 4", True),
+        ("crl", "", True),
+        ("unverified", "doc8 v1", True),
+        ("revoked", "doc1", False),
+    ]
+    report = (refused.out / "report.html").read_text()
+    assert "<h2>Refusals</h2>" in report and "4 refusal(s) signed" in report
+    assert "1 notice(s) do not verify" in report and "rekey of urn:c:f1, epoch 4" in report
+
+
+def test_a_forged_notice_is_tampering(refused: Refused, network: Network) -> None:
+    s1 = network.nodes["s1"].uri
+    failures = [(f.graph, f.node, f.reason) for f in refused.summary.failures]
+    assert failures == [
+        (refused.forged + "#c1", s1, "signature does not verify"),
+        (refused.forged + "#e1", s1, "signature does not verify"),
+    ]
+    assert not refused.summary.ok and refused.summary.signatures_failed == 2
+
+
+def test_the_refusals_table(spark: SparkSession, refused: Refused, network: Network) -> None:
+    uri = {k: v.uri for k, v in network.nodes.items()}
+    table = spark.read.parquet(str(refused.out / "refusals"))
+    assertDataFrameEqual(
+        table.select("subscriber", "kind", "publisher", "document", "site", "reason",
+                     "timestamp_ms", "verified"),
+        [
+            Row(subscriber=uri["s1"], kind="document", publisher="ACME", document="doc9",
+                site=uri["d2"], reason="manifest signature does not verify",
+                timestamp_ms=3_000, verified=True),
+            Row(subscriber=uri["s1"], kind="key", publisher="ACME", document=None,
+                site=uri["d2"], reason="rekey not signed by the key service",
+                timestamp_ms=3_100, verified=True),
+            Row(subscriber=uri["s2"], kind="crl", publisher=None, document=None, site=None,
+                reason="CRL not signed by the CA", timestamp_ms=3_200, verified=True),
+            Row(subscriber=uri["s2"], kind="unverified", publisher="ACME", document="doc8",
+                site=uri["d1"], reason="not held: bad proof", timestamp_ms=3_300,
+                verified=True),
+            Row(subscriber=uri["s1"], kind="revoked", publisher="ACME", document="doc1",
+                site=uri["d1"], reason="made up", timestamp_ms=3_400, verified=False),
+        ],
+    )
+    first = table.where("kind = 'document'").first()
+    assert first is not None and first.manifest_root == "09" * 32 and first.version == 2
+    assert first.time is not None and first.problem is None

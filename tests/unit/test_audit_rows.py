@@ -7,7 +7,15 @@ import functools
 from datetime import UTC, datetime
 from typing import Any
 
-from audit.report import AuditSummary, Failure, FanOut, HopLatency, render_report
+from audit.report import (
+    AuditSummary,
+    Failure,
+    FanOut,
+    HopLatency,
+    Refusal,
+    refused_what,
+    render_report,
+)
 from audit.rows import (
     DESCRIPTION_FIELDS,
     check_certificate,
@@ -17,7 +25,17 @@ from audit.rows import (
     walk_paths,
 )
 from xdn import certs
-from xdn.provenance import ContentFacts, FragmentFact, Signer, node_description, originate
+from xdn.crypto import generate_private_key
+from xdn.provenance import (
+    ContentFacts,
+    FragmentFact,
+    RefusalFacts,
+    Signer,
+    failure_notice,
+    node_description,
+    notice_uri,
+    originate,
+)
 from xdn.rdf import canonical_lines, parse_nquads
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
@@ -185,3 +203,61 @@ def test_report_is_pure_escaped_and_self_contained() -> None:
         failures=(),
     )
     assert clean.ok and "Every chain verifies" in render_report(clean)
+
+
+def test_describe_graph_reads_a_failure_notice() -> None:
+    signer = Signer(node_uri=certs.node_uri("s1"), private_key=generate_private_key())
+    facts = RefusalFacts(
+        kind="document", reason="bad proof", publisher="P", document_id="d", version=2,
+        manifest_root=b"\xab", received_from="https://d2.xdn.example/",
+    )
+    notice = failure_notice(
+        signer, message_uri=notice_uri(signer.node_uri, "n1"), refusal=facts, timestamp_ms=9
+    )
+
+    def lines(name: str) -> list[str]:
+        return canonical_lines(q for q in notice.quads if q.g is not None and q.g.value == name)
+
+    content = describe_graph(notice.uri + "#c1", lines(notice.uri + "#c1"))
+    assert set(content) == {name for name, _ in DESCRIPTION_FIELDS}
+    assert (content["kind"], content["error"]) == ("refusal", None)
+    assert content["refusal"] == {
+        "kind": "document", "reason": "bad proof", "publisher": "P", "document_id": "d",
+        "version": 2, "manifest_root": "ab", "key_message": None, "concept": None,
+        "epoch": None, "received_from": "https://d2.xdn.example/",
+    }
+    env = describe_graph(notice.uri + "#e1", lines(notice.uri + "#e1"))
+    assert (env["env_kind"], env["sender"], env["recipient"]) == ("refusal", signer.node_uri, None)
+    assert (env["document_id"], env["fragments"], env["content"]) == (
+        None, [], [notice.uri + "#c1"],
+    )
+    unreasoned = [line for line in lines(notice.uri + "#c1") if "#reason>" not in line]
+    broken = describe_graph(notice.uri + "#c1", unreasoned)
+    assert broken["kind"] == "refusal" and broken["error"].startswith(f"graph <{notice.uri}#c1>")
+
+
+def test_report_shows_refusals_per_kind_and_site() -> None:
+    assert refused_what({"document": "d", "version": 3}) == "d v3"
+    key = {"key_message": "rekey", "concept": "C", "epoch": 2}
+    assert refused_what(key) == "rekey of C, epoch 2"
+    assert refused_what({"document": None}) == ""
+    base = {"messages": 0, "signatures_verified": 0, "signatures_failed": 0, "chains_ok": 0,
+            "chains_broken": 0, "fragments_delivered": 0, "failures": ()}
+    assert "no party signed a failure notice" in render_report(AuditSummary(**base))
+    summary = AuditSummary(
+        **base,
+        refusals_verified=2,
+        refusals_unverified=1,
+        refusals_by_kind=(("document", 2),),
+        refusals_by_site=(("https://d2/", 1), ("unknown", 1)),
+        refusals=(
+            Refusal(time="1970-01-01T00:00:03.000+00:00", subscriber="https://s1/",
+                    kind="document", publisher="P", what="d v3", site="https://d2/",
+                    reason="<b>bad</b>", verified=True),
+        ),
+    )
+    html = render_report(summary)
+    assert "2 refusal(s) signed" in html and "1 notice(s) do not verify" in html
+    assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad" not in html
+    assert "Only the first 1 of 3 are listed" in html
+    assert summary.ok  # refusing is what a subscriber should do: not a failure of the audit

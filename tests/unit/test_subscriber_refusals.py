@@ -9,6 +9,7 @@ a stale CRL makes documents wait for a fresh one.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -16,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from subscriber.notices import sign_notice
 from subscriber.session import Session, SubscriberSetup
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, encode
+from xdn.errors import PeerError
 from xdn.grpc_tls import TlsFiles
 from xdn.mapping import load_mapping, map_document
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
+from xdn.rdf import Quad, parse_nquads
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import dissemination_to_pb
 
@@ -368,3 +372,92 @@ def test_setup_refuses_caps_that_hold_nothing(tmp_path: Path, pki: Pki) -> None:
                 {"crl_grace": timedelta(seconds=-1)}):
         with pytest.raises(ValueError):
             replace(base, **bad)  # type: ignore[arg-type]
+
+
+# ---- refusals reach the audit: signed failure notices in the provenance log -------------------
+def _notices(tmp_path: Path, pki: Pki) -> list[provenance.RefusalFacts]:
+    """The failure notices in carol's provenance log, each verified under her certificate."""
+    messages: dict[str, set[Quad]] = defaultdict(set)
+    for quad in parse_nquads((tmp_path / "carol.nq").read_bytes()):
+        if quad.g is not None and "/refusal/" in quad.g.value:
+            messages[quad.g.value.split("#")[0]].add(quad)
+    carol = certs.node_uri("carol")
+    keys = {carol: certs.public_key_of(pki["carol"][0])}
+    out = []
+    for uri in sorted(messages):
+        notice = provenance.Message(quads=frozenset(messages[uri]))
+        provenance.verify_message(notice, keys)
+        assert notice.sender == carol and notice.refusal is not None
+        out.append(notice.refusal)
+    return out
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["refused-at-open", "refused-before-held"])
+def test_a_refused_forged_document_appends_a_signed_notice(
+    tmp_path: Path, pki: Pki, issue: object, clock: Clock, keys: bool
+) -> None:
+    genuine = issue()  # type: ignore[operator]
+    forged = _forged(genuine, "resigned", pki)
+    session = _session(tmp_path, pki, clock)
+    session.report.served_by = "d2"
+    try:
+        if keys:
+            for concept in {f.concept for f in genuine.fragments}:
+                session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
+        assert session.on_dissemination(forged, sequence=1) == b""
+        (refusal,) = _refusals(tmp_path)
+        (notice,) = _notices(tmp_path, pki)
+        assert notice == provenance.RefusalFacts(
+            kind="document" if keys else "unverified",
+            reason=str(refusal["reason"]),
+            publisher=PUBLISHER,
+            document_id="order-1",
+            version=1,
+            manifest_root=genuine.manifest.root,
+            received_from=certs.node_uri("d2"),
+        )
+        receipt = session.on_dissemination(genuine, sequence=2)
+        assert bool(receipt) == keys  # the genuine one is opened (or held): no notice for it
+        assert len(_notices(tmp_path, pki)) == 1
+    finally:
+        session.close()
+
+
+def test_refused_crls_and_key_messages_append_signed_notices(
+    tmp_path: Path, pki: Pki, clock: Clock
+) -> None:
+    session = _session(tmp_path, pki, clock)  # not subscribed yet: the hop is unknown
+    try:
+        session.on_crl(b"-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n", sequence=1)
+        session.report.served_by = "d2"
+        rekey = pb.GroupRekey(publisher=PUBLISHER, concept="WorkOrder", epoch=7)  # unsigned
+        with pytest.raises(PeerError):
+            session.on_rekey(rekey)
+        assert session.report.refusals == {"crl": 1, "key": 1}
+        crl, key = sorted(_notices(tmp_path, pki), key=lambda n: n.kind)
+        assert (crl.kind, crl.publisher, crl.received_from) == ("crl", None, None)
+        assert crl.reason == _refusals(tmp_path)[0]["reason"]
+        assert (key.key_message, key.publisher, key.concept, key.epoch, key.document_id) == (
+            "rekey", PUBLISHER, "WorkOrder", 7, None,
+        )
+        assert key.received_from == certs.node_uri("d2")
+        assert key.reason == _refusals(tmp_path)[1]["reason"]
+    finally:
+        session.close()
+
+
+def test_a_notice_that_cannot_be_built_never_stops_a_refusal(
+    pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    signer = provenance.Signer(
+        node_uri=certs.node_uri("carol"), private_key=crypto.load_private_key_pem(pki["carol"][1])
+    )
+    odd_site = sign_notice(signer, at=NOW, kind="document", reason="r", served_by="a b")
+    assert odd_site is not None and odd_site.refusal is not None
+    assert odd_site.refusal.received_from is None  # no node URI can be made of that name
+    no_document = sign_notice(signer, at=NOW, kind="document", reason="r", version=3)
+    assert no_document is not None and no_document.refusal is not None
+    assert no_document.refusal.version is None  # a version of no known document is dropped
+    with caplog.at_level("ERROR", logger="subscriber.notices"):
+        assert sign_notice(signer, at=NOW, kind="whim", reason="r") is None
+    assert "could not be signed" in caplog.text

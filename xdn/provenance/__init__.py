@@ -22,9 +22,22 @@ well-formedness (paper conditions 1 to 8, 10, 11); :func:`verify_message` checks
 and every signature (Algorithm 2). Errors name the graph at fault. Fan-out is one relayed
 message per downlink, each with its own URI; the audit (``audit/``) rebuilds the tree from the
 nodes' :class:`ProvenanceLog` files.
+
+A party that refuses something signs a *failure notice* (:func:`failure_notice`): a message of
+its own whose content graph (:class:`RefusalFacts`) names what was refused and why, wrapped in
+one ``xdn:Refusal`` envelope and minted below the signer's ``refusal/`` space
+(:func:`notice_uri`); it is checked and verified like every other message and appended to the
+signer's log, so the audit sees every refusal.
 """
 
-from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
+from xdn.provenance._facts import (
+    KEY_MESSAGE_KINDS,
+    REFUSAL_KINDS,
+    ContentFacts,
+    FragmentFact,
+    RefusalFacts,
+    Signer,
+)
 from xdn.provenance._graphs import (
     EnvelopeInfo,
     Reference,
@@ -36,25 +49,33 @@ from xdn.provenance._graphs import (
 )
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
 from xdn.provenance._message import Message, originate, receipt, relay, signing_input
-from xdn.provenance._shape import message_uri
+from xdn.provenance._notice import failure_notice
+from xdn.provenance._refusal import read_refusal
+from xdn.provenance._shape import message_uri, notice_uri
 from xdn.provenance._verify import verify_message
 
 __all__ = [
+    "KEY_MESSAGE_KINDS",
+    "REFUSAL_KINDS",
     "ContentFacts",
     "EnvelopeInfo",
     "FragmentFact",
     "Message",
     "ProvenanceLog",
     "Reference",
+    "RefusalFacts",
     "SignatureInfo",
     "Signer",
+    "failure_notice",
     "graph_type",
     "message_uri",
     "node_description",
+    "notice_uri",
     "originate",
     "read_content",
     "read_envelope",
     "read_node_description",
+    "read_refusal",
     "read_signature",
     "receipt",
     "relay",

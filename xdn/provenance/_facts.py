@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from xdn.crypto import PrivateKey
 from xdn.rdf import IRI
@@ -94,3 +95,104 @@ class ContentFacts:
         ids = [f.fragment_id for f in self.fragments]
         if len(set(ids)) != len(ids):
             raise ValueError("fragment ids must be unique")
+
+
+#: What a failure notice may say was refused (the kinds of ``refused.jsonl``): a document
+#: refused when opened (``document``), one refused before it could be held because it does not
+#: verify (``unverified``), a revoked publisher's (``revoked``), a held one dropped past the
+#: cap (``overflow``), a CRL (``crl``), a key message (``key``), a gap in a publisher's signed
+#: sequence (``gap``), a publisher's signed checkpoint or entitlement statement
+#: (``checkpoint``, ``entitlement``: they name the publisher, no document).
+REFUSAL_KINDS: Final = frozenset(
+    {
+        "document",
+        "unverified",
+        "revoked",
+        "overflow",
+        "crl",
+        "key",
+        "gap",
+        "checkpoint",
+        "entitlement",
+    }
+)
+#: The key messages a ``key`` refusal may name.
+KEY_MESSAGE_KINDS: Final = frozenset({"rekey", "enrolment", "document-keys"})
+
+
+def _check_text(name: str, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{name} must be None or a non-empty str")
+
+
+def _check_count(name: str, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be None or an int")
+    if not 0 <= value < 2**63:
+        raise ValueError(f"{name} is out of range")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefusalFacts:
+    """The content graph of a failure notice: what one party refused, and why.
+
+    Only what the refusing party was told (and may repeat without harm) is recorded: names,
+    numbers, a claimed manifest root, the reason text; never plaintext or key material.
+
+    Attributes:
+        kind: one of :data:`REFUSAL_KINDS`.
+        reason: why, as the refusing party showed it to its operator.
+        publisher: the publisher the refused thing names, when known (not for ``crl``).
+        document_id / version / manifest_root: the refused document, its version and its
+            claimed manifest root, when known (not for ``key`` or ``crl``; a version or root
+            needs a document id).
+        key_message / concept / epoch: for a ``key`` refusal (and only for one), the key
+            message's kind (:data:`KEY_MESSAGE_KINDS`), its group's concept and its epoch.
+        received_from: the node URI of the hop the refused thing came from, when known.
+    """
+
+    kind: str
+    reason: str
+    publisher: str | None = None
+    document_id: str | None = None
+    version: int | None = None
+    manifest_root: bytes | None = None
+    key_message: str | None = None
+    concept: str | None = None
+    epoch: int | None = None
+    received_from: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in REFUSAL_KINDS:
+            raise ValueError(f"refusal kind must be one of {sorted(REFUSAL_KINDS)}")
+        if not isinstance(self.reason, str) or not self.reason:
+            raise ValueError("a refusal needs a non-empty reason")
+        for name in ("publisher", "document_id", "key_message", "concept"):
+            _check_text(name, getattr(self, name))
+        _check_count("version", self.version)
+        _check_count("epoch", self.epoch)
+        if self.manifest_root is not None and (
+            not isinstance(self.manifest_root, bytes) or not self.manifest_root
+        ):
+            raise ValueError("manifest_root must be None or non-empty bytes")
+        if self.received_from is not None:
+            check_node_uri(self.received_from)
+        self._check_what()
+
+    def _check_what(self) -> None:
+        document = (self.document_id, self.version, self.manifest_root)
+        if self.document_id is None and document != (None, None, None):
+            raise ValueError("a version or manifest root needs the document id")
+        if (self.kind == "key") != (self.key_message is not None):
+            raise ValueError("a key refusal, and only one, names its key message")
+        if self.kind == "key":
+            if self.key_message not in KEY_MESSAGE_KINDS:
+                raise ValueError(f"key_message must be one of {sorted(KEY_MESSAGE_KINDS)}")
+            if self.document_id is not None:
+                raise ValueError("a key refusal names a group, not a document")
+        elif (self.concept, self.epoch) != (None, None):
+            raise ValueError("only a key refusal names a concept and epoch")
+        if self.kind == "crl" and (self.publisher, self.document_id) != (None, None):
+            raise ValueError("a CRL refusal names no publisher or document")

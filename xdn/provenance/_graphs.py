@@ -52,15 +52,15 @@ class EnvelopeInfo:
     name: str
     message: str
     number: int
-    kind: str  # "publication" | "relay" | "receipt"
+    kind: str  # "publication" | "relay" | "receipt" | "refusal"
     sender: str
     recipient: str | None
     timestamp_ms: int
     contains: str | None
     remote_message: str | None
     content: tuple[str, ...]
-    document_id: str
-    fragments: frozenset[str]
+    document_id: str  # empty for a failure notice (its content graph names what was refused)
+    fragments: frozenset[str]  # empty for a failure notice
     references: tuple[Reference, ...]
 
 
@@ -138,8 +138,11 @@ def graph_type(name: str, quads: Iterable[Quad]) -> str:
     """Classify a graph by the type its name is given inside it.
 
     Returns:
-        ``"signature"``, ``"envelope"``, ``"node"`` (a node description) or ``"content"``.
+        ``"signature"``, ``"envelope"``, ``"node"`` (a node description), ``"refusal"`` (the
+        content graph of a failure notice: it describes an ``xdn:FailureNotice``) or
+        ``"content"``.
     """
+    quads = list(quads)
     types = {q.o for q in quads if q.s.value == name and q.p == v.RDF_TYPE}
     if v.SIGNATURE in types:
         return "signature"
@@ -147,6 +150,8 @@ def graph_type(name: str, quads: Iterable[Quad]) -> str:
         return "envelope"
     if v.NODE_DESCRIPTION in types:
         return "node"
+    if any(q.p == v.RDF_TYPE and q.o == v.FAILURE_NOTICE for q in quads):
+        return "refusal"
     return "content"
 
 
@@ -203,6 +208,19 @@ def _references(name: str, nodes: dict[str, _Node], refs: list[str]) -> tuple[Re
     return tuple(out)
 
 
+def _carried(name: str, body: _Node, *, refusal: bool) -> tuple[str, frozenset[str]]:
+    """The document and fragments an envelope carries (none for a failure notice)."""
+    if refusal:
+        if body.literals(v.DOCUMENT_ID) or body.literals(v.CARRIES_FRAGMENTS):
+            raise _fail(name, "a refusal envelope carries no document or fragments")
+        return "", frozenset()
+    carried = body.one_literal(v.CARRIES_FRAGMENTS).split("\n")
+    fragments = frozenset(carried)
+    if carried != sorted(fragments) or "" in fragments:
+        raise _fail(name, "xdn:carriesFragments must list distinct fragment ids, sorted")
+    return body.one_literal(v.DOCUMENT_ID), fragments
+
+
 def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> EnvelopeInfo:
     match = _ENVELOPE_NAME.fullmatch(name)
     assert match is not None  # checked by the caller
@@ -210,22 +228,19 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
     if len(kinds) != 1 or kinds[0] not in v.KINDS:
         raise _fail(name, "needs exactly one known msg:hasMessageType")
     kind = v.KINDS[kinds[0]]
-    receipt, publication = kind == "receipt", kind == "publication"
+    final, origin = kind in v.FINAL_KINDS, kind in v.ORIGIN_KINDS
     recipient = body.optional_iri(v.HAS_RECIPIENT)
     remote = body.optional_iri(v.HAS_REMOTE_MESSAGE)
     content = tuple(body.iris(v.HAS_CONTENT))
     contains = head.optional_iri(v.CONTAINS_ENVELOPE)
-    if (recipient is None) != receipt:
-        raise _fail(name, f"a {kind} envelope {'must not' if receipt else 'must'} name a recipient")
-    if publication != (remote is None) or publication != bool(content):
+    if (recipient is None) != final:
+        raise _fail(name, f"a {kind} envelope {'must not' if final else 'must'} name a recipient")
+    if origin != (remote is None) or origin != bool(content):
         raise _fail(name, f"a {kind} envelope has the wrong msg:hasRemoteMessage/hasContent")
-    if publication != (contains is None):
-        raise _fail(name, "only a publication envelope may contain no other envelope")
-    carried = body.one_literal(v.CARRIES_FRAGMENTS).split("\n")
-    fragments = set(carried)
-    if carried != sorted(fragments) or "" in fragments:
-        raise _fail(name, "xdn:carriesFragments must list distinct fragment ids, sorted")
-    stamp = v.HAS_RECEIVED_TIMESTAMP if receipt else v.HAS_SENT_TIMESTAMP
+    if origin != (contains is None):
+        raise _fail(name, "only a publication or refusal envelope may contain no other envelope")
+    document_id, fragments = _carried(name, body, refusal=kind == "refusal")
+    stamp = v.HAS_RECEIVED_TIMESTAMP if kind == "receipt" else v.HAS_SENT_TIMESTAMP
     return EnvelopeInfo(
         name=name,
         message=match["msg"],
@@ -237,8 +252,8 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         contains=contains,
         remote_message=remote,
         content=content,
-        document_id=body.one_literal(v.DOCUMENT_ID),
-        fragments=frozenset(fragments),
+        document_id=document_id,
+        fragments=fragments,
         references=_references(name, nodes, body.iris(v.REFERENCES_SIGNATURE)),
     )
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from xdn import crypto
 from xdn.errors import UsageError
 from xdn.provenance import _vocab as v
-from xdn.provenance._facts import ContentFacts, FragmentFact, Signer
-from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix
+from xdn.provenance._facts import ContentFacts, FragmentFact, RefusalFacts, Signer
+from xdn.provenance._graphs import ContentSummary
+from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
 
 __all__ = ["Message", "originate", "receipt", "relay", "signing_input"]
@@ -87,13 +88,31 @@ class Message:
         return self._shape.outermost.fragments
 
     def content(self) -> ContentFacts:
-        """The publisher's content facts (document, manifest root, fragment digests)."""
-        return self._shape.content.facts()
+        """The publisher's content facts (document, manifest root, fragment digests).
+
+        Raises:
+            UsageError: this is a failure notice (see :attr:`refusal`).
+        """
+        return self._content().facts()
 
     @property
     def document_id(self) -> str:
-        """The document all envelopes of this message are about."""
-        return self._shape.content.document_id
+        """The document all envelopes of this message are about.
+
+        Raises:
+            UsageError: this is a failure notice, which is about no document's chain.
+        """
+        return self._content().document_id
+
+    @property
+    def refusal(self) -> RefusalFacts | None:
+        """What this failure notice says was refused (``None``: not a failure notice)."""
+        return self._shape.refusal
+
+    def _content(self) -> ContentSummary:
+        if self._shape.content is None:
+            raise UsageError(f"{self.uri} is a failure notice: it carries no document")
+        return self._shape.content
 
     @property
     def sender(self) -> str:
@@ -181,9 +200,12 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
         Quad(m, v.HAS_MESSAGE_TYPE, hop.kind, g),
         Quad(m, v.HAS_SENDER, IRI(hop.sender), g),
         Quad(m, stamp, Literal(str(hop.timestamp_ms), v.XSD_LONG), g),
-        Quad(m, v.DOCUMENT_ID, Literal(hop.document_id), g),
-        Quad(m, v.CARRIES_FRAGMENTS, Literal("\n".join(sorted(hop.fragments))), g),
     ]
+    if hop.kind != v.REFUSAL:  # a failure notice names what it refused in its content graph
+        quads += [
+            Quad(m, v.DOCUMENT_ID, Literal(hop.document_id), g),
+            Quad(m, v.CARRIES_FRAGMENTS, Literal("\n".join(sorted(hop.fragments))), g),
+        ]
     optional = [
         (g, v.CONTAINS_ENVELOPE, hop.contains),
         (m, v.HAS_RECIPIENT, hop.recipient),
@@ -202,14 +224,21 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
     return quads
 
 
-def _check_args(signer: Signer, message_uri: str, document_id: str, timestamp_ms: int) -> None:
+def _check_args(
+    signer: Signer, message_uri: str, document_id: str | None, timestamp_ms: int
+) -> None:
+    """Check a builder's arguments; ``document_id`` ``None`` for a failure notice."""
     if not isinstance(signer, Signer):
         raise TypeError("signer must be a Signer")
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
         raise TypeError("timestamp_ms must be an int (milliseconds since the epoch)")
     if not 0 <= timestamp_ms < 2**63:
         raise ValueError("timestamp_ms is out of range")
-    prefix = message_uri_prefix(signer.node_uri, document_id)
+    prefix = (
+        notice_uri_prefix(signer.node_uri)
+        if document_id is None
+        else message_uri_prefix(signer.node_uri, document_id)
+    )
     if not isinstance(message_uri, str) or not message_uri.startswith(prefix):
         raise UsageError(f"message URI {message_uri!r} must start with {prefix!r}")
     if message_uri == prefix or "#" in message_uri:
@@ -253,6 +282,11 @@ def originate(
     return Message(quads=frozenset(content_quads + signature + sealed))
 
 
+def _not_a_notice(message: Message) -> None:
+    if message.refusal is not None:
+        raise UsageError("a refusal is final; it cannot be relayed or receipted")
+
+
 def _extend(message: Message, signer: Signer, hop: _Hop) -> Message:
     shape = shape_of(message)
     outer = shape.outermost
@@ -282,6 +316,7 @@ def relay(
     """
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
+    _not_a_notice(message)
     if isinstance(fragment_ids, str) or not all(isinstance(f, str) for f in fragment_ids):
         raise TypeError("fragment_ids must be a collection of str")
     forwarded = frozenset(fragment_ids)
@@ -311,6 +346,7 @@ def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms:
     """The subscriber's RECEIVED stage: a final envelope signed by the subscriber."""
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
+    _not_a_notice(message)
     _check_args(signer, message_uri, message.document_id, timestamp_ms)
     outer = shape_of(message).outermost
     return _extend(

@@ -4,6 +4,11 @@
 dataset-level conditions and returns a :class:`Shape`: the envelope chain from the innermost
 (publication) envelope outwards, the signature of every signed graph, the content facts. The
 signer checks (condition 9) need keys and live in :mod:`._verify`.
+
+A failure notice (:mod:`._notice`) is a chain of one ``refusal`` envelope around a notice
+content graph (:mod:`._refusal`) instead of a document's; its message URI lies below the
+signer's ``refusal/`` space (condition 11), and nothing may wrap it, as nothing may wrap a
+receipt.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from types import MappingProxyType
 
 from xdn import ids
 from xdn.errors import ProvenanceError
+from xdn.provenance import _vocab as v
+from xdn.provenance._facts import RefusalFacts
 from xdn.provenance._graphs import (
     ContentSummary,
     EnvelopeInfo,
@@ -25,9 +32,18 @@ from xdn.provenance._graphs import (
     read_envelope,
     read_signature,
 )
+from xdn.provenance._refusal import read_refusal
 from xdn.rdf import Quad
 
-__all__ = ["Shape", "analyse", "extend", "message_uri", "message_uri_prefix"]
+__all__ = [
+    "Shape",
+    "analyse",
+    "extend",
+    "message_uri",
+    "message_uri_prefix",
+    "notice_uri",
+    "notice_uri_prefix",
+]
 
 
 def message_uri_prefix(node_uri: str, document_id: str) -> str:
@@ -55,6 +71,33 @@ def message_uri(node_uri: str, document_id: str, *hop: str) -> str:
     return message_uri_prefix(node_uri, document_id) + "/".join(ids.segment(h) for h in hop)
 
 
+def notice_uri_prefix(node_uri: str) -> str:
+    """The failure notices a node signs have message URIs starting with this (condition 11):
+    their own part of the node's URI space, beside the document messages below ``msg/``."""
+    return f"{node_uri}refusal/"
+
+
+def notice_uri(node_uri: str, *hop: str) -> str:
+    """The URI ``node_uri`` mints for one of its failure notices: ``<node>refusal/<hop…>``.
+
+    >>> notice_uri("https://s1.xdn.example/", "1767571200000-9f3c")
+    'https://s1.xdn.example/refusal/1767571200000-9f3c'
+
+    Raises:
+        TypeError, ValueError: an empty or non-``str`` part, or no part at all.
+    """
+    if not hop:
+        raise ValueError("a notice URI needs at least one segment")
+    return notice_uri_prefix(node_uri) + "/".join(ids.segment(h) for h in hop)
+
+
+def uri_prefix(env: EnvelopeInfo) -> str:
+    """Where condition 11 wants the message URI of envelope ``env``."""
+    if env.kind == "refusal":
+        return notice_uri_prefix(env.sender)
+    return message_uri_prefix(env.sender, env.document_id)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Shape:
     """The structure of a well-formed message dataset."""
@@ -63,7 +106,8 @@ class Shape:
     signatures: Mapping[str, SignatureInfo]  # by the name of the graph they sign
     graphs: Mapping[str, tuple[Quad, ...]]
     content_graphs: tuple[str, ...]
-    content: ContentSummary
+    content: ContentSummary | None  # None for a failure notice
+    refusal: RefusalFacts | None = None  # what a failure notice says was refused
 
     @property
     def outermost(self) -> EnvelopeInfo:
@@ -125,7 +169,7 @@ def _check_envelope(
         )
     for ref in env.references:
         _check_reference(env, ref, sigs)
-    prefix = message_uri_prefix(env.sender, env.document_id)
+    prefix = uri_prefix(env)
     if not env.message.startswith(prefix) or env.message == prefix:
         raise ProvenanceError(
             f"condition 11: message URI <{env.message}> of graph <{env.name}> is not "
@@ -133,6 +177,8 @@ def _check_envelope(
         )
     if inner is None:
         return
+    if inner.kind in v.FINAL_KINDS:
+        raise ProvenanceError(f"graph <{env.name}>: a {inner.kind} envelope cannot be relayed")
     if env.number != inner.number + 1 or env.remote_message != inner.message:
         raise ProvenanceError(
             f"condition 10: graph <{env.name}> does not follow <{inner.name}> "
@@ -142,8 +188,6 @@ def _check_envelope(
         raise ProvenanceError(
             f"graph <{env.name}>: document or fragments differ from those of <{inner.name}>"
         )
-    if inner.kind == "receipt":
-        raise ProvenanceError(f"graph <{env.name}>: a receipt envelope cannot be relayed")
 
 
 def _read_content(
@@ -161,6 +205,17 @@ def _read_content(
     if facts is None or len(first.content) != 1:
         raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
     return facts
+
+
+def _read_refusal(
+    first: EnvelopeInfo, graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
+) -> RefusalFacts:
+    if len(first.content) != 1:
+        raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
+    name = first.content[0]
+    if kinds.get(name) != "refusal" or name != first.message + "#c1":
+        raise ProvenanceError(f"graph <{first.name}>: <{name}> is not its failure notice")
+    return read_refusal(name, graphs[name])
 
 
 def _signatures(
@@ -196,7 +251,11 @@ def analyse(quads: Iterable[Quad]) -> Shape:
     unsigned = sorted(n for n, k in kinds.items() if k != "signature" and n not in sigs)
     if unsigned:
         raise ProvenanceError(f"condition 3: graph <{unsigned[0]}> is not signed")
-    content = _read_content(chain[0], graphs, kinds)
+    content, refusal = None, None
+    if chain[0].kind == "refusal":
+        refusal = _read_refusal(chain[0], graphs, kinds)
+    else:
+        content = _read_content(chain[0], graphs, kinds)
     for inner, env in zip((None, *chain), chain, strict=False):
         _check_envelope(env, inner, sigs)
     known = set(envelopes) | set(chain[0].content) | {s.name for s in sigs.values()}
@@ -212,6 +271,7 @@ def analyse(quads: Iterable[Quad]) -> Shape:
         graphs=MappingProxyType({n: tuple(g) for n, g in graphs.items()}),
         content_graphs=chain[0].content,
         content=content,
+        refusal=refusal,
     )
 
 
@@ -244,4 +304,5 @@ def extend(shape: Shape, quads: Iterable[Quad]) -> Shape:
         graphs=MappingProxyType({**shape.graphs, **{n: tuple(g) for n, g in graphs.items()}}),
         content_graphs=shape.content_graphs,
         content=shape.content,
+        refusal=shape.refusal,
     )

@@ -45,6 +45,9 @@ SIGNING_METHOD: Final = IRI(XDN + "Rdfc10EcdsaP384Sha384")
 PUBLICATION: Final = IRI(XDN + "Publication")
 RELAY: Final = IRI(XDN + "Relay")
 RECEIPT: Final = IRI(XDN + "Receipt")
+#: A failure notice: the message type of an envelope that wraps a :data:`FAILURE_NOTICE`
+#: content graph (the role the paper's FAILURE response plays in the WoN prototype).
+REFUSAL: Final = IRI(XDN + "Refusal")
 DOCUMENT: Final = IRI(XDN + "Document")
 DOCUMENT_ID: Final = IRI(XDN + "documentId")
 PUBLISHER: Final = IRI(XDN + "publisher")
@@ -58,4 +61,22 @@ CARRIES_FRAGMENTS: Final = IRI(XDN + "carriesFragments")
 NODE_DESCRIPTION: Final = IRI(XDN + "NodeDescription")
 CERTIFICATE: Final = IRI(XDN + "certificate")
 
-KINDS: Final = {PUBLICATION.value: "publication", RELAY.value: "relay", RECEIPT.value: "receipt"}
+# failure notices: what a party refused, and why (never plaintext)
+FAILURE_NOTICE: Final = IRI(XDN + "FailureNotice")
+REFUSAL_KIND: Final = IRI(XDN + "refusalKind")
+REASON: Final = IRI(XDN + "reason")
+VERSION: Final = IRI(XDN + "version")
+KEY_MESSAGE: Final = IRI(XDN + "keyMessage")
+EPOCH: Final = IRI(XDN + "epoch")
+RECEIVED_FROM: Final = IRI(XDN + "receivedFrom")
+
+KINDS: Final = {
+    PUBLICATION.value: "publication",
+    RELAY.value: "relay",
+    RECEIPT.value: "receipt",
+    REFUSAL.value: "refusal",
+}
+#: Kinds of envelope that nothing may wrap (they name no recipient).
+FINAL_KINDS: Final = frozenset({"receipt", "refusal"})
+#: Kinds of envelope that wrap a content graph rather than another envelope.
+ORIGIN_KINDS: Final = frozenset({"publication", "refusal"})
