@@ -6,9 +6,11 @@ Layout of a certificate directory::
     NAME.pem NAME.key         one pair per party (site, publisher, subscriber)
     revoked.txt               revoked certificates, one ``SERIAL-HEX NAME ISO-TIME`` a line
     crl.pem                   the CA-signed CRL made from revoked.txt (sites reload it)
+    crl-number                the number of the last CRL the CA signed here
 
-Every CRL written here is numbered higher than the one it replaces (sites and key services
-refuse a CRL numbered below the one they hold), whatever the ``now`` it is signed at.
+Every CRL written here is numbered higher than any CRL the CA signed before (sites and key
+services refuse a CRL numbered below the one they hold), whatever the ``now`` it is signed at
+and whatever ``crl.pem`` now holds (an older copy put back counts for nothing).
 
 Keys are written with mode 0600. This is tooling for development networks and tests; a real
 deployment brings its own CA and only uses ``xdn certs issue``-style requests against it.
@@ -133,11 +135,16 @@ def _revoked(directory: Path) -> list[tuple[int, str, datetime]]:
 
 
 def _last_number(path: Path, ca_cert: bytes) -> int:
-    """The number of the CRL at ``path`` (-1: none, or not one our CA signed)."""
+    """The highest number of a CRL signed here: in ``crl-number``, or of the CRL at ``path``
+    (-1: none, or not one our CA signed)."""
     try:
-        return certs.read_crl(path.read_bytes(), ca_cert).number
+        recorded = int((path.parent / "crl-number").read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        recorded = -1
+    try:
+        return max(recorded, certs.read_crl(path.read_bytes(), ca_cert).number)
     except (OSError, CertificateError):
-        return -1
+        return recorded
 
 
 def write_crl(directory: Path, *, now: datetime, days: int = CRL_DAYS) -> Path:
@@ -149,11 +156,12 @@ def write_crl(directory: Path, *, now: datetime, days: int = CRL_DAYS) -> Path:
         raise UsageError("a CRL must be valid for at least one day")
     ca_cert, ca_key = _ca_pair(directory)
     path, tmp = directory / "crl.pem", directory / "crl.pem.tmp"
+    number = max(int(now.timestamp()), _last_number(path, ca_cert) + 1)
     pem = certs.create_crl(
         ca_cert, ca_key, [(serial, when) for serial, _, when in _revoked(directory)],
-        now=now, next_update=now + timedelta(days=days),
-        number=max(int(now.timestamp()), _last_number(path, ca_cert) + 1),
+        now=now, next_update=now + timedelta(days=days), number=number,
     )
+    (directory / "crl-number").write_text(f"{number}\n", encoding="utf-8")  # before it is used
     tmp.write_bytes(pem)
     os.replace(tmp, path)
     return path

@@ -107,6 +107,9 @@ class Planner:
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
         pairs = [self._checked(f, identity) for f in fragments]
         message = provenance.Message.from_nquads(diss.provenance)
+        provenance.check_extendable(
+            message, document_id=manifest.document_id, fragment_ids=[i for i, _ in pairs]
+        )
         concepts = frozenset(c for _, c in pairs)
         plan = DocumentPlan(
             identity=identity, fragments=len(pairs), concepts=concepts,

@@ -521,7 +521,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         context: grpc.aio.ServicerContext,
     ) -> None:
         interest = _InterestChunks()
-        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+        with contextlib.suppress(asyncio.CancelledError):
             try:
                 async for message in requests:
                     _well_formed(message)
@@ -546,6 +546,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 log.warning("%s %s: %s", destination.kind, destination.name, exc)
                 self._stream_errors[destination] = exc
                 self._node.end_stream(destination)
+            except (grpc.aio.AioRpcError, grpc.aio.AbortError):
+                pass  # the stream ended: the peer went away, or we ended it (silent, refused)
             except Exception:  # never die silently, leaving a stream nobody reads
                 log.exception(
                     "%s %s: reading its stream failed", destination.kind, destination.name

@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 
 from disseminator.metrics import SiteMetrics
 from disseminator.routing import Destination
+from xdn import identity
 from xdn.heartbeat import Heartbeats, PeerSilent
 
 __all__ = ["StreamWatch"]
@@ -50,7 +51,9 @@ class StreamWatch:
     @property
     def _peer(self) -> str:
         kind = "downlink" if self._destination.kind == "link" else self._destination.kind
-        return f"{kind} {self._destination.name}"
+        name = self._destination.name
+        person = identity.person(name)  # a subscriber: its name, then its certificate
+        return f"{kind} {person}" + (f" ({name})" if person != name else "")
 
     async def incoming(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """The peer's messages without its heartbeats, each one noted as a sign of life.

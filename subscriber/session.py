@@ -635,6 +635,13 @@ class Session:
                 crl=self.crl,
             )
             received = provenance.Message.from_nquads(message.provenance)
+            receipt_uri = provenance.message_uri(
+                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
+            )
+            provenance.check_extendable(
+                received, document_id=manifest.document_id,
+                fragment_ids=[f.fragment_id for f in message.fragments], message_uri=receipt_uri,
+            )
         except PeerError as exc:
             kind = "revoked" if isinstance(exc, RevokedError) else "document"
             self.refuse(kind, str(exc), manifest=manifest)
@@ -643,9 +650,7 @@ class Session:
         receipt = provenance.receipt(
             received,
             self.signer,
-            message_uri=provenance.message_uri(
-                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
-            ),
+            message_uri=receipt_uri,
             timestamp_ms=int(self.clock().timestamp() * 1000),
         )
         self.log.append(receipt)

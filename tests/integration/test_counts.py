@@ -156,4 +156,5 @@ def test_p_publishers_s_subscribers_d_documents_give_exactly_the_expected_delive
         assert "unsubscribed at" not in again.stdout
         message = again.stdout + again.stderr
         assert "NOT_FOUND" in message, message
-        assert f"{name!r} has no subscription at site {served_by[name]}" in message, message
+        assert f"{name!r} (certificate {name}@" in message, message
+        assert f"has no subscription at site {served_by[name]}" in message, message

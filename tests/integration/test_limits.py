@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
-from xdn import certs
+from xdn import certs, crypto, identity, lease
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -273,15 +273,29 @@ def test_one_certificate_under_two_names_is_invalid(net: LocalNetwork) -> None:
     _assert_serving(net)
 
 
+def _carol_behind_d4(network: LocalNetwork) -> pb.Member:
+    """carol as a downlink d4 lists her: member id, certificate, and her own lease naming d4."""
+    pem = (network.certs / "carol.pem").read_bytes()
+    member_id = certs.credential_from_pem(pem).member_id
+    signed = lease.sign(
+        lease.issue(
+            member=member_id, site="d4", block="WorkOrder",
+            now_ms=lease.millis(datetime.now(UTC)), period_ms=3_600_000,
+        ),
+        crypto.load_private_key_pem((network.certs / "carol.key").read_bytes()),
+    )
+    return pb.Member(subscriber=member_id, certificate=pem, lease=signed.to_bytes())
+
+
 async def _members_after_chunks(network: LocalNetwork) -> set[str]:
     """Link as d4 with carol's membership in two chunks; return who d1 then lists behind it."""
-    pem = (network.certs / "carol.pem").read_bytes()
+    carol = _carol_behind_d4(network)
     stop = asyncio.Event()
 
     async def requests() -> AsyncIterator[pb.LinkMessage]:
         yield _hello()
         yield _interest(_fake_members(3, "x"), more=True)
-        yield _interest([pb.Member(subscriber="carol", certificate=pem)])
+        yield _interest([carol])
         await stop.wait()
 
     async with _channel(network, "d1", "d4") as link, _channel(network, "d1",
@@ -294,7 +308,7 @@ async def _members_after_chunks(network: LocalNetwork) -> set[str]:
                 reply = await pb_grpc.DisseminatorStub(pub).GetMembership(
                     pb.MembershipRequest(publisher="production-dept"), timeout=TIMEOUT
                 )
-                names = {m.subscriber for m in reply.members}
+                names = {identity.person(m.subscriber) for m in reply.members}
                 await asyncio.sleep(0.1)
         finally:
             stop.set()

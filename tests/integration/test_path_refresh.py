@@ -80,7 +80,7 @@ def test_a_member_that_missed_an_epoch_catches_up_by_a_path_refresh(
     assert network.received("alice")[-1]["document"] == "order-3"
     db = _keyring(network, "alice")
     assert db.execute("SELECT COUNT(*) FROM stale").fetchone() == (0,)
-    assert db.execute("SELECT COUNT(*) FROM held").fetchone() == (0,)
+    assert db.execute("SELECT COUNT(*) FROM held_documents").fetchone() == (0,)
     db.close()
     # Answered requests are cleared all the way up: the next sync sends no refresh.
     assert wait_until(lambda: "keys synchronised: rekeyed none, 0 key messages"

@@ -11,13 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xdn import crypto, ids
-from xdn.errors import ProvenanceError, SignatureError, UsageError
+from xdn.errors import ProtocolError, ProvenanceError, SignatureError, UsageError
 from xdn.provenance import (
     ContentFacts,
     FragmentFact,
     Message,
     ProvenanceLog,
     Signer,
+    check_extendable,
     message_uri,
     node_description,
     originate,
@@ -640,3 +641,20 @@ def test_an_unescaped_message_uri_is_still_refused() -> None:
     with pytest.raises(UsageError, match="must start with"):
         originate(signers()["pub"], message_uri=f"{uri('pub')}msg/order 7/v1",
                   recipient_uri=uri("d1"), content=CONTENT, timestamp_ms=1)
+
+
+def test_a_peers_chain_is_extendable_only_for_its_document_fragments_and_unused_uri() -> None:
+    _, m2, m3, m4 = chain()
+    check_extendable(m3, document_id="order 7", fragment_ids=["f1"], message_uri=mid("s1", "r"))
+    refused = [
+        (m3, "order 8", ["f1"], None, "about document 'order 7', not 'order 8'"),
+        (m4, "order 7", ["f1"], None, "ends in a receipt or a refusal"),
+        (m3, "order 7", ["f1", "f2"], None, "does not list 1 fragments carried"),
+        (m2, "order 7", ["f1", "f9"], None, "does not list 1 fragments carried"),
+        (m3, "order 7", ["f1"], mid("d1", "a"), "already uses the message URI"),
+    ]
+    for message, document, fragments, hop_uri, match in refused:
+        with pytest.raises(ProtocolError, match=match):
+            check_extendable(
+                message, document_id=document, fragment_ids=fragments, message_uri=hop_uri
+            )

@@ -158,3 +158,16 @@ def test_every_crl_written_numbers_higher_than_the_last(pki: Path) -> None:
         numbers.append(certs.read_crl((pki / "crl.pem").read_bytes(), ca).number)
     assert numbers[0] >= int(now.timestamp())
     assert numbers == sorted(set(numbers))
+
+
+def test_a_new_crl_is_numbered_above_every_one_signed_even_if_an_older_is_put_back(
+    pki: Path,
+) -> None:
+    now = datetime.now(UTC)
+    ca = (pki / "ca.pem").read_bytes()
+    first = write_crl(pki, now=now).read_bytes()
+    second = write_crl(pki, now=now).read_bytes()
+    (pki / "crl.pem").write_bytes(first)  # someone puts the older file back
+    third = write_crl(pki, now=now - timedelta(days=3), days=1).read_bytes()  # signed "earlier"
+    numbers = [certs.read_crl(pem, ca).number for pem in (first, second, third)]
+    assert numbers[0] < numbers[1] < numbers[2]

@@ -48,7 +48,14 @@ from xdn.provenance._graphs import (
     read_signature,
 )
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
-from xdn.provenance._message import Message, originate, receipt, relay, signing_input
+from xdn.provenance._message import (
+    Message,
+    check_extendable,
+    originate,
+    receipt,
+    relay,
+    signing_input,
+)
 from xdn.provenance._notice import failure_notice
 from xdn.provenance._refusal import read_refusal
 from xdn.provenance._shape import message_uri, notice_uri
@@ -66,6 +73,7 @@ __all__ = [
     "RefusalFacts",
     "SignatureInfo",
     "Signer",
+    "check_extendable",
     "failure_notice",
     "graph_type",
     "message_uri",

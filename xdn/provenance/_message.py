@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from xdn import crypto
-from xdn.errors import UsageError
+from xdn.errors import ProtocolError, UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._facts import ContentFacts, FragmentFact, RefusalFacts, Signer
 from xdn.provenance._graphs import ContentSummary
@@ -280,6 +280,41 @@ def originate(
     )
     sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])
     return Message(quads=frozenset(content_quads + signature + sealed))
+
+
+def check_extendable(
+    message: Message,
+    *,
+    document_id: str,
+    fragment_ids: Collection[str],
+    message_uri: str | None = None,
+) -> None:
+    """Check that a peer's provenance ``message`` may be extended with a hop for a document.
+
+    A site or a subscriber calls this on the provenance that came with a dissemination before
+    it relays or receipts it: a dishonest peer may send another document's chain, a final one
+    (a receipt or a refusal notice), one that does not list the fragments it carries, or one
+    that already uses the URI of the hop about to be added.
+
+    Raises:
+        ProtocolError: any of these, naming it.
+    """
+    if message.document_id != document_id:
+        raise ProtocolError(
+            f"provenance is about document {message.document_id!r}, not {document_id!r}"
+        )
+    if message.refusal is not None or shape_of(message).outermost.kind == "receipt":
+        raise ProtocolError("provenance ends in a receipt or a refusal: it cannot be extended")
+    unlisted = set(fragment_ids) - message.fragment_ids()
+    if unlisted:
+        raise ProtocolError(
+            f"provenance does not list {len(unlisted)} fragments carried with it "
+            f"(e.g. {sorted(unlisted)[0]!r})"
+        )
+    if message_uri is not None and any(
+        e.message == message_uri for e in shape_of(message).envelopes
+    ):
+        raise ProtocolError(f"provenance already uses the message URI {message_uri!r}")
 
 
 def _not_a_notice(message: Message) -> None:
