@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from disseminator import leases
+from disseminator import leases, replay
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.grant_changes import (
     ENDING,
@@ -35,11 +35,12 @@ from disseminator.grant_changes import (
     grants_changed,
     subscription_ended,
 )
+from disseminator.members import from_stored, to_pb_member, to_stored
 from disseminator.metrics import SiteMetrics
 from disseminator.planning import DocumentPlan, Planner
-from disseminator.refresh import Group, RefreshRequests
+from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Append, History, Retained, Store, StoredRegistration
+from disseminator.store import Append, History, Retained, Store
 from xdn import certs, provenance
 from xdn.errors import PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -49,7 +50,7 @@ from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import revocation_list_delivery
 
-__all__ = ["SiteIdentity", "SiteNode", "to_pb_member"]
+__all__ = ["SiteIdentity", "SiteNode"]
 
 log = logging.getLogger(__name__)
 
@@ -67,51 +68,6 @@ class SiteIdentity:
     tls: TlsFiles
     signer: provenance.Signer
     lease_s: float = 86_400.0
-
-
-def _to_stored(kind: str, owner: str, reg: Registration, seen_ms: int) -> StoredRegistration:
-    return StoredRegistration(
-        kind=kind, owner=owner, subscriber=reg.subscriber, certificate=reg.certificate,
-        grants={p: sorted(c) for p, c in reg.grants.items()}, seen_ms=seen_ms, lease=reg.lease,
-    )
-
-
-def to_pb_member(
-    reg: Registration, refresh: Iterable[Group] = (), *, publisher: str | None = None
-) -> pb.Member:
-    """The wire form of a registration, with the path refreshes its subscriber asks for.
-
-    Args:
-        publisher: only this publisher's grants and refreshes (what its key service may see);
-            ``None``: every publisher's (for the uplink, which routes for all of them).
-    """
-    def shown(p: str) -> bool:
-        return publisher is None or p == publisher
-
-    asked: dict[str, list[str]] = {}
-    for p, concept in sorted(refresh):
-        if shown(p):
-            asked.setdefault(p, []).append(concept)
-    return pb.Member(
-        subscriber=reg.subscriber,
-        certificate=reg.certificate,
-        grants=[
-            pb.Grant(publisher=p, concepts=sorted(c))
-            for p, c in sorted(reg.grants.items())
-            if shown(p)
-        ],
-        refresh=[pb.Grant(publisher=p, concepts=c) for p, c in asked.items()],
-        lease=reg.lease,
-    )
-
-
-def _from_stored(stored: StoredRegistration) -> Registration:
-    return Registration(
-        subscriber=stored.subscriber,
-        certificate=stored.certificate,
-        grants={p: frozenset(c) for p, c in stored.grants.items()},
-        lease=stored.lease,
-    )
 
 
 class SiteNode:
@@ -227,7 +183,7 @@ class SiteNode:
     def _recover(self) -> None:
         expired = ChangeSet()
         for stored in self.store.registrations():
-            reg = _from_stored(stored)
+            reg = from_stored(stored)
             if stored.kind == "subscriber":
                 credential = certs.credential_from_pem(reg.certificate)
                 if not credential.valid_at(self._clock()):
@@ -506,7 +462,7 @@ class SiteNode:
             self._queue_grants_change(previous, registration, "registered again for other concepts")
         else:
             self.store.save_registration(
-                _to_stored("subscriber", "", registration, self.now_ms())
+                to_stored("subscriber", "", registration, self.now_ms())
             )
         self._on_interest_change()
         self.apply_changes(_expiry_of_others(changes))
@@ -521,7 +477,7 @@ class SiteNode:
         """Store ``updated`` and queue the change for its subscriber, atomically."""
         payload = grants_changed(previous.grants, updated.grants, why)
         self.store.change_registration(
-            save=_to_stored("subscriber", "", updated, self.now_ms()),
+            save=to_stored("subscriber", "", updated, self.now_ms()),
             control=Append(kind="subscriber", name=updated.subscriber, payload=payload),
         )
         self.wake(Destination("subscriber", updated.subscriber))
@@ -534,7 +490,7 @@ class SiteNode:
         self._requested.pop(subscriber, None)
         self.refreshes.forget(subscriber)
         seq = self.store.change_registration(
-            save=_to_stored(ENDING, "", reg, self.now_ms()),
+            save=to_stored(ENDING, "", reg, self.now_ms()),
             delete=("subscriber", "", subscriber),
             control=Append(kind="subscriber", name=subscriber, payload=subscription_ended(reason)),
         )
@@ -557,15 +513,7 @@ class SiteNode:
         own; returns how many documents were queued.
         """
         destination = Destination("subscriber", registration.subscriber)
-        appends, graphs = [], []
-        for doc in self.store.retained():
-            granted = registration.grants.get(doc.publisher, frozenset())
-            planned = self.planner.retained(
-                pb.Dissemination.FromString(doc.payload), registration.subscriber, granted
-            )
-            if planned is not None:
-                appends.append(planned[0])
-                graphs.append(planned[1])
+        appends, graphs = replay.retained(self.store.retained(), self.planner, registration)
         if appends:
             self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
             self.flush_log()
@@ -604,7 +552,7 @@ class SiteNode:
         renewed = dataclasses.replace(reg, lease=kept)
         was_member = leases.holds(reg, self.now_ms())
         self.table.local[subscriber] = renewed
-        self.store.save_registration(_to_stored("subscriber", "", renewed, self.now_ms()))
+        self.store.save_registration(to_stored("subscriber", "", renewed, self.now_ms()))
         if not was_member:
             log.info("%s holds a lease again: reported as a member", subscriber)
         self._on_interest_change()
@@ -643,28 +591,9 @@ class SiteNode:
         wanted = set(sequences)
         if len(wanted) > _MAX_MISSING:
             raise ProtocolError(f"more than {_MAX_MISSING} missing documents asked at once")
-        granted = reg.grants.get(publisher, frozenset())
-        appends, graphs, found = [], [], set()
-        for doc in self.store.retained():
-            if doc.publisher != publisher:
-                continue
-            diss = pb.Dissemination.FromString(doc.payload)
-            if diss.manifest.sequence not in wanted:
-                continue
-            planned = self.planner.retained(diss, subscriber, granted)
-            if planned is not None:
-                found.add(diss.manifest.sequence)
-                appends.append(planned[0])
-                graphs.append(planned[1])
-        if unavailable := sorted(wanted - found):
-            note = pb.Missing(publisher=publisher, sequences=unavailable)
-            appends.append(
-                Append(
-                    kind="subscriber",
-                    name=subscriber,
-                    payload=pb.Delivery(unavailable=note).SerializeToString(),
-                )
-            )
+        appends, graphs, found = replay.missing(
+            self.store.retained(), self.planner, reg, publisher, wanted
+        )
         log.info(
             "%s asks for %d missing documents of %s; %d replayed",
             subscriber, len(wanted), publisher, len(found),
@@ -771,7 +700,7 @@ class SiteNode:
             self.table.set_link_members(site, kept)
             now = self.now_ms()
             self.store.save_registrations(
-                "link", site, [_to_stored("link", site, r, now) for r in kept]
+                "link", site, [to_stored("link", site, r, now) for r in kept]
             )
 
     def set_revoked(self, serials: frozenset[int]) -> list[str]:
@@ -838,7 +767,7 @@ class SiteNode:
         self.table.set_link_members(site, members)
         now = self.now_ms()
         self.store.save_registrations(
-            "link", site, [_to_stored("link", site, r, now) for r in members]
+            "link", site, [to_stored("link", site, r, now) for r in members]
         )
         self._on_interest_change()
 
@@ -860,7 +789,7 @@ class SiteNode:
         if destination.kind == "subscriber" and destination.name in self.table.local:
             reg = self.table.local[destination.name]
             self.store.save_registration(
-                _to_stored("subscriber", "", reg, self._last_seen[destination])
+                to_stored("subscriber", "", reg, self._last_seen[destination])
             )
 
     def housekeeping(self) -> list[str]:

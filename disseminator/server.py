@@ -46,16 +46,18 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
+from disseminator.intake import Malformed, add_to_server, well_formed
+from disseminator.interest import InterestChunks
 from disseminator.limits import (
-    LARGE_MESSAGE_BYTES,
     LimitExceeded,
     Limits,
     MemoryBudget,
     StreamCounts,
 )
-from disseminator.node import SiteNode, to_pb_member
+from disseminator.members import to_pb_member
+from disseminator.node import SiteNode
 from disseminator.routing import (
     Accept,
     Destination,
@@ -83,127 +85,6 @@ WINDOW = 1024
 _OVER_LIMIT_GRACE_S = 1.0
 # Downlink members verified at once before the loop serves other calls.
 _VERIFY_SLICE = 32
-
-
-class Malformed:
-    """A request whose bytes are not a valid protobuf message.
-
-    grpc.aio turns a failing request deserializer into status UNKNOWN before any handler runs;
-    :func:`add_to_server` decodes leniently instead and hands the handler this marker, so the
-    caller gets INVALID_ARGUMENT with a clear message.
-    """
-
-    def __init__(self, type_name: str) -> None:
-        self.type_name = type_name
-
-
-class Refused:
-    """A request refused before it was parsed (too large for a limit); the handler says so."""
-
-    def __init__(self, error: LimitExceeded) -> None:
-        self.error = error
-
-
-class _Held:
-    """A large parsed request and its share of the memory budget, given back when dropped."""
-
-    __slots__ = ("_budget", "_size", "message")
-
-    def __init__(self, message: Any, budget: MemoryBudget, size: int) -> None:
-        self.message, self._budget, self._size = message, budget, size
-
-    def __del__(self) -> None:
-        self._budget.release(self._size)
-
-
-def _lenient(
-    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None
-) -> Any:
-    """A request deserializer: cheap size checks first, then a parse that never raises."""
-    type_name = message_type.DESCRIPTOR.full_name
-
-    def parse(data: bytes) -> Any:
-        size = len(data)  # after any gRPC decompression
-        try:
-            if check is not None:
-                check(size, type_name)
-            if size >= LARGE_MESSAGE_BYTES:
-                budget.reserve(size, type_name)
-        except LimitExceeded as exc:
-            return Refused(exc)
-        try:
-            message = message_type.FromString(data)
-        except DecodeError:
-            message = Malformed(type_name)
-        return _Held(message, budget, size) if size >= LARGE_MESSAGE_BYTES else message
-
-    return parse
-
-
-def _unary(handler: Any) -> Any:
-    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        held = request  # a _Held keeps its budget share until the handler is done
-        return await handler(held.message if isinstance(held, _Held) else held, context)
-
-    return call
-
-
-async def _unwrapped(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    async for held in requests:  # held until the consumer asks for the next message
-        yield held.message if isinstance(held, _Held) else held
-
-
-def _stream(handler: Any) -> Any:
-    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        async with contextlib.aclosing(handler(_unwrapped(requests), context)) as replies:
-            async for reply in replies:
-                yield reply
-
-    return call
-
-
-def _well_formed(message: Any) -> None:
-    if isinstance(message, Refused):
-        raise message.error
-    if isinstance(message, Malformed):
-        raise ProtocolError(
-            f"malformed {message.type_name}: the bytes are not a valid protobuf message"
-        )
-
-
-def add_to_server(service: DisseminatorService, server: grpc.aio.Server) -> None:
-    """Register the Disseminator service with lenient request decoding under the site limits."""
-    budget, stream_check = service.budget, service.limits.check_stream_message
-    handlers = {
-        "Publish": grpc.unary_unary_rpc_method_handler(
-            _unary(service.Publish),
-            request_deserializer=_lenient(pb.PublishRequest, budget),
-            response_serializer=pb.PublishAck.SerializeToString,
-        ),
-        "GetMembership": grpc.unary_unary_rpc_method_handler(
-            _unary(service.GetMembership),
-            request_deserializer=_lenient(pb.MembershipRequest, budget),
-            response_serializer=pb.Membership.SerializeToString,
-        ),
-        "Subscribe": grpc.stream_stream_rpc_method_handler(
-            _stream(service.Subscribe),
-            request_deserializer=_lenient(pb.ClientMessage, budget, stream_check),
-            response_serializer=pb.ServerMessage.SerializeToString,
-        ),
-        "Link": grpc.stream_stream_rpc_method_handler(
-            _stream(service.Link),
-            request_deserializer=_lenient(pb.LinkMessage, budget, stream_check),
-            response_serializer=pb.Delivery.SerializeToString,
-        ),
-        "Unsubscribe": grpc.unary_unary_rpc_method_handler(
-            _unary(service.Unsubscribe),
-            request_deserializer=_lenient(pb.UnsubscribeRequest, budget),
-            response_serializer=pb.UnsubscribeAck.SerializeToString,
-        ),
-    }
-    name = pb.DESCRIPTOR.services_by_name["Disseminator"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-    server.add_registered_method_handlers(name, handlers)
 
 
 class _Abort(Exception):
@@ -310,7 +191,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     ) -> pb.PublishAck:
         await self._refuse_if_draining(context)
         try:
-            _well_formed(request)
+            well_formed(request)
             publisher = self._peer(context, role="publisher")
             standing = self._node.standing(publisher.name)
             refused = site_refusal(standing, publisher.name)
@@ -361,7 +242,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
     ) -> pb.Membership:
         try:
-            _well_formed(request)
+            well_formed(request)
             publisher = self._peer(context, role="publisher")
             if request.publisher != publisher.name:
                 raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own membership")
@@ -387,7 +268,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         node = self._node
         credential = self._peer(context, role="subscriber")
         pem = peer_certificate(context.auth_context())
-        _well_formed(first)
+        well_formed(first)
         if first is None or first.WhichOneof("kind") != "subscribe":
             raise ProtocolError("a Subscribe stream must start with a SubscribeRequest")
         ending = node.ending(credential.member_id)
@@ -520,11 +401,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         cursor: Any,
         context: grpc.aio.ServicerContext,
     ) -> None:
-        interest = _InterestChunks()
+        interest = InterestChunks()
         with contextlib.suppress(asyncio.CancelledError):
             try:
                 async for message in requests:
-                    _well_formed(message)
+                    well_formed(message)
                     kind = message.WhichOneof("kind")
                     if kind == "ack":
                         self._node.on_ack(destination, cursor, message.ack.sequence)
@@ -562,7 +443,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request: pb.UnsubscribeRequest, context: grpc.aio.ServicerContext
     ) -> pb.UnsubscribeAck:
         try:
-            _well_formed(request)
+            well_formed(request)
             subscriber = self._peer(context, role="subscriber")
             if subscriber.member_id not in self._node.table.local:
                 raise _Abort(
@@ -615,7 +496,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             first = await _opening(request_iterator, self._opening_timeout_s)
             await self._refuse_if_draining(context)
             peer = self._peer(context, role="site")
-            _well_formed(first)
+            well_formed(first)
             if first is None or first.WhichOneof("kind") != "hello":
                 raise ProtocolError("a Link stream must start with LinkHello")
             hello = first.hello
@@ -695,7 +576,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         return done
 
     async def _on_interest(
-        self, site: str, interest: pb.InterestUpdate, chunks: _InterestChunks
+        self, site: str, interest: pb.InterestUpdate, chunks: InterestChunks
     ) -> None:
         """One chunk of a downlink's members; the set is put in force with its last chunk.
 
@@ -768,45 +649,6 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 if interval > 0:  # no interval at all is a protocol error, said further on
                     self.limits.check_heartbeat(interval)
             yield message
-
-
-class _InterestChunks:
-    """The chunks of one downlink's member set received so far on one Link stream."""
-
-    def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        self.members: list[pb.Member] = []
-        self.verified: list[Registration] = []
-        self._certificates: set[bytes] = set()
-        self._names: set[str] = set()
-        self._verified_names: set[str] = set()
-
-    def add(self, members: Any) -> None:
-        """Take a chunk's members (a cheap duplicate check, before any verification)."""
-        for member in members:
-            digest = hashlib.sha256(member.certificate).digest()
-            if digest in self._certificates:
-                raise ProtocolError(
-                    f"an InterestUpdate lists one certificate twice (as {member.subscriber!r} "
-                    "and under another or the same name)"
-                )
-            if member.subscriber in self._names:
-                raise ProtocolError(f"an InterestUpdate lists {member.subscriber!r} twice")
-            self._certificates.add(digest)
-            self._names.add(member.subscriber)
-            self.members.append(member)
-
-    def add_verified(self, registrations: list[Registration]) -> None:
-        """Take the verified members of a slice (named by their certificates)."""
-        for reg in registrations:
-            if reg.subscriber in self._verified_names:
-                raise ProtocolError(
-                    f"an InterestUpdate lists two certificates of {reg.subscriber!r}"
-                )
-            self._verified_names.add(reg.subscriber)
-            self.verified.append(reg)
 
 
 def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:

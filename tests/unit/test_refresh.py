@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from disseminator.node import to_pb_member
+from disseminator.members import to_pb_member
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Registration
 

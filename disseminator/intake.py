@@ -1,0 +1,152 @@
+"""How requests reach the servicer: size limits and the memory budget before parsing, then a
+parse that never raises.
+
+grpc.aio turns a failing request deserializer into status ``UNKNOWN`` before any handler runs,
+and would parse any message of up to the channel's maximum size. So the Disseminator service is
+registered here (:func:`add_to_server`) with deserializers that first check the message's size
+against the site's limits and reserve large ones in the memory budget shared by all calls
+(:mod:`disseminator.limits`), then decode leniently: a handler receives the message, a
+:class:`Refused` (over a limit) or a :class:`Malformed` marker, and :func:`well_formed` turns
+the markers into the typed errors the servicer maps to ``RESOURCE_EXHAUSTED`` and
+``INVALID_ARGUMENT``. A large message keeps its share of the budget until its handler is done
+with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, MemoryBudget
+from xdn.errors import ProtocolError
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+if TYPE_CHECKING:
+    from disseminator.server import DisseminatorService
+
+__all__ = ["Malformed", "Refused", "add_to_server", "well_formed"]
+
+
+class Malformed:
+    """A request whose bytes are not a valid protobuf message.
+
+    grpc.aio turns a failing request deserializer into status UNKNOWN before any handler runs;
+    :func:`add_to_server` decodes leniently instead and hands the handler this marker, so the
+    caller gets INVALID_ARGUMENT with a clear message.
+    """
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+class Refused:
+    """A request refused before it was parsed (too large for a limit); the handler says so."""
+
+    def __init__(self, error: LimitExceeded) -> None:
+        self.error = error
+
+
+class _Held:
+    """A large parsed request and its share of the memory budget, given back when dropped."""
+
+    __slots__ = ("_budget", "_size", "message")
+
+    def __init__(self, message: Any, budget: MemoryBudget, size: int) -> None:
+        self.message, self._budget, self._size = message, budget, size
+
+    def __del__(self) -> None:
+        self._budget.release(self._size)
+
+
+def _lenient(
+    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None
+) -> Any:
+    """A request deserializer: cheap size checks first, then a parse that never raises."""
+    type_name = message_type.DESCRIPTOR.full_name
+
+    def parse(data: bytes) -> Any:
+        size = len(data)  # after any gRPC decompression
+        try:
+            if check is not None:
+                check(size, type_name)
+            if size >= LARGE_MESSAGE_BYTES:
+                budget.reserve(size, type_name)
+        except LimitExceeded as exc:
+            return Refused(exc)
+        try:
+            message = message_type.FromString(data)
+        except DecodeError:
+            message = Malformed(type_name)
+        return _Held(message, budget, size) if size >= LARGE_MESSAGE_BYTES else message
+
+    return parse
+
+
+def _unary(handler: Any) -> Any:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        held = request  # a _Held keeps its budget share until the handler is done
+        return await handler(held.message if isinstance(held, _Held) else held, context)
+
+    return call
+
+
+async def _unwrapped(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for held in requests:  # held until the consumer asks for the next message
+        yield held.message if isinstance(held, _Held) else held
+
+
+def _stream(handler: Any) -> Any:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async with contextlib.aclosing(handler(_unwrapped(requests), context)) as replies:
+            async for reply in replies:
+                yield reply
+
+    return call
+
+
+def well_formed(message: Any) -> None:
+    if isinstance(message, Refused):
+        raise message.error
+    if isinstance(message, Malformed):
+        raise ProtocolError(
+            f"malformed {message.type_name}: the bytes are not a valid protobuf message"
+        )
+
+
+def add_to_server(service: DisseminatorService, server: grpc.aio.Server) -> None:
+    """Register the Disseminator service with lenient request decoding under the site limits."""
+    budget, stream_check = service.budget, service.limits.check_stream_message
+    handlers = {
+        "Publish": grpc.unary_unary_rpc_method_handler(
+            _unary(service.Publish),
+            request_deserializer=_lenient(pb.PublishRequest, budget),
+            response_serializer=pb.PublishAck.SerializeToString,
+        ),
+        "GetMembership": grpc.unary_unary_rpc_method_handler(
+            _unary(service.GetMembership),
+            request_deserializer=_lenient(pb.MembershipRequest, budget),
+            response_serializer=pb.Membership.SerializeToString,
+        ),
+        "Subscribe": grpc.stream_stream_rpc_method_handler(
+            _stream(service.Subscribe),
+            request_deserializer=_lenient(pb.ClientMessage, budget, stream_check),
+            response_serializer=pb.ServerMessage.SerializeToString,
+        ),
+        "Link": grpc.stream_stream_rpc_method_handler(
+            _stream(service.Link),
+            request_deserializer=_lenient(pb.LinkMessage, budget, stream_check),
+            response_serializer=pb.Delivery.SerializeToString,
+        ),
+        "Unsubscribe": grpc.unary_unary_rpc_method_handler(
+            _unary(service.Unsubscribe),
+            request_deserializer=_lenient(pb.UnsubscribeRequest, budget),
+            response_serializer=pb.UnsubscribeAck.SerializeToString,
+        ),
+    }
+    name = pb.DESCRIPTOR.services_by_name["Disseminator"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
