@@ -80,7 +80,7 @@ def check_signed(
         ValueError: the signature is not bytes, is empty or too long.
     """
     if not isinstance(statement, kind):
-        article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+        article = "an" if kind.__name__[:1].upper() in "AEIOU" else "a"
         raise TypeError(f"{name} must be {article} {kind.__name__}")
     if (
         not isinstance(signature, bytes)
