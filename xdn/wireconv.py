@@ -345,11 +345,11 @@ def _signed(
     *,
     content: tuple[str | int, ...],
     routing: tuple[str | int, ...],
-    signature: bytes,
-    certificate: bytes,
+    wire: pb.GroupRekey | pb.KeyMessage | pb.DocumentKeys,
     what: str,
 ) -> Signed[M]:
-    """A received key message with its signature and certificate (verified by the member).
+    """A received key message with the signature and certificate ``wire`` carries (verified by
+    the member).
 
     Raises:
         ProtocolError: the routing fields the sites read differ from the message's ``content``.
@@ -357,6 +357,7 @@ def _signed(
     """
     if content != routing:
         raise ProtocolError(f"{what}: routing fields do not match the content")
+    signature, certificate = wire.signature, wire.publisher_certificate
     if not signature or not certificate:
         raise SignatureError(f"{what} of {message.publisher}/{message.concept} is not signed")
     return Signed(message=message, signature=signature, certificate=certificate)
@@ -389,8 +390,7 @@ def rekey_from_pb(message: pb.GroupRekey) -> Signed[RekeyMessage]:
         rekey,
         content=(rekey.publisher, rekey.concept, rekey.epoch),
         routing=(message.publisher, message.concept, message.epoch),
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        wire=message,
         what="rekey message",
     )
 
@@ -423,8 +423,7 @@ def enrolment_from_pb(message: pb.KeyMessage) -> Signed[Enrolment]:
         enrolment,
         content=(enrolment.publisher, enrolment.concept, enrolment.epoch, enrolment.member),
         routing=(message.publisher, message.concept, message.epoch, message.subscriber),
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        wire=message,
         what="key message",
     )
 
@@ -456,8 +455,7 @@ def document_keys_from_pb(message: pb.DocumentKeys) -> Signed[DocumentKeyGrant]:
         grant,
         content=(grant.publisher, grant.concept, grant.member),
         routing=(message.publisher, message.concept, message.subscriber),
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        wire=message,
         what="document keys",
     )
 
