@@ -18,9 +18,10 @@ next document and the publisher's checkpoints are read from there.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
+
+from xdn.sqlitedb import open_db
 
 __all__ = ["DocumentKey", "KeyStore"]
 
@@ -57,12 +58,9 @@ class KeyStore:
     """The last version of each of one publisher's documents, and the retained ones' keys."""
 
     def __init__(self, path: Path, *, publisher: str, retain: int = 0) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._publisher = publisher
         self._retain = retain
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()

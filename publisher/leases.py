@@ -16,13 +16,13 @@ the groups for at most the rest of her last lease, never longer (``docs/group-ke
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 from pathlib import Path
 
 from xdn import lease
 from xdn.errors import PeerError
 from xdn.ontology import Ontology
+from xdn.sqlitedb import open_db
 
 __all__ = ["LeaseBook"]
 
@@ -40,12 +40,9 @@ class LeaseBook:
     """The newest lease statement seen per member, kept in ``path`` (SQLite)."""
 
     def __init__(self, path: Path, *, ca_pem: bytes, ontology: Ontology) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._ca_pem = ca_pem
         self._ontology = ontology
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from xdn import certs
 from xdn.codec import SignedManifest
-from xdn.completeness import Gap, GapTracker
+from xdn.completeness import Gap, GapTracker, SignedCheckpoint, SignedEntitlement
 from xdn.errors import PeerError, ProtocolError
+from xdn.sqlitedb import open_db
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import checkpoint_from_pb, entitlement_from_pb, manifest_from_pb
 
@@ -51,16 +51,37 @@ CREATE TABLE IF NOT EXISTS entitlements (
 """
 
 
+def _signed_by_publisher(
+    signed: SignedManifest | SignedCheckpoint | SignedEntitlement,
+    publisher: str,
+    certificate: bytes,
+    *,
+    ca_pem: bytes,
+    at: datetime,
+    what: str,
+) -> None:
+    """Check that ``publisher`` signed ``signed``, with ``certificate``.
+
+    Raises:
+        CertificateError: the certificate is not a valid publisher certificate of the CA.
+        ProtocolError: it is another publisher's.
+        SignatureError: the signature does not verify.
+    """
+    credential = certs.verify_certificate(certificate, ca_pem, at=at, role="publisher")
+    if credential.name != publisher:
+        raise ProtocolError(
+            f"{what} names publisher {publisher!r} but is signed by {credential.name!r}"
+        )
+    signed.verify(certs.public_key_of(certificate))
+
+
 class Completeness:
     """One subscriber's gap tracking, durable, with what it asks and reports."""
 
     def __init__(self, path: Path, inbox_dir: Path, *, name: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._name = name
         self._inbox = inbox_dir
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
         row = self._db.execute("SELECT value FROM completeness WHERE key = 'tracker'").fetchone()
         self.tracker = GapTracker() if row is None else GapTracker.from_json(row[0])
         self._asked: set[tuple[str, int]] = set()  # asked on the current stream
@@ -71,6 +92,11 @@ class Completeness:
 
     def close(self) -> None:
         self._db.close()
+
+    def _record(self, record: Mapping[str, object]) -> None:
+        """Append one finding to ``gaps.jsonl`` in the inbox."""
+        with open(self._inbox / "gaps.jsonl", "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
 
     def _save(self) -> None:
         self._db.execute(
@@ -90,13 +116,11 @@ class Completeness:
         if not manifest.sequence:
             return
         try:
-            publisher = certs.verify_certificate(
-                manifest.publisher_certificate, ca_pem, at=at, role="publisher"
-            )
             signed = manifest_from_pb(manifest)
-            if publisher.name != manifest.publisher:
-                return
-            signed.verify(certs.public_key_of(manifest.publisher_certificate))
+            _signed_by_publisher(
+                signed, manifest.publisher, manifest.publisher_certificate, ca_pem=ca_pem, at=at,
+                what="manifest",
+            )
         except PeerError:
             return
         self.on_manifest(signed, state=state)
@@ -115,15 +139,10 @@ class Completeness:
             PeerError: the checkpoint is malformed, its certificate or signature bad.
         """
         signed = checkpoint_from_pb(message)
-        publisher = certs.verify_certificate(
-            message.publisher_certificate, ca_pem, at=at, role="publisher"
+        _signed_by_publisher(
+            signed, signed.checkpoint.publisher, message.publisher_certificate, ca_pem=ca_pem,
+            at=at, what="checkpoint",
         )
-        if publisher.name != signed.checkpoint.publisher:
-            raise ProtocolError(
-                f"checkpoint names publisher {signed.checkpoint.publisher!r} "
-                f"but is signed by {publisher.name!r}"
-            )
-        signed.verify(certs.public_key_of(message.publisher_certificate))
         c = signed.checkpoint
         self._db.execute(
             "INSERT INTO checkpoints (publisher, issued_at_ms, policy_version) VALUES (?, ?, ?) "
@@ -145,14 +164,10 @@ class Completeness:
         """
         signed = entitlement_from_pb(message)
         e = signed.entitlement
-        publisher = certs.verify_certificate(
-            message.publisher_certificate, ca_pem, at=at, role="publisher"
+        _signed_by_publisher(
+            signed, e.publisher, message.publisher_certificate, ca_pem=ca_pem, at=at,
+            what="entitlement",
         )
-        if publisher.name != e.publisher:
-            raise ProtocolError(
-                f"entitlement names publisher {e.publisher!r} but is signed by {publisher.name!r}"
-            )
-        signed.verify(certs.public_key_of(message.publisher_certificate))
         if (e.subscriber, e.certificate) != (me.member_id, me.fingerprint):
             raise ProtocolError(f"entitlement for {e.subscriber!r} (another certificate)")
         stored = self._db.execute(
@@ -229,8 +244,7 @@ class Completeness:
             "concepts": sorted(concepts),
             "reason": f"withheld from {where}: granted by the publisher's signed entitlement",
         }
-        with open(self._inbox / "gaps.jsonl", "a", encoding="utf-8") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
+        self._record(record)
         print(
             f"{self._name}: {publisher}'s signed policy grants us {', '.join(sorted(concepts))}"
             f" but {where} withholds it",
@@ -249,8 +263,7 @@ class Completeness:
                 "concepts": concepts,
                 "reason": "withheld: the site did not deliver it and cannot replay it",
             }
-            with open(self._inbox / "gaps.jsonl", "a", encoding="utf-8") as out:
-                out.write(json.dumps(record, sort_keys=True) + "\n")
+            self._record(record)
             print(
                 f"{self._name}: gap: document #{sequence} of {message.publisher} "
                 f"({', '.join(concepts)}) was withheld and the site cannot replay it",

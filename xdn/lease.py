@@ -22,8 +22,9 @@ lease period, however dishonest the sites. :func:`open_lease` does the same chec
 lapsed lease or a leave, for parties that must remember the newest statement seen (a newer
 leave beats an older lease a site might replay).
 
-The signed bytes are deterministic: a domain label, then every field in a fixed order, text and
-byte strings length-prefixed (``u32``), integers big-endian, the concepts sorted and unique.
+The signed bytes are deterministic (:mod:`xdn.binary`): a domain label, then every field in a
+fixed order, text and byte strings length-prefixed (``u32``), integers big-endian, the concepts
+sorted and unique; signing and checking go through :mod:`xdn.statements`.
 On the wire a lease is :meth:`SignedLease.to_bytes`: a magic, the statement and the DER
 signature, each length-prefixed. Decoding is strict (:class:`~xdn.errors.ProtocolError`).
 """
@@ -32,12 +33,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from xdn import certs, crypto, identity
+from xdn import certs, crypto, identity, statements
+from xdn.binary import Reader, Writer, check_name, check_u64
 from xdn.errors import LeaseError, LeaseLapsedError, ProtocolError, SignatureError
 
 __all__ = [
@@ -64,9 +65,6 @@ MAX_SKEW_MS = 60_000
 
 _STATEMENT_LABEL = b"xdn/lease/v1\x00"
 _WIRE_MAGIC = b"XLS1"
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_U64_MAX = (1 << 64) - 1
 _MAX_SIGNATURE = 128  # a DER ECDSA P-384 signature is at most 104 bytes
 
 
@@ -75,24 +73,6 @@ def millis(at: datetime) -> int:
     if at.tzinfo is None:
         raise ValueError("times must be timezone-aware")
     return int(at.timestamp() * 1000)
-
-
-def _text(what: str, value: object, *, empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if not value and not empty:
-        raise ValueError(f"{what} must not be empty")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise ValueError(f"{what} must not contain control characters: {value!r}")
-    return value
-
-
-def _u64(what: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if not 0 <= value <= _U64_MAX:
-        raise ValueError(f"{what} out of range: {value}")
-    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,17 +98,17 @@ class Lease:
     leave: bool = False
 
     def __post_init__(self) -> None:
-        identity.split_member_id(_text("member", self.member))
-        _text("site", self.site, empty=self.leave)  # a leave holds wherever it is registered
-        _text("block", self.block, empty=self.leave)
+        identity.split_member_id(check_name("member", self.member))
+        check_name("site", self.site, empty=self.leave)  # a leave holds wherever it is registered
+        check_name("block", self.block, empty=self.leave)
         if not isinstance(self.concepts, tuple):
             raise TypeError("concepts must be a tuple of str")
         for concept in self.concepts:
-            _text("concept", concept)
+            check_name("concept", concept)
         if list(self.concepts) != sorted(set(self.concepts)):
             raise ValueError("concepts must be sorted and unique (use lease.issue)")
-        _u64("issued_at", self.issued_at)
-        _u64("expires_at", self.expires_at)
+        check_u64("issued_at", self.issued_at)
+        check_u64("expires_at", self.expires_at)
         if not isinstance(self.leave, bool):
             raise TypeError("leave must be a bool")
         if self.expires_at < self.issued_at:
@@ -149,21 +129,18 @@ class Lease:
 
     def to_bytes(self) -> bytes:
         """The deterministic statement the subscriber signs."""
-        parts = [_STATEMENT_LABEL]
-        for value in (self.member, self.site, self.block):
-            parts += _blob(value.encode())
-        parts.append(_U32.pack(len(self.concepts)))
+        out = Writer(_STATEMENT_LABEL).text(self.member).text(self.site).text(self.block)
+        out.u32(len(self.concepts))
         for concept in self.concepts:
-            parts += _blob(concept.encode())
-        parts += (_U64.pack(self.issued_at), _U64.pack(self.expires_at), bytes((self.leave,)))
-        return b"".join(parts)
+            out.text(concept)
+        return out.u64(self.issued_at).u64(self.expires_at).u8(self.leave).getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Lease:
         """Invert :meth:`to_bytes`; every defect raises :class:`ProtocolError`."""
-        reader = _Reader(data, _STATEMENT_LABEL)
+        reader = Reader(data, _STATEMENT_LABEL, what="lease")
         member, site, block = reader.text(), reader.text(), reader.text()
-        concepts = tuple(reader.text() for _ in range(reader.count()))
+        concepts = tuple(reader.text() for _ in range(reader.count(4, u32=True)))
         issued_at, expires_at, leave = reader.u64(), reader.u64(), reader.u8()
         reader.done()
         if leave > 1:
@@ -185,19 +162,16 @@ class SignedLease:
     signature: bytes
 
     def __post_init__(self) -> None:
-        if not isinstance(self.lease, Lease):
-            raise TypeError("lease must be a Lease")
-        if not isinstance(self.signature, bytes) or not 0 < len(self.signature) <= _MAX_SIGNATURE:
-            raise ValueError("signature must be non-empty bytes (a DER ECDSA signature)")
+        statements.check_signed("lease", self.lease, Lease, self.signature, most=_MAX_SIGNATURE)
 
     def to_bytes(self) -> bytes:
         """The wire form: magic, statement, signature."""
-        return b"".join((_WIRE_MAGIC, *_blob(self.lease.to_bytes()), *_blob(self.signature)))
+        return Writer(_WIRE_MAGIC).blob(self.lease.to_bytes()).blob(self.signature).getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SignedLease:
         """Invert :meth:`to_bytes`; every defect raises :class:`ProtocolError`."""
-        reader = _Reader(data, _WIRE_MAGIC)
+        reader = Reader(data, _WIRE_MAGIC, what="signed lease")
         statement, signature = reader.blob(), reader.blob()
         reader.done()
         lease = Lease.from_bytes(statement)
@@ -217,7 +191,7 @@ def issue(
     leave: bool = False,
 ) -> Lease:
     """A lease from ``now_ms`` for ``period_ms`` (a leave: ``leave=True``, period ignored)."""
-    _u64("period_ms", period_ms)
+    check_u64("period_ms", period_ms)
     if not leave and period_ms == 0:
         raise ValueError("a lease must last some time (period_ms > 0)")
     return Lease(
@@ -228,7 +202,7 @@ def issue(
 
 def sign(lease: Lease, key: crypto.PrivateKey) -> SignedLease:
     """Sign ``lease`` with the subscriber's certificate key."""
-    return SignedLease(lease=lease, signature=crypto.sign(key, lease.to_bytes()))
+    return SignedLease(lease=lease, signature=statements.sign(lease.to_bytes(), key))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -236,7 +210,7 @@ def _signature_holds(certificate_pem: bytes, statement: bytes, signature: bytes)
     """Whether ``signature`` over ``statement`` is the certificate key's (cached: sites and the
     key service see the same lease with every membership reply until it is renewed)."""
     try:
-        crypto.verify(certs.public_key_of(certificate_pem), signature, statement)
+        statements.verify_by_certificate(statement, signature, certificate_pem)
     except SignatureError:
         return False
     return True
@@ -333,52 +307,3 @@ def newest(held: Lease | None, offered: Lease) -> Lease:
     if held.member != offered.member:
         raise ValueError("leases of different members are not comparable")
     return max(held, offered, key=lambda x: (x.issued_at, x.leave, x.expires_at))
-
-
-def _blob(data: bytes) -> tuple[bytes, bytes]:
-    return _U32.pack(len(data)), data
-
-
-class _Reader:
-    """Strict reader of the length-prefixed fields above."""
-
-    def __init__(self, data: bytes, magic: bytes) -> None:
-        if not isinstance(data, bytes):
-            raise TypeError(f"expected bytes, not {type(data).__name__}")
-        if not data.startswith(magic):
-            raise ProtocolError("not a signed lease")
-        self._data, self._at = data, len(magic)
-
-    def _take(self, n: int) -> bytes:
-        end = self._at + n
-        if end > len(self._data):
-            raise ProtocolError("lease: truncated")
-        chunk, self._at = self._data[self._at : end], end
-        return chunk
-
-    def u8(self) -> int:
-        return self._take(1)[0]
-
-    def u64(self) -> int:
-        value: int = _U64.unpack(self._take(8))[0]
-        return value
-
-    def count(self) -> int:
-        (n,) = _U32.unpack(self._take(4))
-        if n * 4 > len(self._data) - self._at:
-            raise ProtocolError("lease: item count exceeds the data")
-        return int(n)
-
-    def blob(self) -> bytes:
-        (length,) = _U32.unpack(self._take(4))
-        return self._take(length)
-
-    def text(self) -> str:
-        try:
-            return self.blob().decode()
-        except UnicodeDecodeError:
-            raise ProtocolError("lease: text field is not UTF-8") from None
-
-    def done(self) -> None:
-        if self._at != len(self._data):
-            raise ProtocolError("lease: trailing bytes")

@@ -18,7 +18,8 @@ member verifies before using it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from xdn.codec import (
@@ -58,6 +59,15 @@ __all__ = [
 ]
 
 M = TypeVar("M", RekeyMessage, Enrolment, DocumentKeyGrant)
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """Turn the value objects' constructor checks into a :class:`ProtocolError` on ``what``."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"malformed {what}: {exc}") from None
 
 
 def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment:
@@ -212,10 +222,8 @@ def manifest_from_pb(m: pb.Manifest) -> SignedManifest:
     Raises:
         ProtocolError: a field is malformed.
     """
-    try:
+    with _reading(f"manifest of {m.document_id!r}"):
         return _manifest_from_pb(m)
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"malformed manifest of {m.document_id!r}: {exc}") from None
 
 
 def checkpoint_to_pb(signed: SignedCheckpoint, *, publisher_certificate: bytes) -> pb.Checkpoint:
@@ -242,7 +250,7 @@ def checkpoint_from_pb(message: pb.Checkpoint) -> SignedCheckpoint:
         ProtocolError: a field is malformed or a concept is listed twice.
     """
     latest = {c.concept: c.latest for c in message.concepts}
-    try:
+    with _reading(f"checkpoint of {message.publisher!r}"):
         if len(latest) != len(message.concepts):
             raise ValueError("a concept is listed twice")
         return SignedCheckpoint(
@@ -255,8 +263,6 @@ def checkpoint_from_pb(message: pb.Checkpoint) -> SignedCheckpoint:
             ),
             signature=message.signature,
         )
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"malformed checkpoint of {message.publisher!r}: {exc}") from None
 
 
 def entitlement_to_pb(
@@ -284,7 +290,7 @@ def entitlement_from_pb(message: pb.Entitlement) -> SignedEntitlement:
     Raises:
         ProtocolError: a field is malformed.
     """
-    try:
+    with _reading(f"entitlement from {message.publisher!r}"):
         return SignedEntitlement(
             entitlement=Entitlement(
                 publisher=message.publisher,
@@ -298,8 +304,6 @@ def entitlement_from_pb(message: pb.Entitlement) -> SignedEntitlement:
             ),
             signature=message.signature,
         )
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"malformed entitlement from {message.publisher!r}: {exc}") from None
 
 
 def _fragment_from_pb(f: pb.Fragment) -> Fragment:
@@ -319,7 +323,7 @@ def _fragment_from_pb(f: pb.Fragment) -> Fragment:
 def delivery_from_pb(message: pb.Dissemination) -> Delivery:
     """Read a received dissemination into an (unverified) codec delivery."""
     m = message.manifest
-    try:
+    with _reading(f"dissemination of {m.document_id!r}"):
         return Delivery(
             signed_manifest=_manifest_from_pb(m),
             fragments=tuple(_fragment_from_pb(f) for f in message.fragments),
@@ -334,14 +338,26 @@ def delivery_from_pb(message: pb.Dissemination) -> Delivery:
                 if f.HasField("range_proof")
             ),
         )
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"malformed dissemination of {m.document_id!r}: {exc}") from None
 
 
 def _signed(
-    message: M, *, signature: bytes, certificate: bytes, what: str
+    message: M,
+    *,
+    content: tuple[str | int, ...],
+    routing: tuple[str | int, ...],
+    wire: pb.GroupRekey | pb.KeyMessage | pb.DocumentKeys,
+    what: str,
 ) -> Signed[M]:
-    """A received key message with its signature and certificate (verified by the member)."""
+    """A received key message with the signature and certificate ``wire`` carries (verified by
+    the member).
+
+    Raises:
+        ProtocolError: the routing fields the sites read differ from the message's ``content``.
+        SignatureError: no signature or no certificate.
+    """
+    if content != routing:
+        raise ProtocolError(f"{what}: routing fields do not match the content")
+    signature, certificate = wire.signature, wire.publisher_certificate
     if not signature or not certificate:
         raise SignatureError(f"{what} of {message.publisher}/{message.concept} is not signed")
     return Signed(message=message, signature=signature, certificate=certificate)
@@ -370,16 +386,11 @@ def rekey_from_pb(message: pb.GroupRekey) -> Signed[RekeyMessage]:
         SignatureError: no signature or no certificate.
     """
     rekey = RekeyMessage.from_bytes(message.message)
-    if (rekey.publisher, rekey.concept, rekey.epoch) != (
-        message.publisher,
-        message.concept,
-        message.epoch,
-    ):
-        raise ProtocolError("rekey message: routing fields do not match its content")
     return _signed(
         rekey,
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        content=(rekey.publisher, rekey.concept, rekey.epoch),
+        routing=(message.publisher, message.concept, message.epoch),
+        wire=message,
         what="rekey message",
     )
 
@@ -408,17 +419,11 @@ def enrolment_from_pb(message: pb.KeyMessage) -> Signed[Enrolment]:
         SignatureError: no signature or no certificate.
     """
     enrolment = Enrolment.from_bytes(message.sealed)
-    if (enrolment.publisher, enrolment.concept, enrolment.epoch, enrolment.member) != (
-        message.publisher,
-        message.concept,
-        message.epoch,
-        message.subscriber,
-    ):
-        raise ProtocolError("key message: routing fields do not match its content")
     return _signed(
         enrolment,
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        content=(enrolment.publisher, enrolment.concept, enrolment.epoch, enrolment.member),
+        routing=(message.publisher, message.concept, message.epoch, message.subscriber),
+        wire=message,
         what="key message",
     )
 
@@ -446,16 +451,11 @@ def document_keys_from_pb(message: pb.DocumentKeys) -> Signed[DocumentKeyGrant]:
         SignatureError: no signature or no certificate.
     """
     grant = DocumentKeyGrant.from_bytes(message.sealed)
-    if (grant.publisher, grant.concept, grant.member) != (
-        message.publisher,
-        message.concept,
-        message.subscriber,
-    ):
-        raise ProtocolError("document keys: routing fields do not match their content")
     return _signed(
         grant,
-        signature=message.signature,
-        certificate=message.publisher_certificate,
+        content=(grant.publisher, grant.concept, grant.member),
+        routing=(message.publisher, message.concept, message.subscriber),
+        wire=message,
         what="document keys",
     )
 

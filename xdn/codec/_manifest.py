@@ -46,7 +46,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from xdn import crypto
+from xdn import crypto, statements
 from xdn.codec._encoding import check_u64, frame, u64
 from xdn.codec._keys import check_name
 from xdn.codec._merkle import HASH_BYTES
@@ -222,16 +222,13 @@ class SignedManifest:
     signature: bytes
 
     def __post_init__(self) -> None:
-        if not isinstance(self.manifest, Manifest):
-            raise TypeError("manifest must be a Manifest")
-        if not isinstance(self.signature, bytes) or not self.signature:
-            raise ValueError("signature must be non-empty bytes")
+        statements.check_signed("manifest", self.manifest, Manifest, self.signature)
 
     def verify(self, publisher_key: crypto.PublicKey) -> None:
         """Check the signature; raise :class:`~xdn.errors.SignatureError` if it fails."""
-        crypto.verify(publisher_key, self.signature, self.manifest.signed_bytes())
+        statements.verify(self.manifest, self.signature, publisher_key)
 
 
 def sign_manifest(manifest: Manifest, signer: crypto.PrivateKey) -> SignedManifest:
     """Sign ``manifest`` with the publisher's private key."""
-    return SignedManifest(manifest=manifest, signature=crypto.sign(signer, manifest.signed_bytes()))
+    return SignedManifest(manifest=manifest, signature=statements.sign(manifest, signer))

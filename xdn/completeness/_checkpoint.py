@@ -26,9 +26,9 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xdn import crypto
-from xdn.codec._encoding import check_u64, frame, u64
-from xdn.codec._keys import check_name
+from xdn import crypto, statements
+from xdn.binary import check_name, check_u64
+from xdn.codec._encoding import frame, u64
 
 __all__ = ["Checkpoint", "SignedCheckpoint", "sign_checkpoint"]
 
@@ -95,18 +95,15 @@ class SignedCheckpoint:
     signature: bytes
 
     def __post_init__(self) -> None:
-        if not isinstance(self.checkpoint, Checkpoint):
-            raise TypeError("checkpoint must be a Checkpoint")
-        if not isinstance(self.signature, bytes) or not self.signature:
-            raise ValueError("signature must be non-empty bytes")
+        statements.check_signed("checkpoint", self.checkpoint, Checkpoint, self.signature)
 
     def verify(self, publisher_key: crypto.PublicKey) -> None:
         """Check the signature; raise :class:`~xdn.errors.SignatureError` if it fails."""
-        crypto.verify(publisher_key, self.signature, self.checkpoint.signed_bytes())
+        statements.verify(self.checkpoint, self.signature, publisher_key)
 
 
 def sign_checkpoint(checkpoint: Checkpoint, signer: crypto.PrivateKey) -> SignedCheckpoint:
     """Sign ``checkpoint`` with the publisher's private key."""
     return SignedCheckpoint(
-        checkpoint=checkpoint, signature=crypto.sign(signer, checkpoint.signed_bytes())
+        checkpoint=checkpoint, signature=statements.sign(checkpoint, signer)
     )

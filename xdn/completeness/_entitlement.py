@@ -31,10 +31,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from xdn import crypto
+from xdn import crypto, statements
+from xdn.binary import check_name, check_u64
 from xdn.certs import Credential
-from xdn.codec._encoding import check_u64, frame, u64
-from xdn.codec._keys import check_name
+from xdn.codec._encoding import frame, u64
 from xdn.ontology import Ontology
 from xdn.policy import Policy, auth_list
 
@@ -114,20 +114,17 @@ class SignedEntitlement:
     signature: bytes
 
     def __post_init__(self) -> None:
-        if not isinstance(self.entitlement, Entitlement):
-            raise TypeError("entitlement must be an Entitlement")
-        if not isinstance(self.signature, bytes) or not self.signature:
-            raise ValueError("signature must be non-empty bytes")
+        statements.check_signed("entitlement", self.entitlement, Entitlement, self.signature)
 
     def verify(self, publisher_key: crypto.PublicKey) -> None:
         """Check the signature; raise :class:`~xdn.errors.SignatureError` if it fails."""
-        crypto.verify(publisher_key, self.signature, self.entitlement.signed_bytes())
+        statements.verify(self.entitlement, self.signature, publisher_key)
 
 
 def sign_entitlement(entitlement: Entitlement, signer: crypto.PrivateKey) -> SignedEntitlement:
     """Sign ``entitlement`` with the publisher's private key."""
     return SignedEntitlement(
-        entitlement=entitlement, signature=crypto.sign(signer, entitlement.signed_bytes())
+        entitlement=entitlement, signature=statements.sign(entitlement, signer)
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from xdn import certs, crypto
+from xdn import certs, crypto, statements
 from xdn.errors import CertificateError, ProtocolError, SignatureError, UsageError
 from xdn.lkh._bytes import Reader, Writer
 from xdn.lkh._grants import DocumentKeyGrant
@@ -169,7 +169,7 @@ class KeySigner:
         """
         if message.publisher != self.publisher:
             raise UsageError(f"{describe(message)} is not {self.publisher!r}'s to sign")
-        signature = crypto.sign(self.private_key, signed_bytes(message))
+        signature = statements.sign(signed_bytes(message), self.private_key)
         return Signed(message=message, signature=signature, certificate=self.certificate)
 
 
@@ -191,8 +191,9 @@ def verify_key_message(signed: Signed[M], *, ca_pem: bytes, at: datetime) -> M:
     if credential.name != signed.publisher:
         raise SignatureError(f"{what} is signed by {credential.name!r}, not by its publisher")
     try:
-        public_key = certs.public_key_of(signed.certificate)
-        crypto.verify(public_key, signed.signature, signed_bytes(signed.message))
-    except (SignatureError, UsageError):
+        statements.verify_by_certificate(
+            signed_bytes(signed.message), signed.signature, signed.certificate
+        )
+    except SignatureError:
         raise SignatureError(f"{what}: the publisher's signature does not verify") from None
     return signed.message

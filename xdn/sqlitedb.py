@@ -1,0 +1,30 @@
+"""Opening the embedded SQLite stores the edges keep (key store, leases, gaps, ...).
+
+Every durable store of a party is one SQLite file in its state directory, opened the same way:
+the folder is created if missing, the connection is in autocommit mode (``isolation_level``
+``None``: a store that needs a transaction says ``BEGIN`` itself, so nothing stays open by
+accident), the journal is write-ahead (readers never block the writer, a crash loses no committed
+write) and the schema script (``CREATE TABLE IF NOT EXISTS ...``) is run, so a new file and an
+existing one come out alike. Only the edges call this; the core stays free of I/O.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+__all__ = ["open_db"]
+
+
+def open_db(path: Path, schema: str) -> sqlite3.Connection:
+    """Open (or create) the SQLite file ``path`` in WAL, autocommit mode, with ``schema`` run.
+
+    Args:
+        path: the database file; its folder is created if missing.
+        schema: an SQL script of idempotent statements (``CREATE ... IF NOT EXISTS``).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript(schema)
+    return db
