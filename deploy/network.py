@@ -317,7 +317,11 @@ class LocalNetwork:
     def received(self, subscriber: str) -> list[dict[str, object]]:
         """The records of the documents ``subscriber`` accepted so far (``received.jsonl``)."""
         path = self.inbox(subscriber) / "received.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        if not path.exists():
+            return []
+        lines = path.read_text().splitlines(keepends=True)
+        # A line still being appended is not a record yet.
+        return [json.loads(line) for line in lines if line.endswith("\n")]
 
     def start_subscriber(self, name: str, *, extra: Sequence[str] = ()) -> None:
         spec = self.subscribers[name]

@@ -400,7 +400,10 @@ class Inbox:
             os.replace(tmp, path)
 
     def write_subscription(self, record: Mapping[str, Any]) -> None:
-        (self.out_dir / "subscription.json").write_text(json.dumps(record, indent=2) + "\n")
+        """Replace ``subscription.json`` atomically: a reader never sees half of it."""
+        path, tmp = self.out_dir / "subscription.json", self.out_dir / "subscription.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
+        os.replace(tmp, path)
 
     def write_view(
         self, *, publisher: str, document_id: str, version: int, view_xml: bytes
