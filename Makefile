@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-fast test-stress bench proto lint java xmlsec1 iproute2 clean
+.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,7 +53,12 @@ demo: $(STAMP) java
 	$(VENV)/bin/xdn demo
 
 test: $(STAMP) java xmlsec1 iproute2
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not long"
+
+# The heavy multi-process scenarios (a dishonest site, namesakes, limits under abuse, leases,
+# revocation of sites, twenty sites): a few minutes more; CI runs them after `make test`.
+test-long: $(STAMP) java xmlsec1 iproute2
+	$(PY) -m pytest -q -m long
 
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5

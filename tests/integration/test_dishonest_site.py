@@ -31,7 +31,7 @@ from xdn.lkh import MemberKeys
 from xdn.paths import REPO_ROOT
 from xdn.rdf import Quad, parse_nquads
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 PUBLISHER = "production-dept"
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"

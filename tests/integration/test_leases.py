@@ -17,7 +17,7 @@ from deploy.pki import Party, issue_party
 from xdn import identity
 from xdn.paths import REPO_ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 LEASE_S = 3.0

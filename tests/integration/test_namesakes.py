@@ -22,7 +22,7 @@ from xdn import certs
 from xdn.grpc_tls import TlsFiles
 from xdn.paths import REPO_ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 PUBLISHER = "production-dept"

@@ -131,6 +131,7 @@ def _refused_again(network: LocalNetwork, name: str, reason: str) -> None:
     assert network.full_output(name).count(reason) > before, network.output(name)
 
 
+@pytest.mark.long
 def test_an_older_or_stale_crl_cannot_bring_a_revoked_subscriber_back(tmp_path: Path) -> None:
     """The CA's previous CRL is refused, also across a restart; a stale CRL raises the alarm,
     and past the grace new registrations are refused until a fresh CRL is installed."""
@@ -184,6 +185,7 @@ def _short_lived(network: LocalNetwork, name: str, block: str, seconds: int) -> 
     (network.certs / f"{name}.key").write_bytes(key)
 
 
+@pytest.mark.long
 def test_site_links_end_when_a_site_certificate_is_revoked_or_expires(tmp_path: Path) -> None:
     """d2 serves d4 and d5. d4's certificate expires: its link is cut. d2 is revoked: d5 cuts
     its uplink and links to d1 instead, and after a restart the DHT no longer offers d2."""

@@ -19,7 +19,7 @@ import pytest
 
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, SiteSpec, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 PUBLISHER = "production-dept"
 

@@ -18,7 +18,7 @@ from deploy.network import ONTOLOGY, LocalNetwork
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 TOPOLOGY = REPO_ROOT / "deploy" / "topologies" / "twenty-sites.toml"
 SAMPLES = {

@@ -28,7 +28,7 @@ from xdn.grpc_tls import TlsFiles
 from xdn.paths import REPO_ROOT
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 WITHHELD = frozenset({2, 3})
