@@ -15,6 +15,8 @@ what it relays, which is exactly the power the threat model gives a dishonest si
                         grants it reports (Subscribed, GrantsChanged)
 ``list-member:PEM``     lists the subscriber certificate in PEM (say, a revoked one) in every
                         membership reply, with every concept of the asking publisher's policy
+``keep-members``        keeps listing, in every membership reply, every member it ever listed,
+                        with the last lease it had (a departed subscriber is never let go)
 
 :class:`LocalNetwork` starts a site this way when its :class:`SiteSpec` has a ``launcher``
 (see :func:`launcher`).
@@ -31,7 +33,7 @@ from xdn.grpc_fork import disable_grpc_fork_handlers
 
 FAULTS = (
     "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
-    "list-member",
+    "list-member", "keep-members",
 )
 
 Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
@@ -170,6 +172,23 @@ def _patch_membership(pem_path: str) -> None:
     DisseminatorService.GetMembership = membership  # type: ignore[method-assign]
 
 
+def _patch_keep_members() -> None:
+    from disseminator.server import DisseminatorService
+
+    honest = DisseminatorService.GetMembership
+    seen: dict[str, Any] = {}  # member id → the last entry listed for it
+
+    async def membership(self: DisseminatorService, request: Any, context: Any) -> Any:
+        reply = await honest(self, request, context)
+        listed = {m.subscriber for m in reply.members}
+        for member in reply.members:
+            seen[member.subscriber] = member
+        reply.members.extend(m for name, m in sorted(seen.items()) if name not in listed)
+        return reply
+
+    DisseminatorService.GetMembership = membership  # type: ignore[method-assign]
+
+
 def install(fault: str) -> None:
     """Patch this process's site code with ``fault`` (one of :data:`FAULTS`)."""
     name, _, argument = fault.partition(":")
@@ -186,6 +205,8 @@ def install(fault: str) -> None:
         _patch_subscribed(argument)
     elif name == "list-member":
         _patch_membership(argument)
+    elif name == "keep-members":
+        _patch_keep_members()
     else:
         raise SystemExit(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
 

@@ -8,6 +8,7 @@ should not have it, and later documents still arriving for whoever is entitled.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sqlite3
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import pytest
 from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
 
@@ -26,10 +28,12 @@ from deploy.pki import Party, issue_party
 from publisher.lkh_store import LkhStore
 from xdn import certs, provenance
 from xdn.errors import ProvenanceError
-from xdn.grpc_tls import TlsFiles
+from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.lkh import MemberKeys
 from xdn.paths import REPO_ROOT
 from xdn.rdf import Quad, parse_nquads
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -241,3 +245,55 @@ def test_a_granted_concept_dropped_and_hidden_from_the_grants_is_flagged(
         lambda: any("Measurement" in g["concepts"] for g in gaps())  # type: ignore[operator]
     ), net.output("alice")
     assert "signed policy grants us" in net.output("alice")
+
+
+async def _listed_by(network: LocalNetwork, site: str) -> set[str]:
+    """Who ``site`` lists as members when the publisher asks."""
+    tls = TlsFiles.from_dir(network.certs, PUBLISHER)
+    async with grpc.aio.secure_channel(
+        network.address(site), channel_credentials(tls), options=CHANNEL_OPTIONS
+    ) as channel:
+        reply = await pb_grpc.DisseminatorStub(channel).GetMembership(
+            pb.MembershipRequest(publisher=PUBLISHER), timeout=30
+        )
+    return {m.subscriber for m in reply.members}
+
+
+def _members(network: LocalNetwork) -> set[str]:
+    """Who the publisher's key service holds in its groups (member ids)."""
+    groups = LkhStore(network.workdir / "state" / PUBLISHER / "keys.sqlite", publisher=PUBLISHER)
+    try:
+        return {m for group in groups.load_all().values() for m in group.members()}
+    finally:
+        groups.close()
+
+
+@pytest.mark.parametrize("dishonest", [("d1", "keep-members")], indirect=True)
+def test_a_root_keeping_a_departed_member_delays_her_rekey_by_one_lease_at_most(
+    dishonest: LocalNetwork,
+) -> None:
+    net = dishonest
+    alice = _member_id(net.certs, "alice")
+    net.start_subscriber("alice", extra=("--lease", "4"))
+    net.wait_subscribed("alice")
+    _publish(net, "doc-1", "alice")
+    assert wait_until(lambda: _documents(net, "alice") == ["doc-1"])
+    assert alice in _members(net)
+
+    net.stop_subscriber("alice")
+    done = subprocess.run(
+        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", net.address("d2"),
+         "--name", "alice", "--certs", str(net.certs)],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert alice in asyncio.run(_listed_by(net, "d1"))  # the dishonest root still lists her
+    # d1 still lists her, with her last lease: until it lapses she may stay in the groups; once
+    # it has, the next publication rekeys her out, whatever d1 says. (Without leases, never.)
+    published = iter(range(2, 1000))
+
+    def rekeyed_out() -> bool:
+        _publish(net, f"doc-{next(published)}")
+        return alice not in _members(net)
+
+    assert wait_until(rekeyed_out, timeout=60)

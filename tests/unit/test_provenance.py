@@ -27,6 +27,7 @@ from xdn.provenance import (
     relay,
     verify_message,
 )
+from xdn.provenance import _vocab as v
 from xdn.provenance._message import shape_of
 from xdn.provenance._shape import extend
 from xdn.rdf import IRI, Literal, Quad, parse_nquads, serialise
@@ -557,6 +558,13 @@ def _mutations() -> st.SearchStrategy[Callable[[set[Quad]], None]]:
         st.builds(add, terms, terms, st.sampled_from(graphs)),
         st.builds(relabel, st.integers(0, len(literal_quads) - 1), st.from_regex(r"\A[1-9]\Z")),
     )
+
+
+def test_an_envelope_naming_an_empty_document_is_refused_as_malformed() -> None:
+    """Found by the property below: the empty id reached the URI code as a ValueError."""
+    data = edit(full(), replace_object("#e2", v.DOCUMENT_ID.value, Literal("")))
+    with pytest.raises(ProvenanceError, match="must not be empty"):
+        verify_bytes(data)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

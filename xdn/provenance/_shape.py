@@ -169,7 +169,10 @@ def _check_envelope(
         )
     for ref in env.references:
         _check_reference(env, ref, sigs)
-    prefix = uri_prefix(env)
+    try:
+        prefix = uri_prefix(env)
+    except ValueError as exc:  # e.g. an empty document id: no URI can be below it
+        raise ProvenanceError(f"graph <{env.name}>: {exc}") from None
     if not env.message.startswith(prefix) or env.message == prefix:
         raise ProvenanceError(
             f"condition 11: message URI <{env.message}> of graph <{env.name}> is not "
