@@ -8,7 +8,9 @@ what it relays, which is exactly the power the threat model gives a dishonest si
 ``tamper-rekey``        flips one byte of every group rekey it delivers to a subscriber
 ``forge-enrolment``     replaces every enrolment to a subscriber with a path for a far-future
                         epoch of random keys, sealed (HPKE) to the subscriber's own certificate key
-``forge-documents``     alters the signed manifest root of every document it delivers
+``forge-documents``     alters the signed manifest root of every document it delivers, and drops
+                        every key message (so the subscriber has no key to open them with and
+                        must decide whether to hold them)
 ``drop-document:ID``    drops the first delivery of document ID (later documents still go, and so
                         does a replay the subscriber asks for)
 ``drop-concept:C``      removes concept C's fragments from what it delivers, and C from the
@@ -75,6 +77,8 @@ def _forge_enrolment(node: Any, delivery: Any) -> list[Any]:
 
 
 def _forge_documents(node: Any, delivery: Any) -> list[Any]:
+    if delivery.WhichOneof("body") in ("key", "rekey", "document_keys"):
+        return []
     if delivery.WhichOneof("body") == "dissemination":
         manifest = delivery.dissemination.manifest
         manifest.root = bytes(b ^ 0xFF for b in manifest.root)

@@ -146,8 +146,12 @@ def test_forged_documents_are_refused_and_never_held(dishonest: LocalNetwork) ->
         lambda: {r.get("document") for r in _refusals(net, "alice")} >= {"doc-1", "doc-2"}
     ), net.output("alice")
     assert _documents(net, "alice") == []
+    # d2 dropped every key message: the forged documents could only have been held, and were
+    # refused as unverifiable instead.
+    assert {r.get("kind") for r in _refusals(net, "alice")} == {"unverified"}
     with sqlite3.connect(net.workdir / "state" / "alice" / "keyring.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM held_documents").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM groups").fetchone() == (0,)
     # each refusal reaches the audit: a failure notice alice signed, naming the site (#13)
     assert wait_until(lambda: _notified(net, "alice") >= {"doc-1", "doc-2"})
     assert {n.received_from for n in _notices(net, "alice")} == {certs.node_uri("d2")}
