@@ -146,9 +146,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="receive, decrypt and verify what a credential may see",
         description="Register this credential at a disseminator (following redirects to "
         "uplinks), then decrypt, verify and store each view until Ctrl-C / SIGTERM or "
-        "--max-documents. Every refusal (a document that fails verification, a revoked "
-        "publisher, a bad or older CRL, a held document dropped past the cap) is printed and "
-        "recorded in OUT/refused.jsonl; exit code 2 if there was any.",
+        "--max-documents. Nothing is taken on the site's word: key messages must carry the "
+        "publisher's signature, publishers are checked against the CA's CRL, and a document "
+        "missing from a publisher's signed sequence is asked of the site, then reported in "
+        "OUT/gaps.jsonl. Every refusal (a document that fails verification, a revoked "
+        "publisher, a bad or older CRL, a forged key message, a held document dropped past "
+        "the cap) is printed, recorded in OUT/refused.jsonl and signed into the provenance "
+        "log; exit code 2 if there was any.",
     )
     parser.add_argument("--connect", required=True, help="disseminator HOST:PORT")
     parser.add_argument("--name", required=True, help="subscriber name (certificate CN)")
