@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import struct
 
+from xdn.binary import check_u64
+
 __all__ = ["DS_NS", "XDN_NS", "XENC11_NS", "XENC_NS", "check_u64", "frame", "opt_u64", "u64"]
 
 XDN_NS = "https://xdn.example.org/ns#"
@@ -18,23 +20,8 @@ XENC_NS = "http://www.w3.org/2001/04/xmlenc#"
 XENC11_NS = "http://www.w3.org/2009/xmlenc11#"
 DS_NS = "http://www.w3.org/2000/09/xmldsig#"
 
-_U64_MAX = 2**64 - 1
 _FIELD_MAX = 2**32 - 1
 _LENGTH = struct.Struct(">I").pack
-
-
-def check_u64(name: str, value: object) -> int:
-    """Return ``value`` if it is an ``int`` (not ``bool``) in ``[0, 2**64)``; raise otherwise.
-
-    Raises:
-        TypeError: ``value`` is not an integer.
-        ValueError: ``value`` is negative or too large.
-    """
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value <= _U64_MAX:
-        raise ValueError(f"{name} must be in [0, 2**64), got {value}")
-    return value
 
 
 def u64(value: int) -> bytes:

@@ -15,34 +15,17 @@ an ontology IRI such as ``http://xdn.example.org/ontology/production#WorkOrder``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from xdn import crypto
-from xdn.codec._encoding import check_u64, frame, u64
+from xdn.binary import check_name, check_u64
+from xdn.codec._encoding import frame, u64
 
 __all__ = ["ConceptKey", "check_name", "document_key", "key_name"]
 
 _DOC_KEY_LABEL = b"xdn/doc-key/v1|"
 _MIN_GROUP_KEY = 16
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
-
-
-def check_name(what: str, value: object) -> str:
-    """Validate an identifier (publisher, concept, document id): non-empty text, no controls.
-
-    Raises:
-        TypeError: ``value`` is not a ``str``.
-        ValueError: it is empty or contains a control character (NUL included).
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if not value:
-        raise ValueError(f"{what} must not be empty")
-    if _CONTROL.search(value):
-        raise ValueError(f"{what} must not contain control characters: {value!r}")
-    return value
 
 
 def _component(value: str) -> str:
