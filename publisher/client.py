@@ -210,7 +210,9 @@ class Publisher:
         self._clock = clock
         self._warn = warn
         self._warned: set[str] = set()
-        self._crl = None if setup.crl is None else CrlFile(setup.crl, setup.tls.ca_pem, warn=warn)
+        self._crl = None if setup.crl is None else CrlFile(
+            setup.crl, setup.tls.ca_pem, warn=warn, kept=setup.state_dir / "crl-in-force.pem"
+        )
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
             node_uri=certs.node_uri(setup.name), private_key=self._signer_key

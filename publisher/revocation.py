@@ -8,11 +8,15 @@ un-revoke certificates), and applies the sites' freshness rule: past its nextUpd
 stale and a warning says so; stale beyond the grace, the key service refuses to go on (a
 :class:`~xdn.errors.UsageError`, before anything is sealed) until a fresh CRL is installed.
 A member whose certificate the CRL revokes is not a member: it is rekeyed out.
+
+The CRL in force is kept in the key service's state directory (``kept``), so the rule holds
+across runs: an older CRL file put in place between two publications is refused too.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,10 +41,17 @@ class CrlFile:
         *,
         grace: timedelta = DEFAULT_GRACE,
         warn: Callable[[str], None] = log.warning,
+        kept: Path | None = None,
     ) -> None:
         self.path, self._ca_pem, self.grace, self._warn = path, ca_pem, grace, warn
+        self._kept = kept
         self.crl: certs.Crl | None = None
         self._stamp: tuple[int, int] | None = None
+        if kept is not None and kept.exists():
+            try:
+                self.crl = certs.read_crl(kept.read_bytes(), ca_pem)
+            except (OSError, CertificateError) as exc:  # not ours any more: start afresh
+                self._warn(f"{kept}: the CRL kept from an earlier run is ignored: {exc}")
 
     def revoked(self, at: datetime) -> frozenset[int]:
         """The serials revoked at ``at`` (the file is re-read when it changed).
@@ -81,7 +92,18 @@ class CrlFile:
         except CertificateError as exc:
             self._refuse(str(exc))
         else:
+            if self.crl is None or crl.number > self.crl.number:
+                self._keep(crl)
             self.crl = crl
+
+    def _keep(self, crl: certs.Crl) -> None:
+        """Remember ``crl`` for the next run (replaced atomically)."""
+        if self._kept is None:
+            return
+        tmp = self._kept.with_name(self._kept.name + ".tmp")
+        self._kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(crl.pem)
+        os.replace(tmp, self._kept)
 
     def _refuse(self, reason: str) -> None:
         if self.crl is None:

@@ -122,3 +122,17 @@ def test_an_older_or_stale_crl_is_refused(pki: Path) -> None:
     with pytest.raises(UsageError, match="cannot use the CRL"):
         CrlFile(pki / "missing.pem", ca).revoked(now)
     assert certs.read_crl(older, ca).number < held.number
+
+
+def test_an_older_crl_is_refused_in_a_later_run_too(pki: Path, tmp_path: Path) -> None:
+    ca = (pki / "ca.pem").read_bytes()
+    now = datetime.now(UTC)
+    kept = tmp_path / "state" / "crl-in-force.pem"
+    older = (pki / "crl.pem").read_bytes()
+    serial = revoke_party(pki, "alice", now=now)
+    assert CrlFile(pki / "crl.pem", ca, kept=kept).revoked(now) == {serial}  # one run
+    (pki / "crl.pem").write_bytes(older)  # the CA's previous CRL put back between runs
+    warnings: list[str] = []
+    later = CrlFile(pki / "crl.pem", ca, kept=kept, warn=warnings.append)  # the next run
+    assert later.revoked(now) == {serial}
+    assert "is older than CRL number" in warnings[-1]
