@@ -8,9 +8,10 @@ hold the network's deliveries against it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from xdn import certs, xmlsafe
 from xdn.codec import fragment_id
@@ -18,16 +19,29 @@ from xdn.mapping import load_mapping, map_document
 from xdn.ontology import Ontology
 from xdn.policy import auth_list, load_policy
 
-if TYPE_CHECKING:
-    from deploy.network import LocalNetwork
-
 __all__ = ["Deliveries", "expected_deliveries", "read_received"]
 
 Deliveries = dict[tuple[str, str], dict[str, str]]  # (publisher, document) → fragment → concept
 
 
+class _Publisher(Protocol):
+    @property
+    def mapping(self) -> Path: ...
+    @property
+    def policy(self) -> Path: ...
+
+
+class _Network(Protocol):
+    """What is read of a :class:`deploy.network.LocalNetwork`."""
+
+    @property
+    def certs(self) -> Path: ...
+    @property
+    def publishers(self) -> Mapping[str, _Publisher]: ...
+
+
 def expected_deliveries(
-    net: LocalNetwork, ontology: Ontology, subscriber: str, published: dict[str, list[Path]]
+    net: _Network, ontology: Ontology, subscriber: str, published: dict[str, list[Path]]
 ) -> Deliveries:
     """Fragments the policies grant ``subscriber``, computed from mappings and policies."""
     credential = certs.credential_from_pem((net.certs / f"{subscriber}.pem").read_bytes())

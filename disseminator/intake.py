@@ -16,19 +16,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, MemoryBudget
+from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, Limits, MemoryBudget
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-if TYPE_CHECKING:
-    from disseminator.server import DisseminatorService
+__all__ = ["Malformed", "Refused", "Service", "add_to_server", "well_formed"]
 
-__all__ = ["Malformed", "Refused", "add_to_server", "well_formed"]
+
+class Service(Protocol):
+    """What :func:`add_to_server` needs of the servicer (``DisseminatorService``)."""
+
+    budget: MemoryBudget
+    limits: Limits
+
+    def Publish(self, request: Any, context: Any) -> Any: ...
+    def GetMembership(self, request: Any, context: Any) -> Any: ...
+    def Subscribe(self, requests: Any, context: Any) -> Any: ...
+    def Link(self, requests: Any, context: Any) -> Any: ...
+    def Unsubscribe(self, request: Any, context: Any) -> Any: ...
 
 
 class Malformed:
@@ -117,7 +127,7 @@ def well_formed(message: Any) -> None:
         )
 
 
-def add_to_server(service: DisseminatorService, server: grpc.aio.Server) -> None:
+def add_to_server(service: Service, server: grpc.aio.Server) -> None:
     """Register the Disseminator service with lenient request decoding under the site limits."""
     budget, stream_check = service.budget, service.limits.check_stream_message
     handlers = {
