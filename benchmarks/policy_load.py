@@ -5,7 +5,7 @@ load must stay near-linear in the size of the policy (issue #12: 6,000 rules wit
 implications took 16 s and 519 MB). Goal: ≤ 1 s for 6,000 rules.
 
 :func:`make_valid_policy` draws the same mix of conditions and rules as
-:func:`benchmarks.bench_policy.make_policy` (denies, implications, temporal and
+:func:`benchmarks.policy_data.make_policy` (denies, implications, temporal and
 separation-of-duty grants, 70% with ``inherit``) but keeps it valid: denies name only
 concepts of the deepest level with an even number, grants never do (so no grant is wholly
 denied), and every implication requires the concept of an earlier grant — a later grant
@@ -27,7 +27,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import bench_policy
+from benchmarks import policy_data
 from benchmarks.harness import Result, ratio_result
 from xdn.ontology import Ontology
 from xdn.policy import After, Condition, Policy, PolicyEngine, PolicySet, Rule, parse_policy
@@ -37,7 +37,7 @@ __all__ = ["make_valid_policy", "plain_rules", "policy_toml", "run"]
 
 def _deniable(concept: str) -> bool:
     depth, number = concept[1:].split("_")
-    return depth == str(len(bench_policy.LEVELS) - 1) and int(number) % 2 == 0
+    return depth == str(len(policy_data.LEVELS) - 1) and int(number) % 2 == 0
 
 
 def make_valid_policy(ontology: Ontology, rules: int, seed: int = 5) -> Policy:
@@ -45,19 +45,19 @@ def make_valid_policy(ontology: Ontology, rules: int, seed: int = 5) -> Policy:
     rng = random.Random(seed)
     levels = [
         [c for c in sorted(ontology.concepts) if c.startswith(f"C{d}_")]
-        for d in range(len(bench_policy.LEVELS))
+        for d in range(len(policy_data.LEVELS))
     ]
     leaves = [c for c in levels[-1] if _deniable(c)]
     grantable = [[c for c in level if not _deniable(c)] for level in levels]
     out: list[Rule] = []
     granted: list[str] = []
     for i in range(rules):
-        when = bench_policy._condition(rng)
+        when = policy_data.condition(rng)
         if rng.random() < 0.12:
             concept = rng.choice(leaves)
             out.append(Rule(id=f"D{i}", effect="deny", concept=concept, when=when))
             continue
-        concept = bench_policy._concept(rng, grantable)
+        concept = policy_data.pick_concept(rng, grantable)
         rule = Rule(
             id=f"G{i}", effect="grant", concept=concept, inherit=rng.random() < 0.7, when=when
         )
@@ -65,7 +65,7 @@ def make_valid_policy(ontology: Ontology, rules: int, seed: int = 5) -> Policy:
         if roll < 0.08 and granted:
             rule = dataclasses.replace(rule, requires=(rng.choice(granted),))
         elif roll < 0.11:
-            after = After(publisher="bench", concept=bench_policy._concept(rng, levels))
+            after = After(publisher="bench", concept=policy_data.pick_concept(rng, levels))
             rule = dataclasses.replace(rule, after=(after,))
         elif roll < 0.14:
             rule = dataclasses.replace(rule, max_instances=rng.randint(1, 3))
