@@ -43,6 +43,7 @@ from disseminator.dht import (
     create_grpc_node,
 )
 from disseminator.drain import DrainReport, drain
+from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.revocation import CrlInForce
@@ -230,7 +231,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
         crl_refusal=lambda: crl.refusal(node.now()),
     )
-    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -17,8 +17,11 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
   longest intervals;
 * one Subscribe or Link stream message is at most :attr:`Limits.stream_message_bytes` long, and
   large messages (from :data:`LARGE_MESSAGE_BYTES`, after any gRPC decompression) held at once
-  across all calls fit :attr:`Limits.memory_bytes` (:class:`MemoryBudget`): a burst of
-  compression bombs is refused before it is parsed.
+  across all calls fit :attr:`Limits.memory_bytes` (:class:`MemoryBudget`), refused before
+  they are parsed;
+* a site accepts no compressed request (:data:`SERVER_OPTIONS`): what xdn sends is ciphertext,
+  which does not compress, so compression buys nothing and would let a small request inflate
+  inside gRPC, before any limit here could see it (a compression bomb).
 
 Past a limit the caller gets :class:`LimitExceeded` (mapped to ``RESOURCE_EXHAUSTED`` by the
 servicer) naming the limit, its value and what to do. No I/O here.
@@ -34,12 +37,17 @@ from xdn.errors import ConfigError, ProtocolError
 
 __all__ = [
     "LARGE_MESSAGE_BYTES",
+    "SERVER_OPTIONS",
     "LimitExceeded",
     "Limits",
     "MemoryBudget",
     "StreamCounts",
     "chunk_sizes",
 ]
+
+# gRPC server options: only the identity "compression" is enabled (bit 0 of the set of
+# algorithms), so a compressed request is refused by gRPC before it is inflated.
+SERVER_OPTIONS: tuple[tuple[str, int], ...] = (("grpc.compression_enabled_algorithms_bitset", 1),)
 
 # Messages from this size on count against the memory budget (smaller ones are cheap).
 LARGE_MESSAGE_BYTES = 256 * 1024

@@ -322,24 +322,40 @@ def test_an_interest_in_chunks_is_put_in_force_with_its_last_chunk(net: LocalNet
 
 
 # ---- memory budget ---------------------------------------------------------------------------
-def test_a_compression_bomb_past_the_memory_budget_is_refused(net: LocalNetwork) -> None:
-    """The measured attack: small gzip messages that inflate to tens of MiB each."""
+def _large_publish() -> pb.PublishRequest:
+    """3 MiB of zeros: a gzip bomb when compressed, past the 2 MiB budget when not."""
     fragment = pb.Fragment(fragment_id="bomb#0", document_id="bomb", publisher="production-dept",
                            concept="WorkOrder", cipher_value=b"\x00" * (3 * MIB))
     manifest = pb.Manifest(document_id="bomb", publisher="production-dept", version=1)
-    request = pb.PublishRequest(
+    return pb.PublishRequest(
         dissemination=pb.Dissemination(manifest=manifest, fragments=[fragment])
     )
 
+
+def _publish_error(
+    net: LocalNetwork, compression: grpc.Compression | None
+) -> grpc.aio.AioRpcError:
     async def publish() -> grpc.aio.AioRpcError:
         async with _channel(net, "d1", "production-dept") as channel:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await pb_grpc.DisseminatorStub(channel).Publish(
-                    request, timeout=TIMEOUT, compression=grpc.Compression.Gzip
+                    _large_publish(), timeout=TIMEOUT, compression=compression
                 )
         return info.value
 
-    _assert_refused(asyncio.run(publish()), "xdn.wire.v1.PublishRequest of 3.0 MiB",
+    return asyncio.run(publish())
+
+
+def test_a_compression_bomb_is_refused_before_it_is_inflated(net: LocalNetwork) -> None:
+    """The measured attack: small gzip messages that inflate to tens of MiB each."""
+    error = _publish_error(net, grpc.Compression.Gzip)
+    assert error.code() == grpc.StatusCode.UNIMPLEMENTED, error
+    assert "gzip" in (error.details() or "").lower(), error.details()
+    _assert_serving(net)
+
+
+def test_a_large_message_past_the_memory_budget_is_refused(net: LocalNetwork) -> None:
+    _assert_refused(_publish_error(net, None), "xdn.wire.v1.PublishRequest of 3.0 MiB",
                     "memory_bytes = 2097152", "send smaller messages")
     _assert_serving(net)
 
