@@ -466,7 +466,6 @@ class Session:
     def _revocation_unknown(self) -> str | None:
         return stale_reason(self.crl, at=self.clock(), grace=self.setup.crl_grace)
 
-    # ---- documents -----------------------------------------------------------------------
     # ---- completeness --------------------------------------------------------------------
     def on_checkpoint(self, message: pb.Checkpoint, sequence: int) -> None:
         """A publisher's signed checkpoint: check our chains against it (refused if forged)."""
@@ -508,7 +507,7 @@ class Session:
         self.report.gaps += len({g.sequence for g in gaps})
         self.keyring.set_applied(self.address, sequence)
 
-
+    # ---- documents -----------------------------------------------------------------------
     def _before_subscribing(self, manifest: pb.Manifest) -> bool:
         """Is this a retained document from before our subscription (state at subscribe time)?"""
         return self.subscribed_at_ms is not None and manifest.issued_at_ms < self.subscribed_at_ms
