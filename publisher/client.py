@@ -427,9 +427,12 @@ class Publisher:
             concept_order=self._concept_order,
             sequencing=sequencing,
         )
+        node = self._signer.node_uri
+        previous = provenance.message_uri(node, document_id, f"v{version - 1}")
         message = provenance.originate(
             self._signer,
-            message_uri=provenance.message_uri(self._signer.node_uri, document_id, f"v{version}"),
+            message_uri=provenance.message_uri(node, document_id, f"v{version}"),
+            previous_message=previous if version > 1 else None,
             recipient_uri=certs.node_uri(site),
             content=provenance.ContentFacts(
                 document_id=document_id,

@@ -666,3 +666,50 @@ def test_a_peers_chain_is_extendable_only_for_its_document_fragments_and_unused_
             check_extendable(
                 message, document_id=document, fragment_ids=fragments, message_uri=hop_uri
             )
+
+
+def test_a_new_version_names_the_previous_versions_message() -> None:
+    s = signers()
+    second = originate(
+        s["pub"], message_uri=mid("pub", "v2"), recipient_uri=uri("d1"), content=CONTENT,
+        timestamp_ms=2_000, previous_message=mid("pub", "v1"),
+    )
+    verify_message(second, keys())
+    (publication,) = shape_of(second).envelopes
+    assert publication.previous_message == mid("pub", "v1")
+    assert chain()[0] is not None and shape_of(chain()[0]).envelopes[0].previous_message is None
+    relayed = relay(second, s["d1"], message_uri=mid("d1", "v2"), recipient_uri=uri("d2"),
+                    fragment_ids={"f1"}, timestamp_ms=2_010)
+    verify_message(relayed, keys())
+
+
+@pytest.mark.parametrize(
+    ("previous", "match"),
+    [
+        (mid("d1", "v1"), "is not another message of the same document by the same publisher"),
+        (f"{uri('pub')}msg/order%208/v1", "is not another message of the same document"),
+    ],
+)
+def test_a_previous_version_outside_the_documents_history_is_refused(
+    previous: str, match: str
+) -> None:
+    second = originate(
+        signers()["pub"], message_uri=mid("pub", "v2"), recipient_uri=uri("d1"),
+        content=CONTENT, timestamp_ms=2_000,
+    )
+    g = f"{mid('pub', 'v2')}#e1"
+    forged = set(second.quads) | {
+        Quad(IRI(mid("pub", "v2")), v.HAS_PREVIOUS_MESSAGE, IRI(previous), IRI(g))
+    }
+    with pytest.raises(ProvenanceError, match=match):
+        Message(quads=frozenset(forged))
+
+
+def test_only_a_publication_names_a_previous_version() -> None:
+    _, m2, _, _ = chain()
+    g = f"{mid('d1', 'a')}#e2"
+    forged = set(m2.quads) | {
+        Quad(IRI(mid("d1", "a")), v.HAS_PREVIOUS_MESSAGE, IRI(mid("d1", "z")), IRI(g))
+    }
+    with pytest.raises(ProvenanceError, match="cannot name a previous version"):
+        Message(quads=frozenset(forged))

@@ -62,6 +62,7 @@ class EnvelopeInfo:
     document_id: str  # empty for a failure notice (its content graph names what was refused)
     fragments: frozenset[str]  # empty for a failure notice
     references: tuple[Reference, ...]
+    previous_message: str | None = None  # a publication's previous version, if it names one
 
 
 def _fail(graph: str, detail: str) -> ProvenanceError:
@@ -231,6 +232,9 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
     final, origin = kind in v.FINAL_KINDS, kind in v.ORIGIN_KINDS
     recipient = body.optional_iri(v.HAS_RECIPIENT)
     remote = body.optional_iri(v.HAS_REMOTE_MESSAGE)
+    previous = body.optional_iri(v.HAS_PREVIOUS_MESSAGE)
+    if previous is not None and kind != "publication":
+        raise _fail(name, f"a {kind} envelope cannot name a previous version")
     content = tuple(body.iris(v.HAS_CONTENT))
     contains = head.optional_iri(v.CONTAINS_ENVELOPE)
     if (recipient is None) != final:
@@ -255,6 +259,7 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         document_id=document_id,
         fragments=fragments,
         references=_references(name, nodes, body.iris(v.REFERENCES_SIGNATURE)),
+        previous_message=previous,
     )
 
 

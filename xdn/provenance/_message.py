@@ -189,6 +189,7 @@ class _Hop:
     contains: str | None = None
     remote_message: str | None = None
     content: str | None = None
+    previous: str | None = None  # a publication's previous version (msg:hasPreviousMessage)
 
 
 def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
@@ -211,6 +212,7 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
         (m, v.HAS_RECIPIENT, hop.recipient),
         (m, v.HAS_REMOTE_MESSAGE, hop.remote_message),
         (m, v.HAS_CONTENT, hop.content),
+        (m, v.HAS_PREVIOUS_MESSAGE, hop.previous),
     ]
     quads += [Quad(s, p, IRI(o), g) for s, p, o in optional if o is not None]
     for index, (sig_graph, signed_graph, value) in enumerate(refs, start=1):
@@ -259,11 +261,21 @@ def originate(
     recipient_uri: str,
     content: ContentFacts,
     timestamp_ms: int,
+    previous_message: str | None = None,
 ) -> Message:
-    """Publish: sign the content graph, wrap it in the first envelope and sign that."""
+    """Publish: sign the content graph, wrap it in the first envelope and sign that.
+
+    Args:
+        previous_message: the message that published the document's previous version, named
+            in the envelope (``msg:hasPreviousMessage``) so that versions form one history.
+    """
     if not isinstance(content, ContentFacts):
         raise TypeError("content must be ContentFacts")
     _check_args(signer, message_uri, content.document_id, timestamp_ms)
+    if previous_message is not None:
+        _check_args(signer, previous_message, content.document_id, timestamp_ms)
+        if previous_message == message_uri:
+            raise UsageError("a message cannot be its own previous version")
     content_quads = _content_quads(message_uri, content)
     c1 = IRI(f"{message_uri}#c1")
     signature, value = _signature(signer, c1, content_quads)
@@ -277,6 +289,7 @@ def originate(
         document_id=content.document_id,
         fragments={f.fragment_id for f in content.fragments},
         content=c1.value,
+        previous=previous_message,
     )
     sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])
     return Message(quads=frozenset(content_quads + signature + sealed))

@@ -178,6 +178,14 @@ def _check_envelope(
             f"condition 11: message URI <{env.message}> of graph <{env.name}> is not "
             f"below <{prefix}>"
         )
+    previous = env.previous_message
+    if previous is not None and (
+        not previous.startswith(prefix) or previous in (prefix, env.message)
+    ):
+        raise ProvenanceError(
+            f"graph <{env.name}>: the previous version <{previous}> is not another message of "
+            f"the same document by the same publisher (below <{prefix}>)"
+        )
     if inner is None:
         return
     if inner.kind in v.FINAL_KINDS:

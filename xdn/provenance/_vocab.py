@@ -29,6 +29,8 @@ HAS_RECIPIENT: Final = IRI(MSG + "hasRecipient")
 HAS_SENT_TIMESTAMP: Final = IRI(MSG + "hasSentTimestamp")
 HAS_RECEIVED_TIMESTAMP: Final = IRI(MSG + "hasReceivedTimestamp")
 HAS_REMOTE_MESSAGE: Final = IRI(MSG + "hasRemoteMessage")
+#: On a publication: the message of the same document's previous version (versions are linked).
+HAS_PREVIOUS_MESSAGE: Final = IRI(MSG + "hasPreviousMessage")
 REFERENCES_SIGNATURE: Final = IRI(MSG + "referencesSignature")
 HAS_SIGNATURE_GRAPH: Final = IRI(MSG + "hasSignatureGraph")
 HAS_SIGNED_GRAPH: Final = IRI(MSG + "hasSignedGraph")
