@@ -114,7 +114,7 @@ class Literal:
     def __post_init__(self) -> None:
         if not isinstance(self.value, str) or not isinstance(self.datatype, str):
             raise TypeError("literal value and datatype must be str")
-        if _SURROGATE.search(self.value):
+        if not self.value.isascii() and _SURROGATE.search(self.value):
             raise ValueError("literal contains an unpaired surrogate")
         IRI(self.datatype)
         if self.language is not None:
