@@ -8,13 +8,17 @@ a blank-node-free dataset issues no labels, and reduces to *the canonical N-Quad
 quad, sorted by code point, duplicates removed*. This module implements exactly that, plus a
 strict N-Quads parser:
 
-* terms are :class:`IRI` (absolute, validated) and :class:`Literal` (lexical form, datatype IRI,
-  optional language tag — lower-cased, as RDF equates tags case-insensitively);
-* :func:`parse_nquads` refuses blank nodes, relative IRIs, bad escapes, surrogates and any
-  malformed line with a :class:`~xdn.errors.ProvenanceError` that names the line number;
-* :func:`format_quad` writes canonical N-Quads: IRIs verbatim, literals escaping only ``"``,
-  ``\\``, the five ECHAR controls and other C0 controls / DEL as ``\\uXXXX`` (upper-case hex),
-  ``xsd:string`` datatypes omitted.
+* terms are :class:`IRI` (an absolute RFC 3987 IRI) and :class:`Literal` (lexical form,
+  datatype IRI, optional well-formed BCP 47 language tag — lower-cased, as RDF equates tags
+  case-insensitively); :mod:`xdn.rdf_syntax` says what is wrong with one that is not;
+* :func:`parse_nquads` refuses blank nodes, relative or malformed IRIs, bad language tags, bad
+  escapes, surrogates and any malformed line with a :class:`~xdn.errors.ProvenanceError` that
+  names the line number; like N-Quads it allows spaces and tabs between any two tokens,
+  including before ``@lang`` and around ``^^``;
+* :func:`format_quad` writes canonical N-Quads (RDF 1.2 N-Quads §canonical form, which
+  RDFC-1.0 uses): IRIs verbatim, literals escaping only ``"``, ``\\``, the five ECHAR
+  controls, and U+0000 to U+0007, U+000B, U+000E to U+001F, U+007F, U+FFFE and U+FFFF as
+  ``\\uXXXX`` (upper-case hex), ``xsd:string`` datatypes omitted.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdn.errors import ProvenanceError
+from xdn.rdf_syntax import iri_problem, language_tag_problem
 
 __all__ = [
     "IRI",
@@ -45,8 +50,6 @@ __all__ = [
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
-_IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -56,7 +59,9 @@ _IRIREF = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]++|{_UCHAR})*+)>"
 _STRING = rf"\"((?:[^\"\\\n\r]++|\\[tbnrf\"'\\]|{_UCHAR})*+)\""
 _WS = r"[ \t]*"
 _IRI_TOKEN = re.compile(_WS + _IRIREF)
-_LITERAL_TOKEN = re.compile(rf"{_WS}{_STRING}(?:\^\^{_IRIREF}|@({_LANGTAG.pattern}))?")
+_LITERAL_TOKEN = re.compile(
+    rf"{_WS}{_STRING}(?:{_WS}\^\^{_WS}{_IRIREF}|{_WS}@({_LANGTAG.pattern}))?"
+)
 _END = re.compile(rf"{_WS}\.{_WS}(?:#.*)?")
 _BLANK_OR_COMMENT = re.compile(rf"{_WS}(?:#.*)?")
 _ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
@@ -72,24 +77,27 @@ _LITERAL_ESCAPES = {  # the backslash first: _escape_literal relies on the order
     "\f": "\\f",
     "\r": "\\r",
 }
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
-_OTHER_CONTROLS = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\x7f]")
-_RARE_ESCAPES = re.compile(r'[\x00-\x08\x0b-\x1f\x7f"\\]')  # all but newline and tab
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\\ufffe\uffff]')
+_OTHER_CONTROLS = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\x7f\ufffe\uffff]")  # as \uXXXX
+_RARE_ESCAPES = re.compile(r'[\x00-\x08\x0b-\x1f\x7f"\\\ufffe\uffff]')  # all but \n and \t
 
 
 @dataclass(frozen=True, slots=True)
 class IRI:
-    """An absolute IRI (no relative references, no characters N-Quads forbids)."""
+    """An absolute RFC 3987 IRI (no relative reference, nothing N-Quads or RFC 3987 forbids).
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: naming what is wrong (:func:`xdn.rdf_syntax.iri_problem`).
+    """
 
     value: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
             raise TypeError("IRI value must be a str")
-        if not _SCHEME.match(self.value):
-            raise ValueError(f"IRI {self.value!r} is not absolute (no scheme)")
-        if _IRI_FORBIDDEN.search(self.value) or _SURROGATE.search(self.value):
-            raise ValueError(f"IRI {self.value!r} contains a character IRIs may not contain")
+        if (problem := iri_problem(self.value)) is not None:
+            raise ValueError(f"IRI {self.value!r} {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +114,14 @@ class Literal:
     def __post_init__(self) -> None:
         if not isinstance(self.value, str) or not isinstance(self.datatype, str):
             raise TypeError("literal value and datatype must be str")
-        if _SURROGATE.search(self.value):
+        if not self.value.isascii() and _SURROGATE.search(self.value):
             raise ValueError("literal contains an unpaired surrogate")
         IRI(self.datatype)
         if self.language is not None:
-            if not _LANGTAG.fullmatch(self.language):
-                raise ValueError(f"malformed language tag {self.language!r}")
+            if not isinstance(self.language, str):
+                raise TypeError("language tag must be a str or None")
+            if (problem := language_tag_problem(self.language)) is not None:
+                raise ValueError(f"malformed language tag {self.language!r}: it {problem}")
             if self.datatype not in (XSD_STRING, RDF_LANGSTRING):
                 raise ValueError("a literal with a language tag must be an rdf:langString")
             object.__setattr__(self, "language", self.language.lower())

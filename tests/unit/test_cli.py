@@ -15,6 +15,7 @@ SUBCOMMANDS = (
     "ontology",
     "mapping",
     "policy",
+    "provenance",
     "generate",
     "audit",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -24,9 +25,11 @@ from xdn.rdf import (
     parse_nquads,
     serialise,
 )
+from xdn.rdf_syntax import iri_problem
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "rdf-canon"
 PAIRS = sorted(VECTORS.glob("test*-in.nq"))
+XSD = "http://www.w3.org/2001/XMLSchema#"
 
 
 def _from_ox(quad: ox.Quad) -> Quad:
@@ -44,6 +47,26 @@ def _from_ox(quad: ox.Quad) -> Quad:
 
 def oracle(data: bytes) -> tuple[Quad, ...]:
     return tuple(_from_ox(q) for q in ox.parse(data, format=ox.RdfFormat.N_QUADS))
+
+
+def _to_ox(quad: Quad) -> ox.Quad:
+    def term(t: IRI | Literal) -> ox.NamedNode | ox.Literal:
+        if isinstance(t, IRI):
+            return ox.NamedNode(t.value)
+        if t.language is not None:
+            return ox.Literal(t.value, language=t.language)
+        return ox.Literal(t.value, datatype=ox.NamedNode(t.datatype))
+
+    graph = ox.DefaultGraph() if quad.g is None else ox.NamedNode(quad.g.value)
+    return ox.Quad(term(quad.s), term(quad.p), term(quad.o), graph)
+
+
+def oracle_canonical(quads: Iterable[Quad]) -> bytes:
+    """RDFC-1.0 of a blank-node-free dataset by pyoxigraph: its N-Quads lines, sorted, unique."""
+    data = ox.serialize([_to_ox(q) for q in quads], format=ox.RdfFormat.N_QUADS)
+    assert isinstance(data, bytes)
+    lines = sorted({line + "\n" for line in data.decode("utf-8").split("\n")[:-1]})
+    return "".join(lines).encode("utf-8")
 
 
 def test_vector_files_are_present() -> None:
@@ -88,6 +111,18 @@ def test_parser_agrees_with_pyoxigraph(path: Path) -> None:
             2,
             "not absolute",
         ),
+        # issue #14: IRIs that are not RFC 3987, language tags that are not BCP 47
+        (b"<http://e/s> <http://e/p> <http://e/%zz> .", 1, "malformed percent-escape '%zz'"),
+        (b"<http://[::1/> <http://e/p> <http://e/o> .", 1, "IP-literal host that is not closed"),
+        (b"<http://e/s> <http://e/p> <http://[1.2.3.4]/> .", 1, "neither IPv6 nor IPvFuture"),
+        (b"<http://e/s> <http://e/p:8/> <http://e:x/> .", 1, "a port 'x' that is not a number"),
+        (b"<http://e/s> <http://e/p> <http://e/a#b#c> .", 1, "more than one '#'"),
+        (b"<http://e/s> <http://e/p> <http://e/[x]> .", 1, "brackets may only enclose"),
+        (b"<http://e/s> <http://e/p> <http://e/\x7f> .", 1, "U\\+007F in the path"),
+        (b'<http://e/s> <http://e/p> "x"@abcdefghi .', 1, "subtag 'abcdefghi'"),
+        (b'<http://e/s> <http://e/p> "x"@en-a-b .', 1, "not well-formed BCP 47"),
+        (b'<http://e/s> <http://e/p> "x"@ en .', 1, "expected an IRI as graph name"),
+        (b'<http://e/s> <http://e/p> "x"^ ^<http://e/d> .', 1, "expected an IRI as graph name"),
     ],
 )
 def test_malformed_lines_are_refused_with_their_number(
@@ -112,6 +147,32 @@ def test_comments_blank_lines_and_whitespace() -> None:
     assert quad == Quad(
         IRI("http://e/s"), IRI("http://e/p"), Literal("v", language="en-gb"), IRI("http://e/g")
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '<http://e/s> <http://e/p> "v" @en-GB <http://e/g> .',
+        '<http://e/s> <http://e/p> "v"\t@en-GB\t<http://e/g>.',
+        '<http://e/s> <http://e/p> "1" ^^ <http://www.w3.org/2001/XMLSchema#integer> .',
+        '<http://e/s> <http://e/p> "1"\t^^<http://www.w3.org/2001/XMLSchema#integer><http://e/g>.',
+        '<http://e/s><http://e/p>"1"^^\t<http://www.w3.org/2001/XMLSchema#integer> .',
+    ],
+)
+def test_whitespace_before_language_and_around_datatype_is_allowed(line: str) -> None:
+    # issue #14: N-Quads allows white space between any two terminals, "^^" and "@lang" too.
+    quad = parse_line(line)
+    assert quad is not None and (quad,) == oracle(line.encode())
+    assert quad.o in (Literal("v", language="en-gb"), Literal("1", f"{XSD}integer"))
+
+
+def test_noncharacters_fffe_and_ffff_are_escaped() -> None:
+    # issue #14: canonical N-Quads (RDF 1.2, used by RDFC-1.0) writes U+FFFE and U+FFFF as UCHAR.
+    literal = Literal("a\ufffeb\uffffc\ufffd")
+    assert format_term(literal) == '"a\\uFFFEb\\uFFFFc\ufffd"'
+    quad = Quad(IRI("http://e/s"), IRI("http://e/p"), literal)
+    assert canonicalise([quad]) == oracle_canonical([quad])
+    assert parse_nquads(canonicalise([quad])) == (quad,)
 
 
 def test_literal_escaping_is_canonical() -> None:
@@ -148,16 +209,22 @@ def test_language_tags_compare_case_insensitively() -> None:
 
 # ------------------------------------------------------------------------------- properties
 
-_IRI_CHARS = st.characters(categories=("L", "Nd")) | st.sampled_from("-._~/:?=&")
-# RFC 3987: at most one "#", starting the fragment (pyoxigraph checks; N-Quads' IRIREF does not).
+_IRI_CHARS = st.characters(categories=("L", "Nd")) | st.sampled_from("-._~/:?=&@[]%3A")
+# RFC 3987: at most one "#", starting the fragment; the few strings that are no IRI (a port that
+# is not a number, a stray "[" or "%") are filtered out.
 iris = st.builds(
-    lambda scheme, rest, fragment: IRI(f"{scheme}:{rest}{fragment}"),
+    lambda scheme, rest, fragment: f"{scheme}:{rest}{fragment}",
     st.sampled_from(["http", "urn", "https", "tag"]),
     st.text(_IRI_CHARS, min_size=1, max_size=12),
     st.one_of(st.just(""), st.text(_IRI_CHARS, max_size=6).map(lambda f: "#" + f)),
+).filter(lambda text: iri_problem(text) is None).map(IRI)
+languages = st.from_regex(r"\A[a-z]{2,3}(-[A-Z]{2})?\Z") | st.sampled_from(
+    ["en-GB-oed", "i-klingon", "x-priv", "sr-Latn-RS", "de-CH-1901", "en-a-bb-x-cc", "zh-min-nan"]
 )
-languages = st.from_regex(r"\A[a-z]{2,3}(-[A-Z]{2})?\Z")
-texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=16)
+# Any scalar value, with the characters canonical N-Quads escapes drawn often.
+# (a list of characters, not st.text: its alphabet would fold the two into one uniform draw).
+_ESCAPED = st.sampled_from('\ufffe\uffff\ufffd\x00\x07\x08\x0b\x7f\\"')
+texts = st.lists(st.characters(exclude_categories=["Cs"]) | _ESCAPED, max_size=16).map("".join)
 literals = st.one_of(
     st.builds(Literal, texts),
     st.builds(lambda t, lang: Literal(t, language=lang), texts, languages),
@@ -207,3 +274,10 @@ def test_canonical_form_ignores_order_and_duplicates(
     shuffled = dataset + dataset[:2]
     rnd.shuffle(shuffled)
     assert canonicalise(shuffled) == canonicalise(dataset)
+
+
+@given(datasets)
+def test_canonical_form_is_byte_identical_to_pyoxigraph(dataset: list[Quad]) -> None:
+    # issue #14: RDFC-1.0 of a blank-node-free dataset, checked against an independent writer.
+    assert canonicalise(dataset) == oracle_canonical(dataset)
+    assert oracle(canonicalise(dataset)) == parse_nquads(canonicalise(dataset))

@@ -1,0 +1,397 @@
+"""``xdn provenance canonicalize|show|verify``: look into signed provenance messages.
+
+Theory of operation
+-------------------
+A provenance message (:mod:`xdn.provenance`) travels and is stored as N-Quads: content graph,
+one envelope per hop, a signature graph for each. Files handed to these commands may also hold
+*node descriptions* (``<NODE#cert>``, the certificate a node's provenance log starts with);
+those are taken out as signer certificates before the rest is read as one message, so a file
+made by concatenating a message and the logs of the nodes it passed through works as it is.
+
+* ``canonicalize`` parses strictly and writes the RDFC-1.0 canonical N-Quads of any
+  blank-node-free dataset (what every signature covers);
+* ``show`` reads one message and prints its graphs by kind, its hops in order (sender,
+  recipient, time, how long each hop took, fragments), its signers with the names their
+  certificates give when known, the document and fragments — or, for a failure notice, what
+  was refused and why;
+* ``verify`` runs the paper's Algorithm 2 (:func:`xdn.provenance.verify_message`) with the
+  signer keys of the certificates found (in the file, ``--log`` files and ``--cert`` files),
+  each checked against ``--ca`` when given; exit 0 when every graph verifies, else a refusal
+  (exit 2) that starts with the graph at fault: ``graph <…>: why``.
+
+Input is bounded (``--max-bytes``) before it is parsed. Every refusal is an
+:class:`~xdn.errors.PeerError` raised here and printed by ``xdn.cli.main``; this module is the
+edge that reads files and prints, the provenance core stays pure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xdn.admin_cli._common import at_arg, read, when
+from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
+
+if TYPE_CHECKING:
+    from xdn.crypto import PublicKey
+    from xdn.provenance import EnvelopeInfo, Message, SignatureInfo
+    from xdn.rdf import Quad
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "cmd_provenance_canonicalize",
+    "cmd_provenance_show",
+    "cmd_provenance_verify",
+    "register",
+]
+
+#: Inputs larger than this are refused before parsing (``--max-bytes`` overrides it).
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+_GROUP_HELP = """\
+Provenance messages are signed linked data: a content graph, one envelope graph per hop and a
+signature graph for each, as N-Quads. Files may also carry node descriptions (the certificate
+graph a provenance log starts with); they supply the signers' certificates."""
+
+
+def _input_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("file", type=Path, metavar="FILE", help=f"{what} ('-' for stdin)")
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"refuse a larger input (default {DEFAULT_MAX_BYTES})",
+    )
+
+
+def _key_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="a node's provenance log: take the certificate it starts with (repeatable)",
+    )
+    parser.add_argument(
+        "--cert",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CERT.pem",
+        help="a node's certificate; its URI names the node (repeatable)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    """Add ``provenance`` and its actions."""
+    group = subparsers.add_parser(
+        "provenance",
+        help="canonicalize, show or verify signed provenance (N-Quads)",
+        description=_GROUP_HELP,
+    )
+    sub = group.add_subparsers(dest="provenance_command", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "canonicalize",
+        help="print the RDFC-1.0 canonical N-Quads of a dataset",
+        description="Parse N-Quads strictly (no blank nodes) and print the RDFC-1.0 canonical "
+        "form: every quad's canonical line, sorted by code point, duplicates removed.",
+    )
+    _input_args(p, "N-Quads dataset")
+    p.set_defaults(func=cmd_provenance_canonicalize)
+    p = sub.add_parser(
+        "show",
+        help="pretty-print one message: graphs, hops, signers, timing",
+        description="Print one provenance message: its graphs by kind, its hops in order with "
+        "sender, recipient, time and duration, its signers (with certificate names when a "
+        "certificate is known), the document and fragments, or what a failure notice refused.",
+    )
+    _input_args(p, "one message, as N-Quads")
+    _key_args(p)
+    p.set_defaults(func=cmd_provenance_show)
+    p = sub.add_parser(
+        "verify",
+        help="verify every signature of one message (Algorithm 2)",
+        description="Check one message's well-formedness and every signature against its "
+        "signer's certificate. Exit 0 when valid; exit 2 naming the graph at fault when not.",
+    )
+    _input_args(p, "one message, as N-Quads")
+    _key_args(p)
+    p.add_argument(
+        "--ca",
+        type=Path,
+        metavar="CA.pem",
+        help="check every signer certificate against this CA (default: no CA check)",
+    )
+    at_arg(p)
+    p.set_defaults(func=cmd_provenance_verify)
+
+
+# ------------------------------------------------------------------------------- reading
+
+
+def _read_input(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path`` (``-``: stdin), refused when larger than ``max_bytes``."""
+    if max_bytes < 1:
+        raise UsageError("--max-bytes must be positive")
+    if str(path) == "-":
+        data = sys.stdin.buffer.read(max_bytes + 1)
+    else:
+        try:
+            with path.open("rb") as file:
+                data = file.read(max_bytes + 1)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise ProvenanceError(f"{path}: input is larger than {max_bytes} bytes")
+    return data
+
+
+def _by_graph(quads: Iterable[Quad]) -> dict[str | None, list[Quad]]:
+    graphs: dict[str | None, list[Quad]] = defaultdict(list)
+    for quad in quads:
+        graphs[None if quad.g is None else quad.g.value].append(quad)
+    return graphs
+
+
+def _split(data: bytes) -> tuple[frozenset[Quad], dict[str, bytes]]:
+    """The message's quads, and node URI → certificate PEM of the node descriptions."""
+    from xdn.provenance import graph_type, read_node_description
+    from xdn.rdf import parse_nquads
+
+    message: list[Quad] = []
+    certificates: dict[str, bytes] = {}
+    for name, quads in _by_graph(parse_nquads(data)).items():
+        if name is not None and graph_type(name, quads) == "node":
+            node, pem = read_node_description(name, quads)
+            _add_certificate(certificates, node, pem, f"graph <{name}>")
+        else:
+            message += quads
+    return frozenset(message), certificates
+
+
+def _add_certificate(certificates: dict[str, bytes], node: str, pem: bytes, source: str) -> None:
+    if certificates.setdefault(node, pem) != pem:
+        raise ProvenanceError(f"{source}: a second, different certificate for <{node}>")
+
+
+def _gather_certificates(args: argparse.Namespace, found: dict[str, bytes]) -> dict[str, bytes]:
+    """Certificates by node URI from the input, ``--log`` files and ``--cert`` files."""
+    from xdn.certs import credential_from_pem
+
+    certificates = dict(found)
+    for log in args.log:
+        for node, pem in _split(_read_input(log, args.max_bytes))[1].items():
+            _add_certificate(certificates, node, pem, str(log))
+    for path in args.cert:
+        pem = read(path)
+        node = credential_from_pem(pem).uri
+        if not node:
+            raise UsageError(f"{path}: the certificate names no node URI")
+        _add_certificate(certificates, node, pem, str(path))
+    return certificates
+
+
+def _message(quads: frozenset[Quad]) -> Message:
+    from xdn.provenance import Message
+
+    if not quads:
+        raise ProvenanceError("the input holds no message graphs")
+    return Message(quads=quads)
+
+
+# -------------------------------------------------------------------------- canonicalize
+
+
+def cmd_provenance_canonicalize(args: argparse.Namespace) -> int:
+    """``xdn provenance canonicalize``: RDFC-1.0 canonical N-Quads on stdout."""
+    from xdn.rdf import canonicalise, parse_nquads
+
+    data = _read_input(args.file, args.max_bytes)
+    sys.stdout.buffer.write(canonicalise(parse_nquads(data)))
+    sys.stdout.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------------- show
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _graph_lines(quads: frozenset[Quad]) -> list[str]:
+    from xdn.provenance import graph_type
+
+    graphs = _by_graph(quads)
+    kinds = {name: graph_type(name, graphs[name]) for name in graphs if name is not None}
+    lines = [f"graphs ({len(kinds)}):"]
+    order = {"content": 0, "refusal": 0, "envelope": 1, "signature": 2}
+    for name, kind in sorted(kinds.items(), key=lambda item: (order[item[1]], item[0])):
+        lines.append(f"  {kind:<9}  <{name}>  ({len(graphs[name])} quads)")
+    return lines
+
+
+def _envelopes(quads: frozenset[Quad]) -> list[EnvelopeInfo]:
+    from xdn.provenance import graph_type, read_envelope
+
+    graphs = _by_graph(quads)
+    found = [
+        read_envelope(name, g)
+        for name, g in graphs.items()
+        if name is not None and graph_type(name, g) == "envelope"
+    ]
+    return sorted(found, key=lambda e: e.number)  # a well-formed chain: numbers 1, 2, 3…
+
+
+def _signatures(quads: frozenset[Quad]) -> list[SignatureInfo]:
+    from xdn.provenance import graph_type, read_signature
+
+    graphs = _by_graph(quads)
+    found = [
+        read_signature(name, g)
+        for name, g in graphs.items()
+        if name is not None and graph_type(name, g) == "signature"
+    ]
+    return sorted(found, key=lambda s: s.name)
+
+
+def _hop_lines(envelopes: Sequence[EnvelopeInfo]) -> list[str]:
+    lines = [f"hops ({len(envelopes)}):"]
+    previous: int | None = None
+    for env in envelopes:
+        to = f" -> <{env.recipient}>" if env.recipient else ""
+        took = "" if previous is None else f", took {env.timestamp_ms - previous} ms"
+        lines.append(f"  {env.number}. {env.kind:<11} <{env.sender}>{to}")
+        lines.append(f"     at {_time(env.timestamp_ms)}{took}")
+        lines.append(f"     message <{env.message}>")
+        if env.fragments:
+            lines.append(f"     fragments ({len(env.fragments)}): {_list(env.fragments)}")
+        previous = env.timestamp_ms
+    return lines
+
+
+def _list(items: Iterable[str], limit: int = 8) -> str:
+    ordered = sorted(items)
+    more = f", … ({len(ordered) - limit} more)" if len(ordered) > limit else ""
+    return ", ".join(ordered[:limit]) + more
+
+
+def _signer_lines(
+    signatures: Sequence[SignatureInfo], certificates: Mapping[str, bytes]
+) -> list[str]:
+    from xdn.certs import credential_from_pem
+
+    signed: dict[str, list[str]] = defaultdict(list)
+    for sig in signatures:
+        signed[sig.signer].append(sig.signed_graph)
+    lines = [f"signers ({len(signed)}):"]
+    for node, graphs in sorted(signed.items()):
+        pem = certificates.get(node)
+        if pem is None:
+            known = "certificate unknown"
+        else:
+            credential = credential_from_pem(pem)
+            known = f"certificate CN={credential.name}, role {credential.role or '?'}"
+        lines.append(f"  <{node}>  {known}")
+        lines += [f"     signs <{graph}>" for graph in sorted(graphs)]
+    return lines
+
+
+def _what_lines(message: Message) -> list[str]:
+    refusal = message.refusal
+    if refusal is None:
+        content = message.content()
+        return [
+            f"document {content.document_id!r} of publisher {content.publisher!r}",
+            f"manifest root {content.manifest_root.hex().upper()}",
+            f"fragments carried ({len(message.fragment_ids())}): {_list(message.fragment_ids())}",
+        ]
+    lines = [f"FAILURE NOTICE: refused a {refusal.kind}", f"  reason: {refusal.reason}"]
+    for field in ("publisher", "document_id", "version", "key_message", "concept", "epoch"):
+        value = getattr(refusal, field)
+        if value is not None:
+            lines.append(f"  {field.replace('_', ' ')}: {value}")
+    if refusal.manifest_root is not None:
+        lines.append(f"  manifest root: {refusal.manifest_root.hex().upper()}")
+    if refusal.received_from is not None:
+        lines.append(f"  received from: <{refusal.received_from}>")
+    return lines
+
+
+def cmd_provenance_show(args: argparse.Namespace) -> int:
+    """``xdn provenance show``: one message, pretty-printed."""
+    quads, found = _split(_read_input(args.file, args.max_bytes))
+    message = _message(quads)
+    certificates = _gather_certificates(args, found)
+    lines = [f"message <{message.uri}>", *_what_lines(message)]
+    lines += _graph_lines(quads)
+    lines += _hop_lines(_envelopes(quads))
+    lines += _signer_lines(_signatures(quads), certificates)
+    print("\n".join(lines))
+    return 0
+
+
+# -------------------------------------------------------------------------------- verify
+
+_VERIFIES_GRAPH = re.compile(r"does not verify graph <([^>]*)>")
+_GRAPH = re.compile(r"graph <([^>]*)>")
+
+
+def graph_at_fault(error: str) -> str:
+    """``error`` as ``graph <G>: …``, G the graph it blames (unchanged when it names none).
+
+    When a signature does not verify, the graph at fault is the one it signs.
+    """
+    match = _VERIFIES_GRAPH.search(error) or _GRAPH.search(error)
+    if match is None or error.startswith(f"graph <{match.group(1)}>: "):
+        return error
+    return f"graph <{match.group(1)}>: {error}"
+
+
+def _public_keys(
+    certificates: Mapping[str, bytes], ca: bytes | None, at: datetime
+) -> dict[str, PublicKey]:
+    from xdn import certs
+
+    keys = {}
+    for node, pem in sorted(certificates.items()):
+        if ca is not None:
+            try:
+                credential = certs.verify_certificate(pem, ca, at=at)
+            except CertificateError as exc:
+                raise CertificateError(f"signer <{node}>: {exc}") from None
+            if credential.uri != node:
+                raise SignatureError(
+                    f"graph <{node}#cert>: the certificate is for <{credential.uri}>, not <{node}>"
+                )
+        keys[node] = certs.public_key_of(pem)
+    return keys
+
+
+def cmd_provenance_verify(args: argparse.Namespace) -> int:
+    """``xdn provenance verify``: Algorithm 2; 0 when valid, a refusal naming the graph if not."""
+    from xdn.provenance import verify_message
+
+    try:
+        quads, found = _split(_read_input(args.file, args.max_bytes))
+        message = _message(quads)
+        certificates = _gather_certificates(args, found)
+        ca = read(args.ca) if args.ca else None
+        verify_message(message, _public_keys(certificates, ca, when(args)))
+    except (ProvenanceError, SignatureError, CertificateError) as exc:
+        raise type(exc)(graph_at_fault(str(exc))) from None
+    graphs = len(_by_graph(quads))
+    signers = sorted({s.signer for s in _signatures(quads)})
+    print(f"valid: <{message.uri}>: {graphs} graphs, every signature verifies")
+    print(f"signers: {', '.join(f'<{s}>' for s in signers)}")
+    if ca is None:
+        print("note: no --ca given: the signer certificates were not checked against a CA")
+    return 0
