@@ -193,7 +193,7 @@ async def _over_stream_limit(
         held = [getattr(stub, method)(silent(), timeout=3 * TIMEOUT) for _ in range(limit)]
         try:
             await asyncio.gather(*(call.wait_for_connection() for call in held))
-            await asyncio.sleep(0)  # the site's handlers have started
+            # The held streams may not be counted yet: the caller retries (_wait_refused).
             error, _ = await _stream_error(network, site, name, method, [opening])
         finally:
             for call in held:

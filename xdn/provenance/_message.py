@@ -316,7 +316,8 @@ def check_extendable(
         raise ProtocolError(
             f"provenance is about document {message.document_id!r}, not {document_id!r}"
         )
-    if message.refusal is not None or shape_of(message).outermost.kind == "receipt":
+    shape = shape_of(message)
+    if message.refusal is not None or shape.outermost.kind == "receipt":
         raise ProtocolError("provenance ends in a receipt or a refusal: it cannot be extended")
     unlisted = set(fragment_ids) - message.fragment_ids()
     if unlisted:
@@ -324,9 +325,7 @@ def check_extendable(
             f"provenance does not list {len(unlisted)} fragments carried with it "
             f"(e.g. {sorted(unlisted)[0]!r})"
         )
-    if message_uri is not None and any(
-        e.message == message_uri for e in shape_of(message).envelopes
-    ):
+    if message_uri is not None and any(e.message == message_uri for e in shape.envelopes):
         raise ProtocolError(f"provenance already uses the message URI {message_uri!r}")
 
 
