@@ -192,7 +192,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         raise ConfigError(f"site.block {config.block!r} is not a concept of the ontology")
     policies = load_policies(config, ontology, tls.ca_pem)
     signer = provenance.Signer(
-        node_uri=certs.node_uri(config.name), private_key=crypto.load_private_key_pem(tls.key_pem)
+        node_uri=certs.node_uri(config.name),
+        private_key=crypto.load_private_key_pem(tls.key_pem),
+        certificate=tls.cert_pem,
     )
     config.provenance_log.parent.mkdir(parents=True, exist_ok=True)
     log_sink = provenance.ProvenanceLog(

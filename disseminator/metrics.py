@@ -43,6 +43,12 @@ class SiteMetrics:
             "xdn_refused_calls", "Calls refused (bad certificate, malformed or unauthorised)",
             ["reason"], registry=self.registry,
         )
+        self.refused_documents = Counter(
+            "xdn_documents_refused",
+            "Documents refused before routing: provenance that does not verify (provenance), "
+            "or fragments that do not match their document (document)",
+            ["kind"], registry=self.registry,
+        )
         self.crl_refused = Counter(
             "xdn_crl_refused",
             "CRLs refused (older than the one in force, not the CA's, malformed)",

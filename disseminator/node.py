@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +43,7 @@ from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, History, Retained, Store
 from xdn import certs, provenance
-from xdn.errors import PeerError, ProtocolError
+from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -93,7 +94,8 @@ class SiteNode:
         self.store = store
         self.table = RoutingTable()
         self.planner = Planner(
-            table=self.table, ontology=ontology, signer=site.signer, now_ms=self.now_ms
+            table=self.table, ontology=ontology, signer=site.signer, now_ms=self.now_ms,
+            chains=provenance.ChainVerifier(site.tls.ca_pem, revoked=lambda: self.revoked),
         )
         self.served = ontology.block(site.block)
         self._log = log_sink
@@ -319,7 +321,36 @@ class SiteNode:
                 "document %s v%d already routed; ignored", manifest.document_id, manifest.version
             )
             return None
-        return self.planner.document(diss)
+        try:
+            return self.planner.document(diss)
+        except PeerError as exc:
+            self._refused_document(diss, exc)
+            raise
+
+    def _refused_document(self, diss: pb.Dissemination, exc: PeerError) -> None:
+        """Count a document refused before routing and sign a failure notice into the log."""
+        kind = "provenance" if isinstance(exc, (SignatureError, ProvenanceError)) else "document"
+        self.metrics.refused_documents.labels(kind).inc()
+        manifest = diss.manifest
+        log.warning(
+            "refused document %s v%d of %s: %s",
+            manifest.document_id, manifest.version, manifest.publisher, exc,
+        )
+        notice = provenance.failure_notice(
+            self.site.signer,
+            refusal=provenance.RefusalFacts(
+                kind=kind,
+                reason=str(exc) or type(exc).__name__,
+                publisher=manifest.publisher or None,
+                document_id=manifest.document_id or None,
+                version=manifest.version if manifest.document_id else None,
+            ),
+            message_uri=provenance.notice_uri(
+                self.site.signer.node_uri, f"{self.now_ms()}-{secrets.token_hex(6)}"
+            ),
+            timestamp_ms=self.now_ms(),
+        )
+        self._log.append(notice)
 
     def _history(self, plan: DocumentPlan) -> History:
         """What routing ``plan`` adds to the durable history (see :class:`History`)."""

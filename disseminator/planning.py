@@ -7,16 +7,22 @@ for its durable queues, without touching the store:
 * an enrolment, a document-key grant or a member's entitlement goes to its one subscriber
   (:meth:`Planner.addressed`);
 * a document goes, per destination, as the fragments that destination was granted, with one
-  provenance hop signed by this site (:meth:`Planner.document`); the plan also says which
-  concepts reached which local subscriber, for the policy engine;
+  provenance hop signed by this site (:meth:`Planner.document`), all the hops of one document
+  under one batch signature; the plan also says which concepts reached which local
+  subscriber, for the policy engine;
 * a retained document goes to one new subscriber, restricted to its grants
   (:meth:`Planner.retained`);
 * a publisher's signed checkpoint goes to every destination granted any of its concepts
   (:meth:`Planner.checkpoint`).
 
 Fragments are checked against the document they claim and the ontology; anything else is a
-:class:`~xdn.errors.ProtocolError`. Nothing here can read content: only cleartext headers are
-used.
+:class:`~xdn.errors.ProtocolError`. A document's provenance chain is verified before anything
+is routed or signed (Algorithm 2 under the certificates it carries, checked against the CA and
+the CRL in force: :class:`~xdn.provenance.ChainVerifier`): it must be signed by the publisher
+who signed the manifest, name exactly the manifest leaves that came with it and be addressed
+to this site; otherwise a :class:`~xdn.errors.SignatureError` or
+:class:`~xdn.errors.ProvenanceError` names the graph at fault. Nothing here can read content:
+only cleartext headers are used.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append
 from xdn import certs, identity, provenance
-from xdn.errors import ProtocolError
+from xdn.errors import ProtocolError, SignatureError
 from xdn.ontology import Ontology
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wireconv import leaf_ranges
 
 __all__ = ["DocumentPlan", "Planner"]
 
@@ -58,6 +66,7 @@ class Planner:
     ontology: Ontology
     signer: provenance.Signer
     now_ms: Callable[[], int]
+    chains: provenance.ChainVerifier
 
     def addressed(
         self, key: pb.KeyMessage | pb.DocumentKeys | pb.Entitlement
@@ -106,69 +115,91 @@ class Planner:
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
         pairs = [self._checked(f, identity) for f in fragments]
-        message = provenance.Message.from_nquads(diss.provenance)
-        provenance.check_extendable(
-            message, document_id=manifest.document_id, fragment_ids=[i for i, _ in pairs]
-        )
+        message = self.verified(diss)
         concepts = frozenset(c for _, c in pairs)
         plan = DocumentPlan(
             identity=identity, fragments=len(pairs), concepts=concepts,
             subscribers=self.table.reach(manifest.publisher, concepts),
         )
+        routes = []
         for destination, ids in self.table.plan(manifest.publisher, pairs).items():
             wanted = set(ids)
             chosen = [f for f, (i, _) in zip(fragments, pairs, strict=True) if i in wanted]
             if destination.kind == "subscriber":
                 plan.delivered[destination.name] = {c for i, c in pairs if i in wanted}
-            append, graph = self._relay(
-                message, manifest, destination, chosen, wanted,
-                hop=f"{destination.kind}-{destination.name}",
-            )
+            routes.append((destination, chosen, f"{destination.kind}-{destination.name}"))
+        for append, graph in self._relay(message, manifest, routes):
             plan.appends.append(append)
             plan.graphs.append(graph)
         return plan
 
+    def verified(self, diss: pb.Dissemination) -> provenance.Message:
+        """The dissemination's provenance, verified and checked to be extendable here.
+
+        Raises:
+            PeerError: naming what does not hold (and, for the chain, the graph at fault).
+        """
+        manifest = diss.manifest
+        message = provenance.Message.from_nquads(diss.provenance)
+        provenance.check_extendable(
+            message, document_id=manifest.document_id, leaves=leaf_ranges(diss.fragments)
+        )
+        chain = self.chains.verify(message, at=datetime.fromtimestamp(self.now_ms() / 1000, UTC))
+        publisher = certs.credential_from_pem(manifest.publisher_certificate)
+        if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
+            raise SignatureError(
+                "the provenance chain was not signed by the publisher who signed the manifest"
+            )
+        if message.recipient != self.signer.node_uri:
+            raise SignatureError(
+                f"the provenance chain's last hop is addressed to <{message.recipient}>, "
+                f"not to this site <{self.signer.node_uri}>"
+            )
+        return message
+
     def retained(
         self, diss: pb.Dissemination, subscriber: str, granted: Collection[str]
     ) -> tuple[Append, bytes] | None:
-        """A retained document for a new local subscriber: its granted concepts, or nothing."""
+        """A retained document for a new local subscriber: its granted concepts, or nothing.
+
+        Its chain was verified when it was routed; what is kept is what this site received.
+        """
         chosen = [f for f in diss.fragments if f.concept in granted]
         if not chosen:
             return None
-        return self._relay(
-            provenance.Message.from_nquads(diss.provenance), diss.manifest,
-            Destination("subscriber", subscriber), chosen, {f.fragment_id for f in chosen},
-            hop=f"retained-{subscriber}-{self.now_ms()}",
-        )
+        hop = f"retained-{subscriber}-{self.now_ms()}"
+        routes = [(Destination("subscriber", subscriber), chosen, hop)]
+        message = provenance.Message.from_nquads(diss.provenance)
+        return self._relay(message, diss.manifest, routes)[0]
 
     def _relay(
         self,
         message: provenance.Message,
         manifest: pb.Manifest,
-        destination: Destination,
-        fragments: Sequence[pb.Fragment],
-        fragment_ids: Collection[str],
-        *,
-        hop: str,
-    ) -> tuple[Append, bytes]:
-        """The delivery of ``fragments`` (with ids ``fragment_ids``) to ``destination``, and
-        its signed provenance hop."""
-        relayed = provenance.relay(
-            message,
-            self.signer,
-            message_uri=provenance.message_uri(
-                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
-            ),
-            recipient_uri=certs.node_uri(identity.person(destination.name)),
-            fragment_ids=fragment_ids,
-            timestamp_ms=self.now_ms(),
-        )
-        out = pb.Dissemination(
-            manifest=manifest, fragments=fragments, provenance=relayed.to_nquads()
-        )
-        payload = pb.Delivery(dissemination=out).SerializeToString()
-        append = Append(kind=destination.kind, name=destination.name, payload=payload)
-        return append, relayed.latest_graphs_nquads()
+        routes: Sequence[tuple[Destination, Sequence[pb.Fragment], str]],
+    ) -> list[tuple[Append, bytes]]:
+        """The delivery of each route's fragments to its destination, with its signed
+        provenance hop (the hop's graphs, for the log): all the hops signed as one batch."""
+        hops = [
+            provenance.Hop(
+                message_uri=provenance.message_uri(
+                    self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
+                ),
+                recipient_uri=certs.node_uri(identity.person(destination.name)),
+                leaves=leaf_ranges(fragments),
+            )
+            for destination, fragments, hop in routes
+        ]
+        relayed = provenance.relay_many(message, self.signer, hops, timestamp_ms=self.now_ms())
+        out = []
+        for (destination, fragments, _), extended in zip(routes, relayed, strict=True):
+            diss = pb.Dissemination(
+                manifest=manifest, fragments=fragments, provenance=extended.to_nquads()
+            )
+            payload = pb.Delivery(dissemination=diss).SerializeToString()
+            append = Append(kind=destination.kind, name=destination.name, payload=payload)
+            out.append((append, extended.latest_graphs_nquads()))
+        return out
 
     def _checked(self, fragment: pb.Fragment, identity: tuple[str, str, int]) -> tuple[str, str]:
         """(id, concept) of a fragment of the document being routed, or a ProtocolError."""

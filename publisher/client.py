@@ -215,7 +215,9 @@ class Publisher:
         )
         self._signer_key = crypto.load_private_key_pem(setup.tls.key_pem)
         self._signer = provenance.Signer(
-            node_uri=certs.node_uri(setup.name), private_key=self._signer_key
+            node_uri=certs.node_uri(setup.name),
+            private_key=self._signer_key,
+            certificate=setup.tls.cert_pem,
         )
         # The key service signs every key message with the same key (checked against the cert).
         self._key_signer = KeySigner(
@@ -438,14 +440,7 @@ class Publisher:
                 document_id=document_id,
                 publisher=setup.name,
                 manifest_root=encoded.manifest.root,
-                fragments=tuple(
-                    provenance.FragmentFact(
-                        fragment_id=f.fragment_id,
-                        concept=f.concept,
-                        ciphertext_sha256=crypto.sha256(f.cipher_value),
-                    )
-                    for f in encoded.fragments
-                ),
+                leaf_count=encoded.manifest.leaf_count,
             ),
             timestamp_ms=now_ms,
         )

@@ -70,7 +70,7 @@ from subscriber.revocation import (
 from subscriber.store import CRL_WAIT, Held, Inbox, Keyring
 from xdn import certs, crypto, lease, provenance
 from xdn.codec import View, decode, fragment_concepts
-from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError
+from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError, SignatureError
 from xdn.grpc_tls import TlsFiles
 from xdn.lkh import EpochGapError, MemberKeys, open_document_keys, verify_key_message
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -78,6 +78,7 @@ from xdn.wireconv import (
     delivery_from_pb,
     document_keys_from_pb,
     enrolment_from_pb,
+    leaf_ranges,
     rekey_from_pb,
 )
 
@@ -178,7 +179,14 @@ class Session:
         # Who we are to sites and key services: our certificate, not our common name.
         self.member_id = certs.credential_from_pem(setup.tls.cert_pem).member_id
         self.signer = provenance.Signer(
-            node_uri=certs.node_uri(setup.name), private_key=self.private_key
+            node_uri=certs.node_uri(setup.name),
+            private_key=self.private_key,
+            certificate=setup.tls.cert_pem,
+        )
+        # Algorithm 2 on every chain received, keys from the certificates it carries.
+        self.chains = provenance.ChainVerifier(
+            setup.tls.ca_pem,
+            revoked=lambda: frozenset() if self.crl is None else self.crl.serials,
         )
         self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
         self.inbox = Inbox(setup.out_dir)
@@ -639,8 +647,9 @@ class Session:
             )
             provenance.check_extendable(
                 received, document_id=manifest.document_id,
-                fragment_ids=[f.fragment_id for f in message.fragments], message_uri=receipt_uri,
+                leaves=leaf_ranges(message.fragments), message_uri=receipt_uri,
             )
+            self._check_chain(received, manifest)
         except PeerError as exc:
             kind = "revoked" if isinstance(exc, RevokedError) else "document"
             self.refuse(kind, str(exc), manifest=manifest)
@@ -680,4 +689,22 @@ class Session:
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1
-        return receipt.latest_graphs_nquads()
+        return receipt.to_nquads()
+
+    def _check_chain(self, received: provenance.Message, manifest: pb.Manifest) -> None:
+        """Algorithm 2 over the whole chain, then: the publisher who signed it is the one who
+        signed the manifest, and its last hop is addressed to us.
+
+        Raises:
+            SignatureError, ProvenanceError: it does not hold (a PeerError: refused).
+        """
+        chain = self.chains.verify(received, at=self.clock())
+        publisher = certs.credential_from_pem(manifest.publisher_certificate)
+        if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
+            raise SignatureError(
+                "the provenance chain was not signed by the publisher who signed the manifest"
+            )
+        if received.recipient != self.signer.node_uri:
+            raise SignatureError(
+                f"the provenance chain's last hop is addressed to <{received.recipient}>, not us"
+            )

@@ -34,6 +34,7 @@ from xdn.codec import (
 from xdn.completeness import Checkpoint, Entitlement, SignedCheckpoint, SignedEntitlement
 from xdn.errors import ProtocolError, SignatureError
 from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage, Signed
+from xdn.provenance import LeafRanges
 from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -48,6 +49,7 @@ __all__ = [
     "enrolment_to_pb",
     "entitlement_from_pb",
     "entitlement_to_pb",
+    "leaf_ranges",
     "manifest_from_pb",
     "reach_from_pb",
     "rekey_from_pb",
@@ -137,6 +139,43 @@ def dissemination_to_pb(
         fragments=fragments,
         provenance=provenance,
     )
+
+
+def leaf_ranges(fragments: Iterable[pb.Fragment]) -> LeafRanges:
+    """The manifest leaves a message's fragments are, from the runs their range proofs open.
+
+    What a provenance envelope must say the message carries (:mod:`xdn.provenance`). Only the
+    run boundaries are read here; the subscriber's codec checks the proofs themselves.
+
+    Raises:
+        ProtocolError: no fragment, a fragment before any run, or a run whose fragment count
+            differs from its length.
+    """
+    runs: list[tuple[int, int]] = []
+    left = 0
+    for fragment in fragments:
+        if fragment.HasField("range_proof"):
+            if left:
+                raise ProtocolError(f"a run of leaves ends {left} fragments short")
+            proof = fragment.range_proof
+            if proof.end <= proof.start:
+                raise ProtocolError(f"empty run of leaves {proof.start}-{proof.end}")
+            runs.append((proof.start, proof.end))
+            left = proof.end - proof.start
+        elif not left:
+            raise ProtocolError(
+                f"fragment {fragment.fragment_id!r} lies outside every run of leaves"
+            )
+        left -= 1
+    if left or not runs:
+        raise ProtocolError("the fragments do not fill their runs of leaves")
+    try:
+        ranges = LeafRanges.of(runs)
+    except ValueError as exc:
+        raise ProtocolError(f"runs of leaves: {exc}") from None
+    if ranges.count != sum(end - start for start, end in runs):
+        raise ProtocolError("runs of leaves overlap")
+    return ranges
 
 
 def restrict_dissemination(

@@ -14,10 +14,12 @@ made by concatenating a message and the logs of the nodes it passed through work
   recipient, time, how long each hop took, fragments), its signers with the names their
   certificates give when known, the document and fragments — or, for a failure notice, what
   was refused and why;
-* ``verify`` runs the paper's Algorithm 2 (:func:`xdn.provenance.verify_message`) with the
-  signer keys of the certificates found (in the file, ``--log`` files and ``--cert`` files),
-  each checked against ``--ca`` when given; exit 0 when every graph verifies, else a refusal
-  (exit 2) that starts with the graph at fault: ``graph <…>: why``.
+* ``verify`` runs the paper's Algorithm 2 with the signer keys of the certificates found (in
+  the file, ``--log`` files and ``--cert`` files: :func:`xdn.provenance.verify_message`), each
+  checked against ``--ca`` when given — or, with ``--ca`` alone, of the certificates the
+  signature graphs carry (:class:`xdn.provenance.ChainVerifier`, which also checks each
+  signer's role); exit 0 when every graph verifies, else a refusal (exit 2) that starts with
+  the graph at fault: ``graph <…>: why``.
 
 Input is bounded (``--max-bytes``) before it is parsed. Every refusal is an
 :class:`~xdn.errors.PeerError` raised here and printed by ``xdn.cli.main``; this module is the
@@ -128,7 +130,8 @@ def register(subparsers: Any) -> None:
         "--ca",
         type=Path,
         metavar="CA.pem",
-        help="check every signer certificate against this CA (default: no CA check)",
+        help="check every signer certificate against this CA (default: no CA check); with "
+        "no --cert or --log, the certificates the message carries are used",
     )
     at_arg(p)
     p.set_defaults(func=cmd_provenance_verify)
@@ -272,8 +275,8 @@ def _hop_lines(envelopes: Sequence[EnvelopeInfo]) -> list[str]:
         lines.append(f"  {env.number}. {env.kind:<11} <{env.sender}>{to}")
         lines.append(f"     at {_time(env.timestamp_ms)}{took}")
         lines.append(f"     message <{env.message}>")
-        if env.fragments:
-            lines.append(f"     fragments ({len(env.fragments)}): {_list(env.fragments)}")
+        if env.leaves is not None:
+            lines.append(f"     fragments ({env.leaves.count}): manifest leaves {env.leaves}")
         previous = env.timestamp_ms
     return lines
 
@@ -290,11 +293,14 @@ def _signer_lines(
     from xdn.certs import credential_from_pem
 
     signed: dict[str, list[str]] = defaultdict(list)
+    carried: dict[str, bytes] = {}
     for sig in signatures:
-        signed[sig.signer].append(sig.signed_graph)
+        signed[sig.signer].append(sig.signed_graph + (" (batch)" if sig.batch else ""))
+        if sig.certificate is not None:
+            carried[sig.signer] = _pem(sig.certificate)
     lines = [f"signers ({len(signed)}):"]
     for node, graphs in sorted(signed.items()):
-        pem = certificates.get(node)
+        pem = certificates.get(node, carried.get(node))
         if pem is None:
             known = "certificate unknown"
         else:
@@ -305,14 +311,21 @@ def _signer_lines(
     return lines
 
 
+def _pem(der: bytes) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM)
+
+
 def _what_lines(message: Message) -> list[str]:
     refusal = message.refusal
     if refusal is None:
         content = message.content()
         return [
             f"document {content.document_id!r} of publisher {content.publisher!r}",
-            f"manifest root {content.manifest_root.hex().upper()}",
-            f"fragments carried ({len(message.fragment_ids())}): {_list(message.fragment_ids())}",
+            f"manifest root {content.manifest_root.hex().upper()} ({content.leaf_count} leaves)",
+            f"fragments carried ({message.leaves().count}): manifest leaves {message.leaves()}",
         ]
     lines = [f"FAILURE NOTICE: refused a {refusal.kind}", f"  reason: {refusal.reason}"]
     for field in ("publisher", "document_id", "version", "key_message", "concept", "epoch"):
@@ -378,14 +391,18 @@ def _public_keys(
 
 def cmd_provenance_verify(args: argparse.Namespace) -> int:
     """``xdn provenance verify``: Algorithm 2; 0 when valid, a refusal naming the graph if not."""
-    from xdn.provenance import verify_message
+    from xdn.provenance import ChainVerifier, verify_message
 
     try:
         quads, found = _split(_read_input(args.file, args.max_bytes))
         message = _message(quads)
         certificates = _gather_certificates(args, found)
         ca = read(args.ca) if args.ca else None
-        verify_message(message, _public_keys(certificates, ca, when(args)))
+        carried = all(s.certificate is not None for s in _signatures(quads))
+        if ca is not None and carried and not certificates:
+            ChainVerifier(ca).verify(message, at=when(args))  # the certificates it carries
+        else:
+            verify_message(message, _public_keys(certificates, ca, when(args)))
     except (ProvenanceError, SignatureError, CertificateError) as exc:
         raise type(exc)(graph_at_fault(str(exc))) from None
     graphs = len(_by_graph(quads))

@@ -36,6 +36,7 @@ from xdn.codec._merkle import (
     empty_root,
     leaf_hash,
     node_hash,
+    root_from_inclusion,
     verify_inclusion,
 )
 from xdn.codec._order import concept_order
@@ -97,6 +98,7 @@ __all__ = [
     "node_hash",
     "range_proof",
     "required_keys",
+    "root_from_inclusion",
     "select",
     "sign_manifest",
     "to_encrypted_xml",

@@ -33,6 +33,7 @@ __all__ = [
     "empty_root",
     "leaf_hash",
     "node_hash",
+    "root_from_inclusion",
     "verify_inclusion",
 ]
 
@@ -178,15 +179,26 @@ def verify_inclusion(leaf: bytes, proof: InclusionProof, *, root: bytes, tree_si
     Returns:
         Whether the proof verifies. Never raises for a well-typed but wrong proof.
     """
-    _check_hash("leaf", leaf)
     _check_hash("root", root)
     if proof.tree_size != check_u64("tree_size", tree_size):
         return False
+    result = root_from_inclusion(leaf, proof)
+    return result is not None and hmac.compare_digest(result, root)
+
+
+def root_from_inclusion(leaf: bytes, proof: InclusionProof) -> bytes | None:
+    """The root that ``proof`` leads to from ``leaf`` (a leaf hash), or ``None`` when the path
+    does not fit a tree of ``proof.tree_size`` leaves (RFC 9162 §2.1.3.2, steps 1 to 6).
+
+    For a verifier that holds a signature over the root rather than the root itself (a batch
+    signature): it computes the root this way, then checks the signature over it.
+    """
+    _check_hash("leaf", leaf)
     fn, sn = proof.leaf_index, proof.tree_size - 1
     result = leaf
     for sibling in proof.path:
         if sn == 0:
-            return False
+            return None
         if fn & 1 or fn == sn:
             result = node_hash(sibling, result)
             while not fn & 1 and fn != 0:
@@ -196,4 +208,4 @@ def verify_inclusion(leaf: bytes, proof: InclusionProof, *, root: bytes, tree_si
             result = node_hash(result, sibling)
         fn >>= 1
         sn >>= 1
-    return sn == 0 and hmac.compare_digest(result, root)
+    return result if sn == 0 else None

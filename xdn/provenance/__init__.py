@@ -5,23 +5,28 @@ Theory of operation
 -------------------
 A dissemination message is an RDF dataset of named graphs only:
 
-* ``<M#c1>`` — content: document id, publisher, manifest root and, per fragment, its id,
-  concept and ciphertext SHA-256 (never plaintext);
-* ``<M#eN>`` — one envelope per hop: sender, recipient, timestamp, the fragments it carries
-  (``xdn:carriesFragment``); from the second hop on it ``msg:containsEnvelope`` the previous
-  envelope and references that envelope's signature *and signature value*
-  (``<M#eN-ref1>`` — a hash URI where the paper has a blank node), so the signatures chain;
-* ``<GRAPHs>`` — the signature of graph ``<GRAPH>``: signer node URI, signing method,
-  base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical N-Quads.
+* ``<M#c1>`` — content: document id, publisher, the root and leaf count of the publisher's
+  signed Merkle manifest (which binds every fragment's headers and ciphertext digest; never
+  plaintext), so the content graph has the same small size whatever the document;
+* ``<M#eN>`` — one envelope per hop: sender, recipient, timestamp, the manifest leaves it
+  carries as ranges (``xdn:carriesLeaves``, :class:`LeafRanges`); from the second hop on it
+  ``msg:containsEnvelope`` the previous envelope and references that envelope's signature *and
+  signature value* (``<M#eN-ref1>`` — a hash URI where the paper has a blank node), so the
+  signatures chain;
+* ``<GRAPHs>`` — the signature of graph ``<GRAPH>``: signer node URI, the signer's certificate,
+  signing method, base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical
+  N-Quads, or over the Merkle root of a batch of such graphs with the graph's inclusion path
+  (:func:`relay_many`).
 
 Message URIs are minted as ``<node_uri>msg/<document_id>/<hop id>`` by the node adding the
 hop (:func:`message_uri`: every part percent-encoded as one path segment, :mod:`xdn.ids`, so a
 document id such as ``order 7``, ``café`` or ``a/b`` makes a valid IRI; the id itself travels
 unescaped as the ``xdn:documentId`` literal). Building a :class:`Message` checks
-well-formedness (paper conditions 1 to 8, 10, 11); :func:`verify_message` checks condition 9
-and every signature (Algorithm 2). Errors name the graph at fault. Fan-out is one relayed
-message per downlink, each with its own URI; the audit (``audit/``) rebuilds the tree from the
-nodes' :class:`ProvenanceLog` files.
+well-formedness (paper conditions 1 to 8, 10, 11); :func:`verify_message` (keys given) and
+:class:`ChainVerifier` (keys from the carried certificates, checked against the CA) check
+condition 9 and every signature (Algorithm 2). Errors name the graph at fault. Fan-out is one
+relayed message per downlink, each with its own URI; the audit (``audit/``) rebuilds the tree
+from the nodes' :class:`ProvenanceLog` files.
 
 A party that refuses something signs a *failure notice* (:func:`failure_notice`): a message of
 its own whose content graph (:class:`RefusalFacts`) names what was refused and why, wrapped in
@@ -30,11 +35,11 @@ one ``xdn:Refusal`` envelope and minted below the signer's ``refusal/`` space
 signer's log, so the audit sees every refusal.
 """
 
+from xdn.provenance._batch import MAX_BATCH, BatchProof
 from xdn.provenance._facts import (
     KEY_MESSAGE_KINDS,
     REFUSAL_KINDS,
     ContentFacts,
-    FragmentFact,
     RefusalFacts,
     Signer,
 )
@@ -47,32 +52,40 @@ from xdn.provenance._graphs import (
     read_envelope,
     read_signature,
 )
+from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
 from xdn.provenance._message import (
+    Hop,
     Message,
     check_extendable,
     originate,
     receipt,
     relay,
+    relay_many,
     signing_input,
 )
 from xdn.provenance._notice import failure_notice
 from xdn.provenance._refusal import read_refusal
 from xdn.provenance._shape import message_uri, notice_uri
-from xdn.provenance._verify import verify_message
+from xdn.provenance._verify import ChainVerifier, VerifiedChain, verify_message
 
 __all__ = [
     "KEY_MESSAGE_KINDS",
+    "MAX_BATCH",
     "REFUSAL_KINDS",
+    "BatchProof",
+    "ChainVerifier",
     "ContentFacts",
     "EnvelopeInfo",
-    "FragmentFact",
+    "Hop",
+    "LeafRanges",
     "Message",
     "ProvenanceLog",
     "Reference",
     "RefusalFacts",
     "SignatureInfo",
     "Signer",
+    "VerifiedChain",
     "check_extendable",
     "failure_notice",
     "graph_type",
@@ -87,6 +100,7 @@ __all__ = [
     "read_signature",
     "receipt",
     "relay",
+    "relay_many",
     "signing_input",
     "verify_message",
 ]

@@ -26,58 +26,45 @@ class Signer:
         node_uri: e.g. ``"https://d1.xdn.example/"``; the signature graphs name it as
             ``sig:hasVerificationCertificate`` and verifiers look its public key up by it.
         private_key: the node's ECDSA P-384 key (the one its certificate certifies).
+        certificate: the node's certificate (PEM). Given, every signature graph carries it
+            (``xdn:signerCertificate``), so that a verifier needs only the message and the CA
+            (:class:`~xdn.provenance.ChainVerifier`); every network party gives it.
     """
 
     node_uri: str
     private_key: PrivateKey
+    certificate: bytes | None = None
 
     def __post_init__(self) -> None:
         check_node_uri(self.node_uri)
         if not isinstance(self.private_key, PrivateKey):
             raise TypeError("private_key must be an ECDSA private key from xdn.crypto")
+        if self.certificate is not None and not isinstance(self.certificate, bytes):
+            raise TypeError("certificate must be PEM bytes or None")
 
     def __repr__(self) -> str:  # never print key material
         return f"Signer(node_uri={self.node_uri!r})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FragmentFact:
-    """What provenance records of one encrypted fragment (never its plaintext).
-
-    Attributes:
-        fragment_id: the fragment's identifier within its document.
-        concept: the ontology concept labelling it (an IRI, stored as a literal otherwise).
-        ciphertext_sha256: SHA-256 of the fragment's ciphertext.
-    """
-
-    fragment_id: str
-    concept: str
-    ciphertext_sha256: bytes
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.fragment_id, str) or not self.fragment_id:
-            raise ValueError("fragment_id must be a non-empty str")
-        if not isinstance(self.concept, str) or not self.concept:
-            raise ValueError("concept must be a non-empty str")
-        if not isinstance(self.ciphertext_sha256, bytes) or len(self.ciphertext_sha256) != 32:
-            raise ValueError("ciphertext_sha256 must be 32 bytes")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ContentFacts:
-    """The content graph of a publication: one document's fragments for one link.
+    """The content graph of a publication: which document, by whom, under which manifest.
+
+    The fragments themselves are the manifest's leaves: the root binds every fragment's
+    headers and ciphertext digest, and envelopes name the leaves they carry as ranges
+    (:class:`~xdn.provenance.LeafRanges`), so no per-fragment table travels with the chain.
 
     Attributes:
         document_id: the document's identifier (part of every message URI of its chain).
         publisher: the publisher's name or URI.
         manifest_root: root of the publisher-signed Merkle manifest.
-        fragments: the fragments, unique by id.
+        leaf_count: how many leaves (fragments) the manifest has.
     """
 
     document_id: str
     publisher: str
     manifest_root: bytes
-    fragments: tuple[FragmentFact, ...]
+    leaf_count: int
 
     def __post_init__(self) -> None:
         if not isinstance(self.document_id, str) or not self.document_id:
@@ -86,15 +73,10 @@ class ContentFacts:
             raise ValueError("publisher must be a non-empty str")
         if not isinstance(self.manifest_root, bytes) or not self.manifest_root:
             raise ValueError("manifest_root must be non-empty bytes")
-        if not isinstance(self.fragments, tuple) or not all(
-            isinstance(f, FragmentFact) for f in self.fragments
-        ):
-            raise TypeError("fragments must be a tuple of FragmentFact")
-        if not self.fragments:
-            raise ValueError("content needs at least one fragment")
-        ids = [f.fragment_id for f in self.fragments]
-        if len(set(ids)) != len(ids):
-            raise ValueError("fragment ids must be unique")
+        if isinstance(self.leaf_count, bool) or not isinstance(self.leaf_count, int):
+            raise TypeError("leaf_count must be an int")
+        if not 1 <= self.leaf_count < 2**63:
+            raise ValueError("content needs at least one leaf (fragment)")
 
 
 #: What a failure notice may say was refused (the kinds of ``refused.jsonl``): a document
@@ -102,7 +84,8 @@ class ContentFacts:
 #: verify (``unverified``), a revoked publisher's (``revoked``), a held one dropped past the
 #: cap (``overflow``), a CRL (``crl``), a key message (``key``), a gap in a publisher's signed
 #: sequence (``gap``), a publisher's signed checkpoint or entitlement statement
-#: (``checkpoint``, ``entitlement``: they name the publisher, no document).
+#: (``checkpoint``, ``entitlement``: they name the publisher, no document), a document whose
+#: provenance chain does not verify (``provenance``).
 REFUSAL_KINDS: Final = frozenset(
     {
         "document",
@@ -114,6 +97,7 @@ REFUSAL_KINDS: Final = frozenset(
         "gap",
         "checkpoint",
         "entitlement",
+        "provenance",
     }
 )
 #: The key messages a ``key`` refusal may name.

@@ -9,31 +9,43 @@ both build on these readers.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import pairwise
 
 from xdn.errors import ProvenanceError
 from xdn.provenance import _vocab as v
-from xdn.provenance._facts import ContentFacts, FragmentFact
+from xdn.provenance._batch import BatchProof
+from xdn.provenance._facts import ContentFacts
+from xdn.provenance._leaves import LeafRanges
 from xdn.rdf import IRI, XSD_STRING, Literal, Quad, Term
 
 _ENVELOPE_NAME = re.compile(r"(?P<msg>[^#]+)#e(?P<n>[1-9][0-9]*)")
 _CONTENT_NAME = re.compile(r"(?P<msg>[^#]+)#c(?P<n>[1-9][0-9]*)")
 _LONG = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _HEX = re.compile(r"(?:[0-9A-F]{2})+")
+_PATH = re.compile(r"[0-9A-F]{64}(?: [0-9A-F]{64})*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignatureInfo:
-    """A signature graph: who signed which graph, with what value (base64 DER)."""
+    """A signature graph: who signed which graph, with what value (base64 DER).
+
+    Attributes:
+        certificate: the signer's certificate (DER), when the graph carries it.
+        batch: where the signed graph sits in a batch, for a batch signature (the value then
+            signs the batch root, :mod:`._batch`); ``None`` for a plain signature.
+    """
 
     name: str
     signed_graph: str
     signer: str
     value: str
+    certificate: bytes | None = None
+    batch: BatchProof | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +72,7 @@ class EnvelopeInfo:
     remote_message: str | None
     content: tuple[str, ...]
     document_id: str  # empty for a failure notice (its content graph names what was refused)
-    fragments: frozenset[str]  # empty for a failure notice
+    leaves: LeafRanges | None  # the manifest leaves carried; None for a failure notice
     references: tuple[Reference, ...]
     previous_message: str | None = None  # a publication's previous version, if it names one
 
@@ -171,21 +183,52 @@ def read_signature(name: str, quads: Iterable[Quad]) -> SignatureInfo:
     node = nodes[name]
     if node.iris(v.RDF_TYPE) != [v.SIGNATURE.value]:
         raise _fail(name, "must have exactly the type sig:Signature")
+    method = node.one_iri(v.HAS_GRAPH_SIGNING_METHOD)
+    if method not in (v.SIGNING_METHOD.value, v.BATCH_SIGNING_METHOD.value):
+        raise _fail(name, "uses an unknown graph signing method")
     info = SignatureInfo(
         name=name,
         signed_graph=node.one_iri(v.HAS_SIGNED_GRAPH),
         signer=node.one_iri(v.HAS_VERIFICATION_CERTIFICATE),
         value=node.one_literal(v.HAS_SIGNATURE_VALUE),
+        certificate=_certificate(node),
+        batch=_batch(node) if method == v.BATCH_SIGNING_METHOD.value else None,
     )
-    if node.one_iri(v.HAS_GRAPH_SIGNING_METHOD) != v.SIGNING_METHOD.value:
-        raise _fail(name, "uses an unknown graph signing method")
     node.done()
     if name != info.signed_graph + "s":
         raise _fail(name, f"is not named after the graph it signs <{info.signed_graph}>")
     return info
 
 
-def _timestamp(node: _Node, predicate: IRI) -> int:
+def _certificate(node: _Node) -> bytes | None:
+    values = node.literals(v.SIGNER_CERTIFICATE, v.XSD_BASE64)
+    if len(values) > 1:
+        raise node._err(v.SIGNER_CERTIFICATE, "has several values for")
+    if not values:
+        return None
+    try:
+        return base64.b64decode(values[0], validate=True)
+    except (binascii.Error, ValueError):
+        raise node._err(v.SIGNER_CERTIFICATE, "needs base64 for") from None
+
+
+def _batch(node: _Node) -> BatchProof:
+    index = _long(node, v.BATCH_INDEX)
+    size = _long(node, v.BATCH_SIZE)
+    paths = node.literals(v.BATCH_PATH)
+    if len(paths) > 1 or (paths and not _PATH.fullmatch(paths[0])):
+        raise node._err(v.BATCH_PATH, "needs one list of upper-case SHA-256 hex hashes for")
+    try:
+        return BatchProof(
+            index=index,
+            size=size,
+            path=tuple(bytes.fromhex(h) for h in paths[0].split(" ")) if paths else (),
+        )
+    except ValueError as exc:
+        raise node._err(v.BATCH_INDEX, f"is not a batch position ({exc}) for") from None
+
+
+def _long(node: _Node, predicate: IRI) -> int:
     lexical = node.one_literal(predicate, v.XSD_LONG)
     if not _LONG.fullmatch(lexical) or not -(2**63) <= int(lexical) < 2**63:
         raise node._err(predicate, "has a malformed xsd:long for")
@@ -209,17 +252,17 @@ def _references(name: str, nodes: dict[str, _Node], refs: list[str]) -> tuple[Re
     return tuple(out)
 
 
-def _carried(name: str, body: _Node, *, refusal: bool) -> tuple[str, frozenset[str]]:
-    """The document and fragments an envelope carries (none for a failure notice)."""
+def _carried(name: str, body: _Node, *, refusal: bool) -> tuple[str, LeafRanges | None]:
+    """The document and manifest leaves an envelope carries (none for a failure notice)."""
     if refusal:
-        if body.literals(v.DOCUMENT_ID) or body.literals(v.CARRIES_FRAGMENTS):
+        if body.literals(v.DOCUMENT_ID) or body.literals(v.CARRIES_LEAVES):
             raise _fail(name, "a refusal envelope carries no document or fragments")
-        return "", frozenset()
-    carried = body.one_literal(v.CARRIES_FRAGMENTS).split("\n")
-    fragments = frozenset(carried)
-    if carried != sorted(fragments) or "" in fragments:
-        raise _fail(name, "xdn:carriesFragments must list distinct fragment ids, sorted")
-    return body.one_literal(v.DOCUMENT_ID), fragments
+        return "", None
+    try:
+        leaves = LeafRanges.parse(body.one_literal(v.CARRIES_LEAVES))
+    except ValueError as exc:
+        raise _fail(name, f"xdn:carriesLeaves: {exc} (sorted, merged, half-open)") from None
+    return body.one_literal(v.DOCUMENT_ID), leaves
 
 
 def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> EnvelopeInfo:
@@ -243,7 +286,7 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         raise _fail(name, f"a {kind} envelope has the wrong msg:hasRemoteMessage/hasContent")
     if origin != (contains is None):
         raise _fail(name, "only a publication or refusal envelope may contain no other envelope")
-    document_id, fragments = _carried(name, body, refusal=kind == "refusal")
+    document_id, leaves = _carried(name, body, refusal=kind == "refusal")
     stamp = v.HAS_RECEIVED_TIMESTAMP if kind == "receipt" else v.HAS_SENT_TIMESTAMP
     return EnvelopeInfo(
         name=name,
@@ -252,12 +295,12 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
         kind=kind,
         sender=body.one_iri(v.HAS_SENDER),
         recipient=recipient,
-        timestamp_ms=_timestamp(body, stamp),
+        timestamp_ms=_long(body, stamp),
         contains=contains,
         remote_message=remote,
         content=content,
         document_id=document_id,
-        fragments=fragments,
+        leaves=leaves,
         references=_references(name, nodes, body.iris(v.REFERENCES_SIGNATURE)),
         previous_message=previous,
     )
@@ -290,62 +333,27 @@ def _hex(node: _Node, predicate: IRI) -> bytes:
     return bytes.fromhex(lexical)
 
 
-_TABLE_LINE = r"[^\t\n]++\t[^\t\n]++\t[0-9A-F]{64}"
-_TABLE = re.compile(rf"{_TABLE_LINE}(?:\n{_TABLE_LINE})*+")
-_TABLE_IDS = re.compile(r"([^\t\n]+)\t[^\n]*")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContentSummary:
-    """A checked content graph whose fragment table is not yet turned into facts (a relay
-    needs only the ids; building thousands of :class:`FragmentFact` per hop would dominate)."""
+    """A checked content graph."""
 
     document_id: str
     publisher: str
     manifest_root: bytes
-    fragment_table: str
-    fragment_ids: frozenset[str]
+    leaf_count: int
 
     def facts(self) -> ContentFacts:
-        """The full content facts (the table is well-formed and sorted: this cannot fail)."""
-        fragments = []
-        for line in self.fragment_table.split("\n"):
-            fragment_id, concept, digest = line.split("\t")
-            fragments.append(
-                FragmentFact(
-                    fragment_id=fragment_id,
-                    concept=concept,
-                    ciphertext_sha256=bytes.fromhex(digest),
-                )
-            )
+        """The content facts."""
         return ContentFacts(
             document_id=self.document_id,
             publisher=self.publisher,
             manifest_root=self.manifest_root,
-            fragments=tuple(fragments),
+            leaf_count=self.leaf_count,
         )
 
 
-def _bad_table_line(name: str, table: str) -> ProvenanceError:
-    lines = table.split("\n")
-    number = next(
-        (i for i, line in enumerate(lines, start=1) if not _TABLE.fullmatch(line)), len(lines)
-    )
-    return _fail(name, f"fragment table line {number} is not 'id TAB concept TAB sha256'")
-
-
-def _fragment_ids(name: str, table: str) -> frozenset[str]:
-    """Check a fragment table's format in one pass; return its fragment ids."""
-    if not _TABLE.fullmatch(table):
-        raise _bad_table_line(name, table)
-    ids = _TABLE_IDS.findall(table)
-    if any(a >= b for a, b in pairwise(ids)):
-        raise _fail(name, "the fragment table must list distinct fragment ids, sorted")
-    return frozenset(ids)
-
-
 def check_content(name: str, quads: Iterable[Quad]) -> ContentSummary:
-    """Check a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
+    """Check a content graph ``<M#cN>`` (document, publisher, manifest root and size)."""
     match = _CONTENT_NAME.fullmatch(name)
     if match is None:
         raise _fail(name, "a content graph must be named <message#cN>")
@@ -356,20 +364,20 @@ def check_content(name: str, quads: Iterable[Quad]) -> ContentSummary:
     if doc.iris(v.RDF_TYPE) != [v.DOCUMENT.value]:
         raise _fail(name, "the document must have exactly the type xdn:Document")
     _only(name, nodes, {doc_uri})
-    table = doc.one_literal(v.FRAGMENT_TABLE)
     summary = ContentSummary(
         document_id=doc.one_literal(v.DOCUMENT_ID),
         publisher=doc.one_literal(v.PUBLISHER),
         manifest_root=_hex(doc, v.MANIFEST_ROOT),
-        fragment_table=table,
-        fragment_ids=_fragment_ids(name, table),
+        leaf_count=_long(doc, v.LEAF_COUNT),
     )
     if not summary.document_id or not summary.publisher or not summary.manifest_root:
         raise _fail(name, "document id, publisher and manifest root must not be empty")
+    if summary.leaf_count < 1:
+        raise _fail(name, "xdn:leafCount must be at least 1")
     doc.done()
     return summary
 
 
 def read_content(name: str, quads: Iterable[Quad]) -> ContentFacts:
-    """Read a content graph ``<M#cN>`` (document, manifest root, fragment digests)."""
+    """Read a content graph ``<M#cN>`` (document, publisher, manifest root and size)."""
     return check_content(name, quads).facts()

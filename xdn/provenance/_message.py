@@ -9,7 +9,8 @@ Each builder adds graphs and signs them, never touching what is there:
 
 * :func:`originate` — content graph ``<M#c1>`` + ``<M#c1s>``, envelope ``<M#e1>`` + ``<M#e1s>``;
 * :func:`relay` — envelope ``<M'#eN>`` containing the previous outermost envelope and
-  referencing its signature and value, + ``<M'#eNs>``;
+  referencing its signature and value, + ``<M'#eNs>``; :func:`relay_many` adds one such hop
+  per destination and signs them all as one batch (:mod:`._batch`);
 * :func:`receipt` — the subscriber's final envelope (the paper's RECEIVED stage).
 
 What a graph's signature covers is the RDFC-1.0 canonical N-Quads of that graph, graph name
@@ -19,18 +20,24 @@ included, so a graph cannot be renamed or moved without breaking it.
 from __future__ import annotations
 
 import base64
-from collections.abc import Collection, Iterable
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from xdn import crypto
 from xdn.errors import ProtocolError, UsageError
 from xdn.provenance import _vocab as v
-from xdn.provenance._facts import ContentFacts, FragmentFact, RefusalFacts, Signer
+from xdn.provenance._batch import MAX_BATCH, BatchProof, sign_batch
+from xdn.provenance._facts import ContentFacts, RefusalFacts, Signer
 from xdn.provenance._graphs import ContentSummary
+from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
 
-__all__ = ["Message", "originate", "receipt", "relay", "signing_input"]
+__all__ = ["Hop", "Message", "originate", "receipt", "relay", "relay_many", "signing_input"]
 
 
 def signing_input(quads: Iterable[Quad]) -> bytes:
@@ -83,12 +90,19 @@ class Message:
         names |= {self._shape.signatures[n].name for n in list(names)}
         return canonicalise(q for q in self.quads if q.g is not None and q.g.value in names)
 
-    def fragment_ids(self) -> frozenset[str]:
-        """The fragments the outermost envelope says this message carries."""
-        return self._shape.outermost.fragments
+    def leaves(self) -> LeafRanges:
+        """The manifest leaves the outermost envelope says this message carries.
+
+        Raises:
+            UsageError: this is a failure notice, which carries none.
+        """
+        leaves = self._shape.outermost.leaves
+        if leaves is None:
+            raise UsageError(f"{self.uri} is a failure notice: it carries no document")
+        return leaves
 
     def content(self) -> ContentFacts:
-        """The publisher's content facts (document, manifest root, fragment digests).
+        """The publisher's content facts (document, publisher, manifest root, leaf count).
 
         Raises:
             UsageError: this is a failure notice (see :attr:`refusal`).
@@ -136,42 +150,55 @@ def shape_of(message: Message) -> Shape:
 # ----------------------------------------------------------------------------- building
 
 
-def _signature(signer: Signer, name: IRI, quads: list[Quad]) -> tuple[list[Quad], str]:
-    value = base64.b64encode(crypto.sign(signer.private_key, signing_input(quads))).decode()
+@functools.lru_cache(maxsize=64)
+def _certificate_literal(pem: bytes) -> Literal:
+    der = x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+    return Literal(base64.b64encode(der).decode(), v.XSD_BASE64)
+
+
+def _signature_quads(
+    signer: Signer, name: IRI, value: str, batch: BatchProof | None = None
+) -> list[Quad]:
     s = IRI(name.value + "s")
-    return [
+    method = v.SIGNING_METHOD if batch is None else v.BATCH_SIGNING_METHOD
+    quads = [
         Quad(s, v.RDF_TYPE, v.SIGNATURE, s),
         Quad(s, v.HAS_SIGNATURE_VALUE, Literal(value), s),
         Quad(s, v.HAS_VERIFICATION_CERTIFICATE, IRI(signer.node_uri), s),
         Quad(s, v.HAS_SIGNED_GRAPH, name, s),
-        Quad(s, v.HAS_GRAPH_SIGNING_METHOD, v.SIGNING_METHOD, s),
-    ], value
+        Quad(s, v.HAS_GRAPH_SIGNING_METHOD, method, s),
+    ]
+    if signer.certificate is not None:
+        quads.append(Quad(s, v.SIGNER_CERTIFICATE, _certificate_literal(signer.certificate), s))
+    if batch is not None:
+        quads += [
+            Quad(s, v.BATCH_INDEX, Literal(str(batch.index), v.XSD_LONG), s),
+            Quad(s, v.BATCH_SIZE, Literal(str(batch.size), v.XSD_LONG), s),
+        ]
+        if batch.path:
+            path = " ".join(h.hex().upper() for h in batch.path)
+            quads.append(Quad(s, v.BATCH_PATH, Literal(path), s))
+    return quads
+
+
+def _signature(signer: Signer, name: IRI, quads: list[Quad]) -> tuple[list[Quad], str]:
+    value = base64.b64encode(crypto.sign(signer.private_key, signing_input(quads))).decode()
+    return _signature_quads(signer, name, value), value
 
 
 def _hex(data: bytes) -> Literal:
     return Literal(data.hex().upper(), v.XSD_HEX)
 
 
-def fragment_line(fact: FragmentFact) -> str:
-    """One line of a content graph's fragment table."""
-    for text in (fact.fragment_id, fact.concept):
-        if not text or "\t" in text or "\n" in text:
-            raise ValueError("fragment ids and concepts must be non-empty, with no tab or newline")
-    return f"{fact.fragment_id}\t{fact.concept}\t{fact.ciphertext_sha256.hex().upper()}"
-
-
 def _content_quads(message: str, content: ContentFacts) -> list[Quad]:
     g, doc = IRI(f"{message}#c1"), IRI(f"{message}#document")
-    quads = [
+    return [
         Quad(doc, v.RDF_TYPE, v.DOCUMENT, g),
         Quad(doc, v.DOCUMENT_ID, Literal(content.document_id), g),
         Quad(doc, v.PUBLISHER, Literal(content.publisher), g),
         Quad(doc, v.MANIFEST_ROOT, _hex(content.manifest_root), g),
+        Quad(doc, v.LEAF_COUNT, Literal(str(content.leaf_count), v.XSD_LONG), g),
     ]
-    ordered = sorted(content.fragments, key=lambda f: f.fragment_id)
-    table = "\n".join(fragment_line(f) for f in ordered)
-    quads.append(Quad(doc, v.FRAGMENT_TABLE, Literal(table), g))
-    return quads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +212,7 @@ class _Hop:
     recipient: str | None
     timestamp_ms: int
     document_id: str
-    fragments: Collection[str]
+    leaves: LeafRanges | None  # None: a failure notice's envelope
     contains: str | None = None
     remote_message: str | None = None
     content: str | None = None
@@ -202,10 +229,10 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
         Quad(m, v.HAS_SENDER, IRI(hop.sender), g),
         Quad(m, stamp, Literal(str(hop.timestamp_ms), v.XSD_LONG), g),
     ]
-    if hop.kind != v.REFUSAL:  # a failure notice names what it refused in its content graph
+    if hop.leaves is not None:  # a failure notice names what it refused in its content graph
         quads += [
             Quad(m, v.DOCUMENT_ID, Literal(hop.document_id), g),
-            Quad(m, v.CARRIES_FRAGMENTS, Literal("\n".join(sorted(hop.fragments))), g),
+            Quad(m, v.CARRIES_LEAVES, Literal(str(hop.leaves)), g),
         ]
     optional = [
         (g, v.CONTAINS_ENVELOPE, hop.contains),
@@ -287,7 +314,7 @@ def originate(
         recipient=IRI(recipient_uri).value,
         timestamp_ms=timestamp_ms,
         document_id=content.document_id,
-        fragments={f.fragment_id for f in content.fragments},
+        leaves=LeafRanges(((0, content.leaf_count),)),
         content=c1.value,
         previous=previous_message,
     )
@@ -299,15 +326,16 @@ def check_extendable(
     message: Message,
     *,
     document_id: str,
-    fragment_ids: Collection[str],
+    leaves: LeafRanges,
     message_uri: str | None = None,
 ) -> None:
     """Check that a peer's provenance ``message`` may be extended with a hop for a document.
 
     A site or a subscriber calls this on the provenance that came with a dissemination before
     it relays or receipts it: a dishonest peer may send another document's chain, a final one
-    (a receipt or a refusal notice), one that does not list the fragments it carries, or one
-    that already uses the URI of the hop about to be added.
+    (a receipt or a refusal notice), one whose outermost envelope names other manifest leaves
+    than the ``leaves`` that came with it, or one that already uses the URI of the hop about to
+    be added.
 
     Raises:
         ProtocolError: any of these, naming it.
@@ -319,11 +347,10 @@ def check_extendable(
     shape = shape_of(message)
     if message.refusal is not None or shape.outermost.kind == "receipt":
         raise ProtocolError("provenance ends in a receipt or a refusal: it cannot be extended")
-    unlisted = set(fragment_ids) - message.fragment_ids()
-    if unlisted:
+    if message.leaves() != leaves:
         raise ProtocolError(
-            f"provenance does not list {len(unlisted)} fragments carried with it "
-            f"(e.g. {sorted(unlisted)[0]!r})"
+            f"provenance says it carries leaves {message.leaves()} of the manifest, but "
+            f"leaves {leaves} came with it"
         )
     if message_uri is not None and any(e.message == message_uri for e in shape.envelopes):
         raise ProtocolError(f"provenance already uses the message URI {message_uri!r}")
@@ -334,16 +361,47 @@ def _not_a_notice(message: Message) -> None:
         raise UsageError("a refusal is final; it cannot be relayed or receipted")
 
 
-def _extend(message: Message, signer: Signer, hop: _Hop) -> Message:
+def _check_extension(message: Message, uri: str) -> None:
+    shape = shape_of(message)
+    if shape.outermost.kind == "receipt":
+        raise UsageError("a receipt is final; it cannot be relayed or receipted again")
+    if any(e.message == uri for e in shape.envelopes):
+        raise UsageError(f"message URI {uri!r} is already used in this chain")
+
+
+def _extend_all(message: Message, signer: Signer, hops: Sequence[_Hop]) -> list[Message]:
+    """``message`` extended by each of ``hops`` (one message per hop), signed in batches."""
     shape = shape_of(message)
     outer = shape.outermost
-    if outer.kind == "receipt":
-        raise UsageError("a receipt is final; it cannot be relayed or receipted again")
-    if any(e.message == hop.message for e in shape.envelopes):
-        raise UsageError(f"message URI {hop.message!r} is already used in this chain")
     sig = shape.signatures[outer.name]
-    sealed = _seal(signer, hop, [(sig.name, outer.name, sig.value)])
-    return Message._from_parts(message.quads | frozenset(sealed), extend(shape, sealed))
+    refs = [(sig.name, outer.name, sig.value)]
+    envelopes = [_envelope_quads(hop, refs) for hop in hops]
+    names = [IRI(f"{hop.message}#e{hop.number}") for hop in hops]
+    sealed: list[list[Quad]] = []
+    if len(hops) == 1:
+        signature, _ = _signature(signer, names[0], envelopes[0])
+        sealed.append(envelopes[0] + signature)
+    for first in range(0, len(hops) if len(hops) > 1 else 0, MAX_BATCH):
+        chunk = range(first, min(first + MAX_BATCH, len(hops)))
+        raw, proofs = sign_batch(
+            signer.private_key, [signing_input(envelopes[i]) for i in chunk]
+        )
+        value = base64.b64encode(raw).decode()
+        for i, proof in zip(chunk, proofs, strict=True):
+            sealed.append(envelopes[i] + _signature_quads(signer, names[i], value, proof))
+    return [
+        Message._from_parts(message.quads | frozenset(graphs), extend(shape, graphs))
+        for graphs in sealed
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hop:
+    """One destination of a relay: the URI of the new message, its recipient, its leaves."""
+
+    message_uri: str
+    recipient_uri: str
+    leaves: LeafRanges
 
 
 def relay(
@@ -352,41 +410,60 @@ def relay(
     *,
     message_uri: str,
     recipient_uri: str,
-    fragment_ids: Collection[str],
+    leaves: LeafRanges,
     timestamp_ms: int,
 ) -> Message:
     """A disseminator hop: a new signed envelope around the previous one.
 
     Args:
-        fragment_ids: the fragments forwarded on this link; a non-empty subset of
-            ``message.fragment_ids()``.
+        leaves: the manifest leaves forwarded on this link; a subset of ``message.leaves()``.
+    """
+    hop = Hop(message_uri=message_uri, recipient_uri=recipient_uri, leaves=leaves)
+    return relay_many(message, signer, [hop], timestamp_ms=timestamp_ms)[0]
+
+
+def relay_many(
+    message: Message, signer: Signer, hops: Sequence[Hop], *, timestamp_ms: int
+) -> list[Message]:
+    """One relay hop per destination, all signed at once: a batch signature over up to
+    :data:`~xdn.provenance.MAX_BATCH` envelopes (one plain signature for a single hop).
+
+    Returns:
+        One message per hop, in order.
     """
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
     _not_a_notice(message)
-    if isinstance(fragment_ids, str) or not all(isinstance(f, str) for f in fragment_ids):
-        raise TypeError("fragment_ids must be a collection of str")
-    forwarded = frozenset(fragment_ids)
-    if not forwarded or not forwarded <= message.fragment_ids():
-        raise UsageError("fragment_ids must be a non-empty subset of the message's fragments")
-    _check_args(signer, message_uri, message.document_id, timestamp_ms)
+    if not hops:
+        return []
     outer = shape_of(message).outermost
-    return _extend(
-        message,
-        signer,
-        _Hop(
-            message=message_uri,
-            number=outer.number + 1,
-            kind=v.RELAY,
-            sender=signer.node_uri,
-            recipient=IRI(recipient_uri).value,
-            timestamp_ms=timestamp_ms,
-            document_id=message.document_id,
-            fragments=forwarded,
-            contains=outer.name,
-            remote_message=outer.message,
-        ),
-    )
+    built = []
+    uris: set[str] = set()
+    for hop in hops:
+        if not isinstance(hop, Hop) or not isinstance(hop.leaves, LeafRanges):
+            raise TypeError("hops must be Hop values with LeafRanges")
+        if not hop.leaves.issubset(message.leaves()):
+            raise UsageError("a hop's leaves must be a subset of the message's leaves")
+        if hop.message_uri in uris:
+            raise UsageError(f"message URI {hop.message_uri!r} is used by two hops")
+        uris.add(hop.message_uri)
+        _check_args(signer, hop.message_uri, message.document_id, timestamp_ms)
+        _check_extension(message, hop.message_uri)
+        built.append(
+            _Hop(
+                message=hop.message_uri,
+                number=outer.number + 1,
+                kind=v.RELAY,
+                sender=signer.node_uri,
+                recipient=IRI(hop.recipient_uri).value,
+                timestamp_ms=timestamp_ms,
+                document_id=message.document_id,
+                leaves=hop.leaves,
+                contains=outer.name,
+                remote_message=outer.message,
+            )
+        )
+    return _extend_all(message, signer, built)
 
 
 def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms: int) -> Message:
@@ -395,20 +472,18 @@ def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms:
         raise TypeError("message must be a Message")
     _not_a_notice(message)
     _check_args(signer, message_uri, message.document_id, timestamp_ms)
+    _check_extension(message, message_uri)
     outer = shape_of(message).outermost
-    return _extend(
-        message,
-        signer,
-        _Hop(
-            message=message_uri,
-            number=outer.number + 1,
-            kind=v.RECEIPT,
-            sender=signer.node_uri,
-            recipient=None,
-            timestamp_ms=timestamp_ms,
-            document_id=message.document_id,
-            fragments=outer.fragments,
-            contains=outer.name,
-            remote_message=outer.message,
-        ),
+    hop = _Hop(
+        message=message_uri,
+        number=outer.number + 1,
+        kind=v.RECEIPT,
+        sender=signer.node_uri,
+        recipient=None,
+        timestamp_ms=timestamp_ms,
+        document_id=message.document_id,
+        leaves=message.leaves(),
+        contains=outer.name,
+        remote_message=outer.message,
     )
+    return _extend_all(message, signer, [hop])[0]

@@ -56,7 +56,7 @@ def failure_notice(
         recipient=None,
         timestamp_ms=timestamp_ms,
         document_id="",
-        fragments=(),
+        leaves=None,
         content=c1.value,
     )
     sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])

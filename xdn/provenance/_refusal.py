@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from xdn.errors import ProvenanceError
 from xdn.provenance import _vocab as v
 from xdn.provenance._facts import RefusalFacts
-from xdn.provenance._graphs import _CONTENT_NAME, _fail, _hex, _Node, _nodes, _only, _timestamp
+from xdn.provenance._graphs import _CONTENT_NAME, _fail, _hex, _long, _Node, _nodes, _only
 from xdn.rdf import IRI, Literal, Quad, Term
 
 __all__ = ["read_refusal", "refusal_quads"]
@@ -72,7 +72,7 @@ def _optional_literal(node: _Node, predicate: IRI) -> str | None:
 def _optional_count(node: _Node, predicate: IRI) -> int | None:
     if not node.terms(predicate):
         return None
-    count = _timestamp(node, predicate)  # one canonical xsd:long
+    count = _long(node, predicate)  # one canonical xsd:long
     if count < 0:
         raise node._err(predicate, "needs a non-negative count for")
     return count

@@ -195,7 +195,12 @@ def _check_envelope(
             f"condition 10: graph <{env.name}> does not follow <{inner.name}> "
             "(envelope number or msg:hasRemoteMessage)"
         )
-    if env.document_id != inner.document_id or not env.fragments <= inner.fragments:
+    if (
+        env.document_id != inner.document_id
+        or env.leaves is None
+        or inner.leaves is None
+        or not env.leaves.issubset(inner.leaves)
+    ):
         raise ProvenanceError(
             f"graph <{env.name}>: document or fragments differ from those of <{inner.name}>"
         )
@@ -211,8 +216,10 @@ def _read_content(
         facts = check_content(name, graphs[name])
         if facts.document_id != first.document_id:
             raise ProvenanceError(f"graph <{name}>: document id differs from <{first.name}>")
-        if not first.fragments <= facts.fragment_ids:
-            raise ProvenanceError(f"graph <{first.name}>: carries a fragment not in <{name}>")
+        if first.leaves is None or first.leaves.runs[-1][1] > facts.leaf_count:
+            raise ProvenanceError(
+                f"graph <{first.name}>: carries a leaf beyond the {facts.leaf_count} of <{name}>"
+            )
     if facts is None or len(first.content) != 1:
         raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
     return facts
@@ -289,7 +296,7 @@ def analyse(quads: Iterable[Quad]) -> Shape:
 def extend(shape: Shape, quads: Iterable[Quad]) -> Shape:
     """The shape of a well-formed dataset plus the graphs one hop adds: a new outermost
     envelope and its signature, checked as :func:`analyse` checks them, without re-reading
-    (and re-parsing the fragment table of) the graphs already there.
+    the graphs already there.
 
     Raises:
         ProvenanceError: the new graphs are not one envelope around the outermost one, signed.

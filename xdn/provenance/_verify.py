@@ -1,16 +1,41 @@
-"""Verification of a message dataset: signer checks (condition 9) and the paper's Algorithm 2."""
+"""Verification of a message dataset: signer checks (condition 9) and the paper's Algorithm 2.
+
+Two ways to know a signer's key:
+
+* :func:`verify_message` takes them from the caller (node URI → key): the audit, which reads
+  each node's certificate from its log;
+* :class:`ChainVerifier` takes them from the certificates the signature graphs carry, checked
+  against the CA and the CRL in force, each certificate once: what a site checks before it
+  routes and signs, and a subscriber before it receipts. It also checks that each signer's
+  certificate has the role its hop needs (a publisher signs the content and the publication,
+  sites relay, a subscriber receipts), and returns who signed each hop.
+
+A batch signature (:mod:`._batch`) is verified once per batch: the graph's root is rebuilt from
+its inclusion path and the signature over that root is remembered.
+"""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import binascii
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 
-from xdn import crypto
-from xdn.errors import ProvenanceError, SignatureError
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from xdn import certs, crypto
+from xdn.errors import CertificateError, ProvenanceError, SignatureError
+from xdn.provenance._batch import BatchCache, batch_root
+from xdn.provenance._graphs import SignatureInfo
 from xdn.provenance._message import Message, shape_of, signing_input
 from xdn.provenance._shape import Shape
 
-__all__ = ["verify_message"]
+__all__ = ["ChainVerifier", "VerifiedChain", "verify_message"]
+
+#: The role a signer's certificate needs, by the kind of envelope it signs.
+_ROLE = {"publication": "publisher", "relay": "site", "receipt": "subscriber"}
 
 
 def _check_signers(shape: Shape) -> None:
@@ -57,19 +82,34 @@ def verify_message(message: Message, public_keys: Mapping[str, crypto.PublicKey]
     """
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
-    shape = shape_of(message)
-    _check_signers(shape)
-    verified: set[str] = set()
-    for signed, sig in sorted(shape.signatures.items()):
+
+    def key_of(sig: SignatureInfo) -> crypto.PublicKey:
         key = public_keys.get(sig.signer)
         if key is None:
             raise SignatureError(f"graph <{sig.name}>: signer <{sig.signer}> is not a known node")
+        return key
+
+    _verify_signatures(shape_of(message), key_of, BatchCache(capacity=64))
+
+
+def _verify_signatures(
+    shape: Shape, key_of: Callable[[SignatureInfo], crypto.PublicKey], batches: BatchCache
+) -> None:
+    """Condition 9, then every signature (Algorithm 2), then coverage (its line 9)."""
+    _check_signers(shape)
+    verified: set[str] = set()
+    for signed, sig in sorted(shape.signatures.items()):
+        key = key_of(sig)
         try:
             raw = base64.b64decode(sig.value, validate=True)
         except ValueError:  # binascii.Error, or non-ASCII text
             raise SignatureError(f"graph <{sig.name}>: signature value is not base64") from None
         try:
-            crypto.verify(key, raw, signing_input(shape.graphs[signed]))
+            data = signing_input(shape.graphs[signed])
+            if sig.batch is None:
+                crypto.verify(key, raw, data)
+            else:
+                batches.verify(key, batch_root(data, sig.batch), raw)
         except SignatureError:
             raise SignatureError(
                 f"signature graph <{sig.name}> does not verify graph <{signed}> "
@@ -79,3 +119,114 @@ def verify_message(message: Message, public_keys: Mapping[str, crypto.PublicKey]
     if verified != set(shape.graphs):  # Algorithm 2, line 9: |V| = |D|
         missing = sorted(set(shape.graphs) - verified)
         raise ProvenanceError(f"graph <{missing[0]}> is not covered by any signature")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifiedChain:
+    """Who signed a verified message: per envelope (innermost first), the signer's credential.
+
+    Attributes:
+        signers: one credential per envelope, in chain order.
+        publisher: the credential that signed the content graph (``None``: a failure notice).
+    """
+
+    signers: tuple[certs.Credential, ...]
+    publisher: certs.Credential | None
+
+
+class ChainVerifier:
+    """Algorithm 2 with signer keys from the certificates the message carries.
+
+    Args:
+        ca_pem: the network's CA certificate.
+        revoked: returns the serials revoked by the CRL in force (called per verification).
+        batch_capacity: how many checked batch signatures to remember.
+    """
+
+    def __init__(
+        self,
+        ca_pem: bytes,
+        *,
+        revoked: Callable[[], frozenset[int]] = frozenset,
+        batch_capacity: int = 4096,
+    ) -> None:
+        self._ca = ca_pem
+        self._revoked = revoked
+        self._batches = BatchCache(batch_capacity)
+        self._certificates: dict[bytes, tuple[bytes, crypto.PublicKey]] = {}
+
+    def verify(self, message: Message, *, at: datetime) -> VerifiedChain:
+        """Verify every graph of ``message`` under its signer's carried certificate.
+
+        Raises:
+            SignatureError: a signature graph carries no certificate, or one the CA did not
+                issue, that is revoked, expired or has the wrong role for its hop, that names
+                another node than the signature graph, or a signature does not verify.
+            ProvenanceError: the hops do not follow the addressing of the envelopes, or a
+                graph is not covered by a signature.
+        """
+        if not isinstance(message, Message):
+            raise TypeError("message must be a Message")
+        shape = shape_of(message)
+        revoked = self._revoked()
+        credentials: dict[str, certs.Credential] = {}
+
+        def key_of(sig: SignatureInfo) -> crypto.PublicKey:
+            credential, key = self._certificate(sig, at=at, revoked=revoked)
+            credentials[sig.signed_graph] = credential
+            return key
+
+        _verify_signatures(shape, key_of, self._batches)
+        signers = []
+        for env in shape.envelopes:
+            credential = credentials[env.name]
+            role = _ROLE.get(env.kind)
+            if role is not None and credential.role != role:
+                raise SignatureError(
+                    f"graph <{env.name}>: a {env.kind} must be signed by a {role}, but "
+                    f"{credential.name!r} holds a {credential.role} certificate"
+                )
+            signers.append(credential)
+        publisher = None
+        if shape.content is not None:
+            publisher = credentials[shape.content_graphs[0]]
+            if publisher.fingerprint != signers[0].fingerprint:
+                raise SignatureError(
+                    f"graph <{shape.content_graphs[0]}> and <{shape.envelopes[0].name}> are "
+                    "signed under different certificates"
+                )
+            if publisher.name != shape.content.publisher:
+                raise SignatureError(
+                    f"graph <{shape.content_graphs[0]}> names publisher "
+                    f"{shape.content.publisher!r} but is signed by {publisher.name!r}"
+                )
+        return VerifiedChain(signers=tuple(signers), publisher=publisher)
+
+    def _certificate(
+        self, sig: SignatureInfo, *, at: datetime, revoked: frozenset[int]
+    ) -> tuple[certs.Credential, crypto.PublicKey]:
+        if sig.certificate is None:
+            raise SignatureError(f"signature graph <{sig.name}> carries no signer certificate")
+        known = self._certificates.get(sig.certificate)
+        if known is None:
+            try:
+                pem = x509.load_der_x509_certificate(sig.certificate).public_bytes(Encoding.PEM)
+            except (ValueError, binascii.Error):
+                raise SignatureError(
+                    f"signature graph <{sig.name}>: the signer certificate is not DER X.509"
+                ) from None
+            known = (pem, certs.public_key_of(pem))
+            if len(self._certificates) >= 4096:
+                self._certificates.clear()
+            self._certificates[sig.certificate] = known
+        pem, key = known
+        try:
+            credential = certs.verify_certificate(pem, self._ca, at=at, revoked=revoked)
+        except CertificateError as exc:
+            raise SignatureError(f"signature graph <{sig.name}>: {exc}") from None
+        if certs.node_uri(credential.name) != sig.signer:
+            raise SignatureError(
+                f"signature graph <{sig.name}> names signer <{sig.signer}> but carries the "
+                f"certificate of {credential.name!r}"
+            )
+        return credential, key

@@ -42,6 +42,16 @@ HAS_VERIFICATION_CERTIFICATE: Final = IRI(SIG + "hasVerificationCertificate")
 HAS_GRAPH_SIGNING_METHOD: Final = IRI(SIG + "hasGraphSigningMethod")
 #: RDFC-1.0 canonical N-Quads of the signed graph, ECDSA P-384 over SHA-384, DER, base64.
 SIGNING_METHOD: Final = IRI(XDN + "Rdfc10EcdsaP384Sha384")
+#: A batch signature: ECDSA P-384/SHA-384 over the RFC 9162 Merkle root of a batch whose
+#: leaves are the signed graphs' RDFC-1.0 canonical N-Quads; the graph's signature carries its
+#: leaf index, the batch size and the inclusion path (:mod:`._batch`).
+BATCH_SIGNING_METHOD: Final = IRI(XDN + "Rdfc10MerkleBatchEcdsaP384Sha384")
+#: The signer's X.509 certificate (DER, base64): a verifier needs only the message and the CA.
+SIGNER_CERTIFICATE: Final = IRI(XDN + "signerCertificate")
+BATCH_INDEX: Final = IRI(XDN + "batchIndex")
+BATCH_SIZE: Final = IRI(XDN + "batchSize")
+#: The inclusion path of a batch leaf: the sibling hashes from the leaf up, hex, space-separated.
+BATCH_PATH: Final = IRI(XDN + "batchPath")
 
 # domain facts
 PUBLICATION: Final = IRI(XDN + "Publication")
@@ -55,11 +65,10 @@ DOCUMENT_ID: Final = IRI(XDN + "documentId")
 PUBLISHER: Final = IRI(XDN + "publisher")
 MANIFEST_ROOT: Final = IRI(XDN + "manifestRoot")
 CONCEPT: Final = IRI(XDN + "concept")
-#: Compact forms (one literal however many fragments): the content graph's fragment table,
-#: one line ``id TAB concept TAB SHA-256 hex`` per fragment sorted by id, and an envelope's
-#: carried fragment ids, one per line, sorted.
-FRAGMENT_TABLE: Final = IRI(XDN + "fragmentTable")
-CARRIES_FRAGMENTS: Final = IRI(XDN + "carriesFragments")
+#: The number of leaves (fragments) of the document's manifest, in its content graph.
+LEAF_COUNT: Final = IRI(XDN + "leafCount")
+#: The manifest leaves an envelope carries, as canonical ranges (:mod:`._leaves`).
+CARRIES_LEAVES: Final = IRI(XDN + "carriesLeaves")
 NODE_DESCRIPTION: Final = IRI(XDN + "NodeDescription")
 CERTIFICATE: Final = IRI(XDN + "certificate")
 
