@@ -42,6 +42,7 @@ PUBLIC = {
     "from_encrypted_xml",
     "key_name",
     "leaf_hash",
+    "root_from_inclusion",
     "merge_range_proofs",
     "node_hash",
     "range_proof",
