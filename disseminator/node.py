@@ -344,6 +344,7 @@ class SiteNode:
                 publisher=manifest.publisher or None,
                 document_id=manifest.document_id or None,
                 version=manifest.version if manifest.document_id else None,
+                received_from=_sender(diss),
             ),
             message_uri=provenance.notice_uri(
                 self.site.signer.node_uri, f"{self.now_ms()}-{secrets.token_hex(6)}"
@@ -857,3 +858,10 @@ def _expiry_of_others(changes: ChangeSet) -> ChangeSet:
     """
     return ChangeSet(changes=tuple(c for c in changes.changes if c.reason == "expiry"))
 
+
+def _sender(diss: pb.Dissemination) -> str | None:
+    """The node that says it sent ``diss`` (its provenance's last hop), if that can be read."""
+    try:
+        return provenance.Message.from_nquads(diss.provenance).sender
+    except PeerError:
+        return None

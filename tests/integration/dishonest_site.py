@@ -19,6 +19,9 @@ what it relays, which is exactly the power the threat model gives a dishonest si
                         membership reply, with every concept of the asking publisher's policy
 ``keep-members``        keeps listing, in every membership reply, every member it ever listed,
                         with the last lease it had (a departed subscriber is never let go)
+``forge-provenance:ID`` alters the publisher's envelope (its timestamp) in the provenance chain of
+                        document ID, in whatever it relays (to downlinks and subscribers alike),
+                        and signs its own hop over the altered chain
 
 :class:`LocalNetwork` starts a site this way when its :class:`SiteSpec` has a ``launcher``
 (see :func:`launcher`).
@@ -35,7 +38,7 @@ from xdn.grpc_fork import disable_grpc_fork_handlers
 
 FAULTS = (
     "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
-    "list-member", "keep-members",
+    "list-member", "keep-members", "forge-provenance",
 )
 
 Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
@@ -100,6 +103,26 @@ def _drop_document(document_id: str) -> Transform:
     return transform
 
 
+def _forge_provenance(document_id: str) -> Transform:
+    from xdn.provenance import _vocab as v
+    from xdn.rdf import Literal, Quad, canonicalise, parse_nquads
+
+    def altered(quad: Quad) -> Quad:
+        if quad.g is not None and quad.g.value.endswith("#e1") and quad.p == v.HAS_SENT_TIMESTAMP:
+            assert isinstance(quad.o, Literal)
+            return Quad(quad.s, quad.p, Literal(str(int(quad.o.value) + 1), v.XSD_LONG), quad.g)
+        return quad
+
+    def transform(node: Any, delivery: Any) -> list[Any]:
+        body = delivery.WhichOneof("body")
+        if body == "dissemination" and delivery.dissemination.manifest.document_id == document_id:
+            chain = parse_nquads(delivery.dissemination.provenance)
+            delivery.dissemination.provenance = canonicalise(altered(q) for q in chain)
+        return [delivery]
+
+    return transform
+
+
 def _without(grants: Any, concept: str) -> None:
     for grant in grants:
         kept = [c for c in grant.concepts if c != concept]
@@ -122,7 +145,7 @@ def _drop_concept(concept: str) -> Transform:
     return transform
 
 
-def _patch_pump(transform: Transform) -> None:
+def _patch_pump(transform: Transform, *, links: bool = False) -> None:
     from disseminator.node import SiteNode
 
     honest = SiteNode.pump
@@ -131,7 +154,7 @@ def _patch_pump(transform: Transform) -> None:
         self: SiteNode, destination: Any, cursor: Any, generation: int
     ) -> AsyncIterator[Any]:
         async for delivery in honest(self, destination, cursor, generation):
-            if destination.kind != "subscriber":
+            if destination.kind != "subscriber" and not links:
                 yield delivery
                 continue
             for sent in transform(self, delivery):
@@ -211,6 +234,8 @@ def install(fault: str) -> None:
         _patch_membership(argument)
     elif name == "keep-members":
         _patch_keep_members()
+    elif name == "forge-provenance":
+        _patch_pump(_forge_provenance(argument), links=True)
     else:
         raise SystemExit(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
 

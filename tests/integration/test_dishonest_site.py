@@ -166,8 +166,8 @@ def _notified(network: LocalNetwork, subscriber: str) -> set[str | None]:
 
 
 def _notices(network: LocalNetwork, subscriber: str) -> list[provenance.RefusalFacts]:
-    """The failure notices in the subscriber's provenance log, each verified under its
-    certificate (complete lines only: the subscriber may be appending)."""
+    """The failure notices in a party's (a subscriber's or a site's) provenance log, each
+    verified under its certificate (complete lines only: the party may be appending)."""
     data = (network.logs / f"{subscriber}.nq").read_bytes()
     messages: dict[str, set[Quad]] = defaultdict(set)
     for quad in parse_nquads(data[: data.rfind(b"\n") + 1]):
@@ -213,6 +213,31 @@ def test_a_root_listing_a_revoked_subscriber_gets_no_key_sealed_to_her(
         groups.close()
     assert _member_id(net.certs, "alice") in members
     assert mallory not in members
+
+
+@pytest.mark.parametrize("dishonest", [("d1", "forge-provenance:doc-forged")], indirect=True)
+def test_a_site_refuses_a_forged_provenance_chain_and_serves_on(dishonest: LocalNetwork) -> None:
+    net = dishonest
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    _publish(net, "doc-forged")
+    # d1 altered the publisher's envelope and signed its own hop over it: d2 runs Algorithm 2
+    # before it routes or signs anything, refuses the document, counts it ...
+    assert wait_until(
+        lambda: net.metric("d2", "xdn_documents_refused_total", kind="provenance") >= 1
+    ), net.output("d2")
+    # ... and signs a failure notice naming the graph at fault.
+    assert wait_until(lambda: "doc-forged" in _notified(net, "d2")), net.output("d2")
+    (notice,) = [n for n in _notices(net, "d2") if n.document_id == "doc-forged"]
+    assert notice.kind == "provenance"
+    assert "does not verify graph <https://production-dept.xdn.example/msg/doc-forged/v1#e1>" in (
+        notice.reason
+    )
+    assert notice.received_from == certs.node_uri("d1")
+    # d2 serves on: the next (honestly relayed) document reaches alice; the forged one never.
+    _publish(net, "doc-ok", "alice")
+    assert "doc-forged" not in _documents(net, "alice")
+    assert net.metric("d2", "xdn_documents_refused_total", kind="provenance") == 1
 
 
 @pytest.mark.parametrize("dishonest", [("d2", "drop-document:doc-2")], indirect=True)
