@@ -140,7 +140,9 @@ class Planner:
             PeerError: naming what does not hold (and, for the chain, the graph at fault).
         """
         manifest = diss.manifest
-        message = provenance.Message.from_nquads(diss.provenance)
+        message = provenance.Message.from_nquads(
+            diss.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
+        )
         provenance.check_extendable(
             message, document_id=manifest.document_id, leaves=leaf_ranges(diss.fragments)
         )

@@ -641,7 +641,9 @@ class Session:
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
                 crl=self.crl,
             )
-            received = provenance.Message.from_nquads(message.provenance)
+            received = provenance.Message.from_nquads(
+                message.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
+            )
             receipt_uri = provenance.message_uri(
                 self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
             )

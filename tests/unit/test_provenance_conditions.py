@@ -220,3 +220,13 @@ def test_condition_9_a_hop_signed_by_another_node_than_its_sender_is_refused() -
     )
     with pytest.raises(ProvenanceError, match=r"condition 9: graph <.*#e3> was added by"):
         verify_message(wrong, keys)
+
+
+def test_a_peers_oversized_chain_is_refused_before_it_is_parsed() -> None:
+    from xdn.provenance import MAX_CHAIN_BYTES
+
+    data = chain()[2].to_nquads()
+    assert Message.from_nquads(data, max_bytes=MAX_CHAIN_BYTES) == chain()[2]
+    garbage = b"not n-quads " * (MAX_CHAIN_BYTES // 12 + 1)  # would fail on line 1 if parsed
+    with pytest.raises(ProvenanceError, match=rf"over the limit of {MAX_CHAIN_BYTES} bytes"):
+        Message.from_nquads(garbage, max_bytes=MAX_CHAIN_BYTES)

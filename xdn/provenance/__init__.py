@@ -55,6 +55,7 @@ from xdn.provenance._graphs import (
 from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._log import ProvenanceLog, node_description, read_node_description
 from xdn.provenance._message import (
+    MAX_CHAIN_BYTES,
     Hop,
     Message,
     check_extendable,
@@ -72,6 +73,7 @@ from xdn.provenance._verify import ChainVerifier, VerifiedChain, verify_message
 __all__ = [
     "KEY_MESSAGE_KINDS",
     "MAX_BATCH",
+    "MAX_CHAIN_BYTES",
     "REFUSAL_KINDS",
     "BatchProof",
     "ChainVerifier",

@@ -28,7 +28,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from xdn import crypto
-from xdn.errors import ProtocolError, UsageError
+from xdn.errors import ProtocolError, ProvenanceError, UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._batch import MAX_BATCH, BatchProof, sign_batch
 from xdn.provenance._facts import ContentFacts, RefusalFacts, Signer
@@ -37,7 +37,21 @@ from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
 
-__all__ = ["Hop", "Message", "originate", "receipt", "relay", "relay_many", "signing_input"]
+__all__ = [
+    "MAX_CHAIN_BYTES",
+    "Hop",
+    "Message",
+    "originate",
+    "receipt",
+    "relay",
+    "relay_many",
+    "signing_input",
+]
+
+
+#: The largest provenance chain a site or subscriber parses from a peer: a hop adds ~2.5 KB, so
+#: this allows about a hundred hops and bounds the work a peer can ask for.
+MAX_CHAIN_BYTES = 256 * 1024
 
 
 def signing_input(quads: Iterable[Quad]) -> bytes:
@@ -75,8 +89,18 @@ class Message:
         return message
 
     @classmethod
-    def from_nquads(cls, data: bytes) -> Message:
-        """Parse N-Quads and check well-formedness (raises ``ProvenanceError``)."""
+    def from_nquads(cls, data: bytes, *, max_bytes: int | None = None) -> Message:
+        """Parse N-Quads and check well-formedness (raises ``ProvenanceError``).
+
+        Args:
+            max_bytes: refuse a larger input before parsing it (a peer's chain:
+                :data:`MAX_CHAIN_BYTES`).
+        """
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ProvenanceError(
+                f"provenance of {len(data)} bytes is over the limit of {max_bytes} bytes "
+                "(a chain of a few hops takes a few KB)"
+            )
         return cls(quads=frozenset(parse_nquads(data)))
 
     def to_nquads(self) -> bytes:
