@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,19 @@ from disseminator.receipts import ReceiptSender, SiteReceipts
 from disseminator.routing import Registration
 from disseminator.server import DisseminatorService
 from disseminator.store import Store
+from tests.unit.receipt_fixtures import (
+    BLOCKS,
+    DOC,
+    NOW,
+    PUBLISHER,
+    Pki,
+    chain,
+    make_pki,
+    published,
+    relay,
+)
 from xdn import certs, crypto, provenance
 from xdn.errors import ProvenanceError, ReceiptError, SignatureError
-from xdn.grpc_tls import TlsFiles
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 from xdn.policy import PolicyEngine, PolicySet
@@ -33,86 +41,12 @@ from xdn.rdf import Literal, Quad
 from xdn.receipts import read_receipt
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-NOW = datetime.now(UTC)
-PUBLISHER = "production-dept"
-DOC = "order 7"
 ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
-BLOCKS = {"d1": "ProductionProcess", "d2": "WorkOrder", "d3": "ResourceDetails"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Pki:
-    ca: bytes
-    parties: dict[str, tuple[bytes, bytes]]  # name → (cert, key)
-
-    def signer(self, name: str, *, cert_of: str | None = None) -> provenance.Signer:
-        cert, key = self.parties[name]
-        return provenance.Signer(
-            node_uri=certs.node_uri(certs.credential_from_pem(cert).name),
-            private_key=crypto.load_private_key_pem(key),
-            certificate=self.parties[cert_of or name][0],
-        )
-
-    def tls(self, name: str) -> TlsFiles:
-        cert, key = self.parties[name]
-        return TlsFiles(cert_pem=cert, key_pem=key, ca_pem=self.ca)
 
 
 @pytest.fixture(scope="module")
 def pki() -> Pki:
-    ca = certs.create_ca("test-ca", now=NOW)
-    parties = {
-        PUBLISHER: certs.issue(*ca, name=PUBLISHER, role="publisher", now=NOW),
-        "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
-        "carol": certs.issue(*ca, name="carol", role="subscriber", now=NOW),
-        # a namesake: another certificate with alice's name (so alice's node URI)
-        "alice-2": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
-    }
-    for site, block in BLOCKS.items():
-        parties[site] = certs.issue(
-            *ca, name=site, role="site", attributes={certs.BLOCK_FIELD: block}, now=NOW
-        )
-    return Pki(ca=ca[0], parties=parties)
-
-
-def _published(pki: Pki, *, version: int = 1) -> provenance.Message:
-    node = certs.node_uri(PUBLISHER)
-    return provenance.originate(
-        pki.signer(PUBLISHER),
-        message_uri=provenance.message_uri(node, DOC, f"v{version}"),
-        recipient_uri=certs.node_uri("d1"),
-        content=provenance.ContentFacts(
-            document_id=DOC, publisher=PUBLISHER, manifest_root=b"\x01" * 32, leaf_count=40,
-        ),
-        timestamp_ms=1000,
-    )
-
-
-def _relay(pki: Pki, message: provenance.Message, site: str, to: str) -> provenance.Message:
-    return provenance.relay(
-        message, pki.signer(site),
-        message_uri=provenance.message_uri(certs.node_uri(site), DOC, "v1", f"to-{to}"),
-        recipient_uri=certs.node_uri(to), leaves=provenance.LeafRanges(((0, 10),)),
-        timestamp_ms=1100,
-    )
-
-
-def _receipt(pki: Pki, message: provenance.Message, who: str) -> provenance.Message:
-    signer = pki.signer(who)
-    return provenance.receipt(
-        message, signer,
-        message_uri=provenance.message_uri(signer.node_uri, DOC, "v1", "received"),
-        timestamp_ms=1200,
-    )
-
-
-def _chain(pki: Pki, *sites: str, to: str = "alice", signer: str | None = None) -> bytes:
-    """The receipt chain publisher → sites… → ``to``, receipted by ``signer`` (default ``to``)."""
-    message = _published(pki)
-    path = [*sites, to]
-    for site, nxt in pairwise(path):
-        message = _relay(pki, message, site, nxt)
-    return _receipt(pki, message, signer or to).to_nquads()
+    return make_pki()
 
 
 @pytest.fixture
@@ -160,7 +94,7 @@ def test_a_subscribers_receipt_of_this_sites_hop_is_logged_and_queued_once(
     pki: Pki, sites: dict[str, SiteNode], tmp_path: Path
 ) -> None:
     desk = _at(sites["d2"])
-    data = _chain(pki, "d1", "d2")
+    data = chain(pki, "d1", "d2")
     assert desk.from_subscriber(_member(pki, "alice"), data) is True
     assert desk.queued.is_set()
     assert desk.from_subscriber(_member(pki, "alice"), data) is False  # a duplicate
@@ -175,7 +109,7 @@ def test_a_subscribers_receipt_of_this_sites_hop_is_logged_and_queued_once(
 def test_a_chain_that_ends_in_a_relay_is_not_a_receipt(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
-    relayed = _relay(pki, _relay(pki, _published(pki), "d1", "d2"), "d2", "alice")
+    relayed = relay(pki, relay(pki, published(pki), "d1", "d2"), "d2", "alice")
     with pytest.raises(ReceiptError, match="not a receipt: its outermost envelope is a relay"):
         _at(sites["d2"]).from_subscriber(_member(pki, "alice"), relayed.to_nquads())
 
@@ -184,14 +118,14 @@ def test_a_receipt_sent_on_another_subscribers_stream_is_refused(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     with pytest.raises(ReceiptError, match="not by the certificate registered as 'carol@"):
-        _at(sites["d2"]).from_subscriber(_member(pki, "carol"), _chain(pki, "d1", "d2"))
+        _at(sites["d2"]).from_subscriber(_member(pki, "carol"), chain(pki, "d1", "d2"))
 
 
 def test_a_namesakes_receipt_is_not_the_registered_certificates(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     # alice-2 has alice's name, so her node URI: the chain is well-formed and verifies.
-    data = _chain(pki, "d1", "d2", signer="alice-2")
+    data = chain(pki, "d1", "d2", signer="alice-2")
     with pytest.raises(ReceiptError, match="not by the certificate registered"):
         _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
 
@@ -199,7 +133,7 @@ def test_a_namesakes_receipt_is_not_the_registered_certificates(
 def test_a_receipt_of_another_sites_hop_is_refused(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
-    data = _chain(pki, "d1", "d3")  # d3 served alice, not d2
+    data = chain(pki, "d1", "d3")  # d3 served alice, not d2
     with pytest.raises(ReceiptError, match="wraps a relay signed by 'd3', not a hop of this site"):
         _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
 
@@ -208,7 +142,7 @@ def test_a_receipt_signed_with_another_key_is_refused(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     # d2 forges alice's receipt: alice's certificate, d2's key.
-    message = _relay(pki, _relay(pki, _published(pki), "d1", "d2"), "d2", "alice")
+    message = relay(pki, relay(pki, published(pki), "d1", "d2"), "d2", "alice")
     forger = dataclasses.replace(
         pki.signer("alice"), private_key=crypto.load_private_key_pem(pki.parties["d2"][1])
     )
@@ -222,7 +156,7 @@ def test_a_receipt_signed_with_another_key_is_refused(
 
 
 def test_an_altered_receipt_is_refused(pki: Pki, sites: dict[str, SiteNode]) -> None:
-    message = provenance.Message.from_nquads(_chain(pki, "d1", "d2"))
+    message = provenance.Message.from_nquads(chain(pki, "d1", "d2"))
     stamp = next(q for q in message.quads if q.p.value.endswith("hasReceivedTimestamp"))
     altered = (message.quads - {stamp}) | {
         Quad(stamp.s, stamp.p, Literal("1201", stamp.o.datatype), stamp.g)  # type: ignore[union-attr]
@@ -252,7 +186,7 @@ def test_a_receipt_from_someone_not_registered_is_refused(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     with pytest.raises(ReceiptError, match="not registered here"):
-        _at(sites["d2"]).from_subscriber("mallory@" + "0" * 32, _chain(pki, "d1", "d2"))
+        _at(sites["d2"]).from_subscriber("mallory@" + "0" * 32, chain(pki, "d1", "d2"))
 
 
 def test_an_uplink_accepts_a_chain_only_through_the_calling_downlink(
@@ -260,7 +194,7 @@ def test_an_uplink_accepts_a_chain_only_through_the_calling_downlink(
 ) -> None:
     desk = _at(sites["d1"])
     d2, d3 = (certs.credential_from_pem(pki.parties[s][0]) for s in ("d2", "d3"))
-    data = _chain(pki, "d1", "d2")
+    data = chain(pki, "d1", "d2")
     with pytest.raises(ReceiptError, match="no hop of 'd3' right after one of this site 'd1'"):
         desk.from_downlink(d3, data)
     assert desk.from_downlink(d2, data) is True
@@ -274,7 +208,7 @@ def test_a_refused_receipt_is_counted_and_never_fails_the_ack(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     service = DisseminatorService(sites["d2"])
-    service._on_receipt(_member(pki, "carol"), _chain(pki, "d1", "d2"))
+    service._on_receipt(_member(pki, "carol"), chain(pki, "d1", "d2"))
     service._on_receipt(_member(pki, "alice"), b"not n-quads")
     refused = sites["d2"].metrics.refused_receipts
     assert refused.labels(source="subscriber", reason="ReceiptError")._value.get() == 1
@@ -284,7 +218,7 @@ def test_a_refused_receipt_is_counted_and_never_fails_the_ack(
 
 def test_what_a_receipt_says(pki: Pki) -> None:
     receipt = read_receipt(
-        _chain(pki, "d1", "d2"), provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6
+        chain(pki, "d1", "d2"), provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6
     )
     assert (receipt.document_id, receipt.version, receipt.fragments) == (DOC, 1, 10)
     assert receipt.sites == ("d1", "d2")
