@@ -53,7 +53,7 @@ def test_the_archive_keeps_each_receipt_once(pki: Pki, tmp_path: Path) -> None:
     archive.close()
     archive = ReceiptArchive(tmp_path / "receipts.sqlite")  # durable
     kept = archive.of(DOC)
-    assert sorted(kept) == [1, 2]
+    assert set(kept) == {1, 2}
     (alice,) = kept[1]
     assert (alice.name, alice.member, alice.sites, alice.fragments) == (
         "alice", first.member_id, ("d1", "d2"), 10
