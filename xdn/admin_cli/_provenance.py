@@ -1,4 +1,4 @@
-"""``xdn provenance canonicalize|show|verify``: look into signed provenance messages.
+"""``xdn provenance canonicalize|show|verify|receipts``: look into signed provenance messages.
 
 Theory of operation
 -------------------
@@ -20,6 +20,10 @@ made by concatenating a message and the logs of the nodes it passed through work
   signature graphs carry (:class:`xdn.provenance.ChainVerifier`, which also checks each
   signer's role); exit 0 when every graph verifies, else a refusal (exit 2) that starts with
   the graph at fault: ``graph <…>: why``.
+
+* ``receipts`` is the publisher's: it fetches the delivery receipts its root site keeps for it,
+  verifies and stores them, and says who received which version of a document and who has not
+  (:mod:`publisher.receipts`, imported when the command runs: this admin CLI is an edge).
 
 Input is bounded (``--max-bytes``) before it is parsed. Every refusal is an
 :class:`~xdn.errors.PeerError` raised here and printed by ``xdn.cli.main``; this module is the
@@ -97,7 +101,7 @@ def register(subparsers: Any) -> None:
     """Add ``provenance`` and its actions."""
     group = subparsers.add_parser(
         "provenance",
-        help="canonicalize, show or verify signed provenance (N-Quads)",
+        help="canonicalize, show or verify signed provenance (N-Quads); receipts of documents",
         description=_GROUP_HELP,
     )
     sub = group.add_subparsers(dest="provenance_command", metavar="ACTION", required=True)
