@@ -131,6 +131,8 @@ def test_fetched_receipts_are_kept_by_the_publisher_and_acknowledged_at_the_root
     assert offline.stdout == again.stdout
     assert network.metric("d1", "xdn_receipts_total", source="downlink") == 1
     assert network.metric("d2", "xdn_receipts_total", source="subscriber") == 1
+    for site in ("d1", "d2"):  # an honest path refuses nothing
+        assert network.metric(site, "xdn_receipts_refused_total") == 0
 
 
 def test_an_unreachable_site_is_a_clear_error(network: LocalNetwork) -> None:
