@@ -46,6 +46,7 @@ from disseminator.drain import DrainReport, drain
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
+from disseminator.receipts import SiteReceipts
 from disseminator.revocation import CrlInForce
 from disseminator.server import DisseminatorService, add_to_server
 from disseminator.store import Store
@@ -229,9 +230,10 @@ async def serve(config: SiteConfig) -> DrainReport:
     node.set_revoked(crl.revoked)
     if crl.crl is not None:  # subscribers get the CRL in force when they connect
         node.relay_crl(crl.crl.pem, queue=False)
+    receipts = SiteReceipts(node, config.limits)
     service = DisseminatorService(
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
-        crl_refusal=lambda: crl.refusal(node.now()),
+        crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
     )
     server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
     add_to_server(service, server)
@@ -285,7 +287,10 @@ async def serve(config: SiteConfig) -> DrainReport:
         ),
         asyncio.ensure_future(crl_watcher.watch(min(1.0, config.housekeeping_seconds))),
         asyncio.ensure_future(
-            _discovery(config, node, dht, uplinks, lambda: _write_port(config.state_dir, port))
+            _discovery(
+                config, node, dht, uplinks, lambda: _write_port(config.state_dir, port),
+                receipts=receipts,
+            )
         ),
     ]
     try:
@@ -317,6 +322,8 @@ async def _discovery(
     dht: DhtNode,
     uplinks: list[Uplink],
     on_joined: Callable[[], None],
+    *,
+    receipts: SiteReceipts | None = None,
 ) -> None:
     """Join the DHT, announce our block, find our uplink (unless configured), link to it.
 
@@ -349,7 +356,7 @@ async def _discovery(
         node.uplink_address = address
         uplink = Uplink(
             node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
-            limits=config.limits,
+            limits=config.limits, receipts=receipts,
         )
         uplinks[:] = [uplink]
         await uplink.run()

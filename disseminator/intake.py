@@ -39,6 +39,8 @@ class Service(Protocol):
     def Subscribe(self, requests: Any, context: Any) -> Any: ...
     def Link(self, requests: Any, context: Any) -> Any: ...
     def Unsubscribe(self, request: Any, context: Any) -> Any: ...
+    def Receipts(self, request: Any, context: Any) -> Any: ...
+    def GetReceipts(self, request: Any, context: Any) -> Any: ...
 
 
 class Malformed:
@@ -155,6 +157,16 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
             _unary(service.Unsubscribe),
             request_deserializer=_lenient(pb.UnsubscribeRequest, budget),
             response_serializer=pb.UnsubscribeAck.SerializeToString,
+        ),
+        "Receipts": grpc.unary_unary_rpc_method_handler(
+            _unary(service.Receipts),
+            request_deserializer=_lenient(pb.ReceiptBatch, budget, stream_check),
+            response_serializer=pb.ReceiptBatchAck.SerializeToString,
+        ),
+        "GetReceipts": grpc.unary_unary_rpc_method_handler(
+            _unary(service.GetReceipts),
+            request_deserializer=_lenient(pb.ReceiptsRequest, budget, stream_check),
+            response_serializer=pb.ReceiptsReply.SerializeToString,
         ),
     }
     name = pb.DESCRIPTOR.services_by_name["Disseminator"].full_name

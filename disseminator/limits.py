@@ -19,6 +19,11 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
   large messages (from :data:`LARGE_MESSAGE_BYTES`, after any gRPC decompression) held at once
   across all calls fit :attr:`Limits.memory_bytes` (:class:`MemoryBudget`), refused before
   they are parsed;
+* one delivery receipt (a subscriber's ``Ack.receipt``, one entry of a ``Receipts`` call) is at
+  most :attr:`Limits.max_receipt_bytes` long, checked before it is parsed; a ``Receipts`` call
+  carries at most :attr:`Limits.receipts_per_call` of them and, like a stream message, at most
+  :attr:`Limits.stream_message_bytes` (checked before it is parsed); a ``GetReceipts`` reply
+  holds as many;
 * a site accepts no compressed request (:data:`SERVER_OPTIONS`): what xdn sends is ciphertext,
   which does not compress, so compression buys nothing and would let a small request inflate
   inside gRPC, before any limit here could see it (a compression bomb).
@@ -77,6 +82,8 @@ class Limits:
     heartbeat_max_seconds: float = 60.0
     stream_message_bytes: int = 1 * _MIB
     memory_bytes: int = 256 * _MIB
+    receipt_bytes: int = 256 * 1024
+    receipts_per_call: int = 256
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -93,6 +100,8 @@ class Limits:
             raise ConfigError("limits.stream_message_bytes must be at least 65536")
         if self.memory_bytes < self.stream_message_bytes:
             raise ConfigError("limits.memory_bytes must be at least limits.stream_message_bytes")
+        if self.receipts_per_call > 256:
+            raise ConfigError("limits.receipts_per_call must be at most 256")
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], *, source: str) -> Limits:
@@ -148,6 +157,22 @@ class Limits:
             advice=f"announce an interval between {self.heartbeat_min_seconds:g}s and "
             f"{self.heartbeat_max_seconds:g}s",
         )
+
+    @property
+    def max_receipt_bytes(self) -> int:
+        """The largest receipt taken: ``receipt_bytes``, and never over half a stream message
+        (so that a receipt always fits an Ack and a batch)."""
+        return min(self.receipt_bytes, self.stream_message_bytes // 2)
+
+    def check_receipts(self, count: int) -> None:
+        """A ``Receipts`` call carries ``count`` receipts (checked before reading any)."""
+        if count > self.receipts_per_call:
+            raise LimitExceeded(
+                f"a ReceiptBatch carries {count} receipts", limit="receipts_per_call",
+                value=self.receipts_per_call,
+                advice="send receipts in batches of at most that many; sites of one network "
+                "should share their [limits]",
+            )
 
     def check_stream_message(self, size: int, type_name: str) -> None:
         """One message of a Subscribe or Link stream is ``size`` bytes (before it is parsed)."""

@@ -49,6 +49,17 @@ class SiteMetrics:
             "or fragments that do not match their document (document)",
             ["kind"], registry=self.registry,
         )
+        self.receipts = Counter(
+            "xdn_receipts",
+            "Delivery receipts accepted, by where they came from (subscriber, downlink): "
+            "verified, logged and queued upstream or kept for the publisher",
+            ["source"], registry=self.registry,
+        )
+        self.refused_receipts = Counter(
+            "xdn_receipts_refused",
+            "Delivery receipts refused, by where they came from and why (the error type)",
+            ["source", "reason"], registry=self.registry,
+        )
         self.crl_refused = Counter(
             "xdn_crl_refused",
             "CRLs refused (older than the one in force, not the CA's, malformed)",

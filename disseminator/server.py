@@ -25,6 +25,10 @@ learns the status the site sent.
 A site whose CRL is stale beyond its grace refuses anything new — a subscriber not registered
 here, a downlink not linked here — with ``FAILED_PRECONDITION`` (``crl_refusal``, see
 :mod:`disseminator.revocation`); what is in place continues.
+* ``Receipts`` (downlink → uplink) and ``GetReceipts`` (publisher, at its root): delivery
+  receipts travelling upstream; a subscriber's comes with its ``Ack``. Each is verified here
+  before it is logged and passed on (:mod:`disseminator.receipts`); a bad one is refused alone
+  (counted, logged), never failing the ack or the call that carried it.
 * ``GetMembership`` (publisher's key service): who is registered, with their certificates,
   and where the site stands for the publisher (checked before anything is encrypted).
 
@@ -58,6 +62,7 @@ from disseminator.limits import (
 )
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
+from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
     Accept,
     Destination,
@@ -139,6 +144,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         heartbeat_s: float = 5.0,
         limits: Limits | None = None,
         crl_refusal: Callable[[], str | None] = lambda: None,
+        receipts: SiteReceipts | None = None,
     ) -> None:
         self._node = node
         self._crl_refusal = crl_refusal  # why new registrations and links are refused now
@@ -152,6 +158,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self.limits = limits or Limits()
         self.budget = MemoryBudget(self.limits.memory_bytes)
         self._streams = StreamCounts()
+        self.receipts = receipts or SiteReceipts(node, self.limits)
 
     def stop_taking_work(self) -> None:
         """Refuse new Publish, Subscribe and Link calls (the site is shutting down)."""
@@ -409,6 +416,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     kind = message.WhichOneof("kind")
                     if kind == "ack":
                         self._node.on_ack(destination, cursor, message.ack.sequence)
+                        if message.ack.receipt and destination.kind == "subscriber":
+                            self._on_receipt(destination.name, message.ack.receipt)
                     elif kind == "interest" and destination.kind == "link":
                         await self._on_interest(destination.name, message.interest, interest)
                     elif kind == "lease" and destination.kind == "subscriber":
@@ -438,6 +447,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     f"site {self._node.site.name} failed to read the stream",
                 )
                 self._node.end_stream(destination)
+
+    def _on_receipt(self, subscriber: str, data: bytes) -> None:
+        """A subscriber's receipt, sent with an acknowledgement that is already applied: a
+        bad one is counted, logged and dropped, never failing the ack or the stream."""
+        try:
+            self.receipts.from_subscriber(subscriber, data)
+        except PeerError as exc:
+            self.receipts.refused("subscriber", exc, sender=subscriber)
 
     async def Unsubscribe(
         self, request: pb.UnsubscribeRequest, context: grpc.aio.ServicerContext
@@ -600,6 +617,64 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         chunks.clear()
         self._node.set_link_members(site, verified)
         self._node.set_link_refreshes(site, members)
+
+    # ---- receipts (see disseminator.receipts) ---------------------------------------------
+    async def Receipts(
+        self, request: pb.ReceiptBatch, context: grpc.aio.ServicerContext
+    ) -> pb.ReceiptBatchAck:
+        try:
+            well_formed(request)
+            peer = self._peer(context, role="site")
+            linked = self._link_peers.get(peer.name)
+            if linked is None or linked.fingerprint != peer.fingerprint:
+                raise _Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"site {peer.name!r} is not linked here as a downlink: link first",
+                )
+            self.limits.check_receipts(len(request.receipts))
+        except (_Abort, PeerError) as exc:
+            await self._refuse(context, exc)
+            raise
+        ack = pb.ReceiptBatchAck()
+        for index, data in enumerate(request.receipts):
+            try:
+                if self.receipts.from_downlink(peer, data):
+                    ack.accepted += 1
+                else:
+                    ack.duplicates += 1
+            except PeerError as exc:
+                ack.refused += 1
+                self.receipts.refused("downlink", exc, sender=peer.name)
+            if index % 16 == 15:
+                await asyncio.sleep(0)  # verifying is CPU work: let other calls run
+        return ack
+
+    async def GetReceipts(
+        self, request: pb.ReceiptsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReceiptsReply:
+        try:
+            well_formed(request)
+            publisher = self._peer(context, role="publisher")
+            if request.publisher != publisher.name:
+                raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own receipts")
+            if not self.receipts.root:
+                raise _Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"site {self._node.site.name} is not a root site: receipts are kept at "
+                    f"the root, ask there (its uplink is {self._node.uplink_address})",
+                    redirect=self._node.uplink_address,
+                )
+        except (_Abort, PeerError) as exc:
+            await self._refuse(context, exc)
+            raise
+        kept, more = self.receipts.for_publisher(
+            publisher.name, after=request.after, limit=request.limit
+        )
+        return pb.ReceiptsReply(
+            receipts=[pb.StoredReceipt(id=r.seq, receipt=r.data) for r in kept],
+            more=more,
+            site=self._node.site.name,
+        )
 
     # ---- limits --------------------------------------------------------------------------
     @contextlib.asynccontextmanager

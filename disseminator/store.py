@@ -14,6 +14,12 @@ durable subscribers before they reconnect. Queues are bounded per destination; a
 refuses further deliveries for that destination only (counted and logged), never stalling
 siblings.
 
+Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
+passed upstream (or, at a root site, until their publisher fetched them), and their ids in
+``receipts_seen`` for good, so that a receipt sent twice (a retry whose acknowledgement was
+lost) is neither logged nor passed on twice. Accepting one queues it and stages its graphs in
+the log outbox in one transaction, like routing.
+
 The last ``retain`` documents of each publisher (latest version of each, as this site received
 them) are retained in the same transaction, for new subscribers that ask for the state at
 subscribe time.
@@ -29,7 +35,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Append", "History", "QueueFull", "Retained", "Store", "StoredRegistration"]
+__all__ = [
+    "Append",
+    "History",
+    "QueueFull",
+    "QueuedReceipt",
+    "Retained",
+    "Store",
+    "StoredRegistration",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS destinations (
@@ -73,6 +87,12 @@ CREATE TABLE IF NOT EXISTS retained (
 CREATE TABLE IF NOT EXISTS crl (
     id INTEGER PRIMARY KEY CHECK (id = 1), number TEXT NOT NULL, pem BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS receipts_seen (id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    publisher TEXT NOT NULL, data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS receipts_by_publisher ON receipts (publisher, seq);
 """
 
 
@@ -114,6 +134,21 @@ class History:
     publisher: str
     concepts: frozenset[str]
     instances: dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedReceipt:
+    """A receipt chain a site accepted, kept until passed upstream or fetched by its publisher.
+
+    Attributes:
+        seq: its place in this site's queue (increasing; never reused).
+        publisher: the publisher of the document received.
+        data: the chain, canonical N-Quads.
+    """
+
+    seq: int
+    publisher: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,6 +314,64 @@ class Store:
         with self._db:
             self._db.execute("BEGIN")
             self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
+
+    # ---- receipts (see disseminator.receipts) ----------------------------------------------
+    def accept_receipt(
+        self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes
+    ) -> bool:
+        """Queue a verified receipt and stage its graphs for the log, atomically, unless a
+        receipt with this id was accepted before.
+
+        Returns:
+            ``False`` for a duplicate (nothing written), ``True`` otherwise.
+        """
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            fresh = self._db.execute(
+                "INSERT OR IGNORE INTO receipts_seen VALUES (?)", (receipt_id,)
+            ).rowcount
+            if not fresh:
+                return False
+            self._db.execute(
+                "INSERT INTO receipts (publisher, data) VALUES (?, ?)", (publisher, data)
+            )
+            self._db.execute("INSERT INTO log_outbox (data) VALUES (?)", (log_graphs,))
+        return True
+
+    def queued_receipts(
+        self, *, after: int = 0, limit: int, publisher: str | None = None
+    ) -> list[QueuedReceipt]:
+        """The oldest receipts kept after ``after`` (of ``publisher`` only, if given)."""
+        where: str = "seq > ?"
+        args: tuple[str | int, ...] = (after,)
+        if publisher is not None:
+            where, args = "publisher = ? AND seq > ?", (publisher, after)
+        rows = self._db.execute(
+            f"SELECT seq, publisher, data FROM receipts WHERE {where} ORDER BY seq LIMIT ?",
+            (*args, limit),
+        )
+        return [QueuedReceipt(seq=q, publisher=p, data=bytes(d)) for q, p, d in rows]
+
+    def drop_receipts(self, seqs: Iterable[int]) -> None:
+        """Forget receipts passed upstream (their ids stay known: a retry is a duplicate)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM receipts WHERE seq = ?", [(s,) for s in seqs])
+
+    def drop_receipts_of(self, publisher: str, *, upto: int) -> int:
+        """Forget ``publisher``'s receipts up to ``upto`` (it stored them); return how many."""
+        with self._db:
+            self._db.execute("BEGIN")
+            return int(
+                self._db.execute(
+                    "DELETE FROM receipts WHERE publisher = ? AND seq <= ?", (publisher, upto)
+                ).rowcount
+            )
+
+    def receipts_queued(self) -> int:
+        """How many receipts are kept (waiting to go upstream or to be fetched)."""
+        (count,) = self._db.execute("SELECT COUNT(*) FROM receipts").fetchone()
+        return int(count)
 
     # ---- policy versions -----------------------------------------------------------------
     def enforced_policies(self) -> dict[str, tuple[int, str]]:

@@ -9,6 +9,10 @@ on (to our subscribers and downlinks) in one transaction that also records its s
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
 
+While linked, the delivery receipts this site accepted go up the same channel
+(:class:`disseminator.receipts.ReceiptSender`: ``Receipts`` calls, each batch deleted once
+acknowledged, the rest sent again on the next link).
+
 Both ends send a heartbeat on an idle link; an uplink silent for three of its intervals is
 taken for dead and the link is reconnected (see :mod:`xdn.heartbeat`).
 
@@ -31,6 +35,7 @@ import grpc
 
 from disseminator.limits import Limits, chunk_sizes
 from disseminator.node import SiteNode
+from disseminator.receipts import ReceiptSender, SiteReceipts
 from xdn import certs
 from xdn.errors import CertificateError, PeerError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
@@ -56,8 +61,10 @@ class Uplink:
         heartbeat_s: float = 5.0,
         identify: Callable[[str], Awaitable[certs.Credential]] | None = None,
         limits: Limits | None = None,
+        receipts: SiteReceipts | None = None,
     ) -> None:
         self._node = node
+        self._receipts = None if receipts is None else ReceiptSender(receipts, node)
         self._address = address
         self._heartbeat_s = heartbeat_s
         self._identify = identify
@@ -164,11 +171,18 @@ class Uplink:
             call = stub.Link(watch.outgoing(outgoing(), _heartbeat, opening=1))
             self.connected.set()
             log.info("linked to uplink %s", self._address)
-            while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
-                if delivery.WhichOneof("body") == "heartbeat":
-                    watch.heard_heartbeat(delivery.heartbeat.interval_ms)
-                else:
-                    self._apply(delivery)
+            receipts = None if self._receipts is None else asyncio.ensure_future(
+                self._receipts.run(stub)
+            )
+            try:
+                while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
+                    if delivery.WhichOneof("body") == "heartbeat":
+                        watch.heard_heartbeat(delivery.heartbeat.interval_ms)
+                    else:
+                        self._apply(delivery)
+            finally:
+                if receipts is not None:  # what was not acknowledged stays queued
+                    receipts.cancel()
 
     def _apply(self, delivery: pb.Delivery) -> None:
         counter = (_APPLIED, delivery.sequence)

@@ -13,7 +13,9 @@ next sequence number, reserved durably before the document is signed (:meth:`Key
 reserve_sequence`), so a number is never signed twice even if a publication fails or the
 publisher crashes. Once the network accepted a document, the newest sequence number of each of
 its concepts is stored with its version (:meth:`KeyStore.commit`): the back pointers of the
-next document and the publisher's checkpoints are read from there.
+next document and the publisher's checkpoints are read from there. The concepts of every
+version are kept too (:meth:`KeyStore.version_concepts`): who should have received a version is
+read from them (``xdn provenance receipts``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ CREATE TABLE IF NOT EXISTS concept_sequence (
     concept TEXT PRIMARY KEY,
     latest INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS version_concepts (
+    document_id TEXT NOT NULL, version INTEGER NOT NULL, concept TEXT NOT NULL,
+    PRIMARY KEY (document_id, version, concept)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS retained_keys (
     seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
     key_name TEXT NOT NULL, key BLOB NOT NULL,
@@ -104,11 +110,16 @@ class KeyStore:
     ) -> None:
         """Record that ``version`` of ``document_id`` was published, with its document keys and
         (when sequenced) its sequence number as the newest of each of its ``concepts``."""
+        concepts = sorted(set(concepts))
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(
                 "INSERT OR REPLACE INTO documents (document_id, version) VALUES (?, ?)",
                 (document_id, version),
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO version_concepts VALUES (?, ?, ?)",
+                [(document_id, version, concept) for concept in concepts],
             )
             if sequence:
                 self._db.executemany(
@@ -118,6 +129,17 @@ class KeyStore:
                 )
             if self._retain > 0:
                 self._retain_keys(document_id, version, keys)
+
+    def version_concepts(self, document_id: str) -> dict[int, frozenset[str]]:
+        """Version → the concepts it held, of every version of ``document_id`` published
+        since versions' concepts are recorded."""
+        out: dict[int, set[str]] = {}
+        rows = self._db.execute(
+            "SELECT version, concept FROM version_concepts WHERE document_id = ?", (document_id,)
+        )
+        for version, concept in rows:
+            out.setdefault(int(version), set()).add(concept)
+        return {version: frozenset(c) for version, c in sorted(out.items())}
 
     def _retain_keys(self, document_id: str, version: int, keys: Iterable[DocumentKey]) -> None:
         self._db.execute(

@@ -24,7 +24,7 @@ from xdn.errors import PeerError
 from xdn.ontology import Ontology
 from xdn.sqlitedb import open_db
 
-__all__ = ["LeaseBook"]
+__all__ = ["LeaseBook", "newest_leases"]
 
 log = logging.getLogger(__name__)
 
@@ -110,3 +110,14 @@ class LeaseBook:
         if current.concepts and not allowed:
             return None
         return allowed
+
+
+def newest_leases(path: Path) -> dict[str, lease.Lease]:
+    """Member → the newest statement the lease book in ``path`` kept (nothing checked again:
+    each was authentic when kept)."""
+    db = open_db(path, _SCHEMA)
+    try:
+        rows = db.execute("SELECT member, statement FROM member_leases").fetchall()
+    finally:
+        db.close()
+    return {member: lease.Lease.from_bytes(bytes(statement)) for member, statement in rows}

@@ -25,6 +25,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ProvenanceError",
+    "ReceiptError",
     "SignatureError",
     "UsageError",
     "XdnError",
@@ -89,6 +90,11 @@ class LeaseLapsedError(LeaseError):
 
 class ProvenanceError(PeerError):
     """A provenance envelope dataset is malformed or not well-formed."""
+
+
+class ReceiptError(ProvenanceError):
+    """A delivery receipt is well-formed and signed, but not one this party may accept: not a
+    receipt, another subscriber's, or about a hop that did not come through here."""
 
 
 class DecryptError(PeerError):

@@ -22,6 +22,9 @@ what it relays, which is exactly the power the threat model gives a dishonest si
 ``forge-provenance:ID`` alters the publisher's envelope (its timestamp) in the provenance chain of
                         document ID, in whatever it relays (to downlinks and subscribers alike),
                         and signs its own hop over the altered chain
+``forge-receipt:NAME``  for every receipt a subscriber sends it, also passes upstream a forged
+                        one: the same document relayed to its subscriber NAME and receipted in
+                        NAME's name (NAME's certificate), signed with the site's own key
 
 :class:`LocalNetwork` starts a site this way when its :class:`SiteSpec` has a ``launcher``
 (see :func:`launcher`).
@@ -38,7 +41,7 @@ from xdn.grpc_fork import disable_grpc_fork_handlers
 
 FAULTS = (
     "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
-    "list-member", "keep-members", "forge-provenance",
+    "list-member", "keep-members", "forge-provenance", "forge-receipt",
 )
 
 Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
@@ -216,6 +219,65 @@ def _patch_keep_members() -> None:
     DisseminatorService.GetMembership = membership  # type: ignore[method-assign]
 
 
+def _forged_receipt(node: Any, data: bytes, victim: str) -> bytes | None:
+    """``data`` (a subscriber's receipt of this site's hop) re-made as ``victim``'s receipt."""
+    from xdn import certs, identity, provenance
+    from xdn.receipts import _envelopes
+
+    registered = [reg for name, reg in node.table.local.items() if identity.person(name) == victim]
+    if not registered:
+        return None
+    message = provenance.Message.from_nquads(data)
+    *_, served, received = _envelopes(message.quads)
+    dropped = {served.name, served.name + "s", received.name, received.name + "s"}
+    inner = provenance.Message(
+        quads=frozenset(q for q in message.quads if q.g is None or q.g.value not in dropped)
+    )
+    signer = node.site.signer
+    relayed = provenance.relay(
+        inner, signer,
+        message_uri=provenance.message_uri(signer.node_uri, inner.document_id, "forged", victim),
+        recipient_uri=certs.node_uri(victim), leaves=inner.leaves(), timestamp_ms=node.now_ms(),
+    )
+    impostor = provenance.Signer(  # the victim's name and certificate, the site's key
+        node_uri=certs.node_uri(victim), private_key=signer.private_key,
+        certificate=registered[0].certificate,
+    )
+    forged = provenance.receipt(
+        relayed, impostor,
+        message_uri=received.message.replace(received.sender, impostor.node_uri, 1),
+        timestamp_ms=node.now_ms(),
+    )
+    return forged.to_nquads()
+
+
+def _patch_forge_receipt(victim: str) -> None:
+    import hashlib
+
+    from disseminator.receipts import SiteReceipts
+
+    honest = SiteReceipts.from_subscriber
+
+    def from_subscriber(self: SiteReceipts, subscriber: str, data: bytes) -> bool:
+        fresh = honest(self, subscriber, data)
+        forged = _forged_receipt(self._node, data, victim) if fresh else None
+        if forged is not None:  # queued as if accepted: the uplink is to check it
+            self._node.store.accept_receipt(
+                receipt_id=hashlib.sha256(forged).hexdigest(),
+                publisher=_publisher_of(forged), data=forged, log_graphs=b"",
+            )
+            self.queued.set()
+        return fresh
+
+    SiteReceipts.from_subscriber = from_subscriber  # type: ignore[method-assign]
+
+
+def _publisher_of(data: bytes) -> str:
+    from xdn import provenance
+
+    return provenance.Message.from_nquads(data).content().publisher
+
+
 def install(fault: str) -> None:
     """Patch this process's site code with ``fault`` (one of :data:`FAULTS`)."""
     name, _, argument = fault.partition(":")
@@ -236,6 +298,8 @@ def install(fault: str) -> None:
         _patch_keep_members()
     elif name == "forge-provenance":
         _patch_pump(_forge_provenance(argument), links=True)
+    elif name == "forge-receipt":
+        _patch_forge_receipt(argument)
     else:
         raise SystemExit(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
 

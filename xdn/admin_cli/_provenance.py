@@ -1,4 +1,4 @@
-"""``xdn provenance canonicalize|show|verify``: look into signed provenance messages.
+"""``xdn provenance canonicalize|show|verify|receipts``: look into signed provenance messages.
 
 Theory of operation
 -------------------
@@ -20,6 +20,10 @@ made by concatenating a message and the logs of the nodes it passed through work
   signature graphs carry (:class:`xdn.provenance.ChainVerifier`, which also checks each
   signer's role); exit 0 when every graph verifies, else a refusal (exit 2) that starts with
   the graph at fault: ``graph <…>: why``.
+
+* ``receipts`` is the publisher's: it fetches the delivery receipts its root site keeps for it,
+  verifies and stores them, and says who received which version of a document and who has not
+  (:mod:`publisher.receipts`, imported when the command runs: this admin CLI is an edge).
 
 Input is bounded (``--max-bytes``) before it is parsed. Every refusal is an
 :class:`~xdn.errors.PeerError` raised here and printed by ``xdn.cli.main``; this module is the
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "cmd_provenance_canonicalize",
+    "cmd_provenance_receipts",
     "cmd_provenance_show",
     "cmd_provenance_verify",
     "register",
@@ -96,7 +101,7 @@ def register(subparsers: Any) -> None:
     """Add ``provenance`` and its actions."""
     group = subparsers.add_parser(
         "provenance",
-        help="canonicalize, show or verify signed provenance (N-Quads)",
+        help="canonicalize, show or verify signed provenance (N-Quads); receipts of documents",
         description=_GROUP_HELP,
     )
     sub = group.add_subparsers(dest="provenance_command", metavar="ACTION", required=True)
@@ -135,6 +140,44 @@ def register(subparsers: Any) -> None:
     )
     at_arg(p)
     p.set_defaults(func=cmd_provenance_verify)
+    p = sub.add_parser(
+        "receipts",
+        help="at the publisher: who received which version of a document, and who has not",
+        description=_RECEIPTS_HELP,
+    )
+    p.add_argument("document", metavar="DOC", help="the document id")
+    p.add_argument("--version", type=int, metavar="V", help="only this version")
+    p.add_argument("--connect", help="the publisher's root site HOST:PORT (as for xdn publish)")
+    p.add_argument("--name", required=True, help="publisher name (certificate CN)")
+    p.add_argument(
+        "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
+    )
+    p.add_argument(
+        "--state-dir", type=Path, default=Path("state"),
+        help="the key service state xdn publish used (default ./state)",
+    )
+    p.add_argument(
+        "--crl", type=Path, metavar="CRL",
+        help="the CA's CRL: receipts signed under revoked certificates are refused (default: "
+        "crl.pem in --certs, if present)",
+    )
+    p.add_argument(
+        "--no-fetch", action="store_true",
+        help="do not ask the site: show the receipts fetched before",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=cmd_provenance_receipts)
+
+
+_RECEIPTS_HELP = """\
+Run by a publisher: fetch the delivery receipts its root site keeps for it (every subscriber
+signs one for each document it accepts; they travel upstream, verified by every site), verify
+each again (Algorithm 2 under the CA and CRL; our own publication), store them in
+STATE/NAME/receipts.sqlite, then print, per version of DOC, who received it (subscriber, member
+id, when, how many fragments, the sites on its path) and who has not: the members of the key
+service (STATE/NAME/keys.sqlite) whose lease is in force and who are in the group of a concept
+of that version. A member that joined after the version was published counts among those who
+have not (it may still receive it from a site's retained documents)."""
 
 
 # ------------------------------------------------------------------------------- reading
@@ -412,3 +455,88 @@ def cmd_provenance_verify(args: argparse.Namespace) -> int:
     if ca is None:
         print("note: no --ca given: the signer certificates were not checked against a CA")
     return 0
+
+
+# ------------------------------------------------------------------------------ receipts
+
+
+def cmd_provenance_receipts(args: argparse.Namespace) -> int:
+    """``xdn provenance receipts``: fetch, verify and store receipts; say who received what.
+
+    An edge command of the publisher (it reads its key service state and calls its root site),
+    so it imports the publisher package here, when it runs.
+    """
+    import asyncio
+    import json
+
+    from publisher.receipts import (
+        ReceiptArchive,
+        fetch,
+        key_service_state,
+        members_by_concept,
+        report,
+    )
+    from xdn.grpc_tls import TlsFiles
+    from xdn.provenance import ChainVerifier
+
+    if args.version is not None and args.version < 1:
+        raise UsageError("--version must be at least 1")
+    if not args.no_fetch and not args.connect:
+        raise UsageError("give --connect (the root site) to fetch receipts, or --no-fetch")
+    tls = TlsFiles.from_dir(args.certs, args.name)
+    state = args.state_dir / args.name
+    keys = state / "keys.sqlite"
+    if not keys.exists():
+        raise UsageError(
+            f"{keys}: no key service state; give the --state-dir that xdn publish used"
+        )
+    archive = ReceiptArchive(state / "receipts.sqlite")
+    try:
+        if not args.no_fetch:
+            revoked = _revoked(args, tls.ca_pem)
+            verifier = ChainVerifier(tls.ca_pem, revoked=lambda: revoked)
+            print(f"fetching receipts from {args.connect}…", file=sys.stderr, flush=True)
+            fetched = asyncio.run(
+                fetch(
+                    publisher=args.name, tls=tls, connect=args.connect, archive=archive,
+                    verifier=verifier, progress=lambda line: print(line, file=sys.stderr),
+                )
+            )
+            print(
+                f"site {fetched.site}: {fetched.fetched} receipts fetched, {fetched.new} new, "
+                f"{len(fetched.refused)} refused",
+                file=sys.stderr, flush=True,
+            )
+            for reason in fetched.refused:
+                print(f"xdn: warning: receipt refused: {reason}", file=sys.stderr)
+        received = archive.of(args.document)
+    finally:
+        archive.close()
+    versions, groups, leases = key_service_state(keys, args.name, args.document)
+    members = members_by_concept(groups, leases.get, at_ms=int(when(args).timestamp() * 1000))
+    reports = report(
+        args.document, versions=versions, received=received, members=members, only=args.version
+    )
+    if args.json:
+        print(json.dumps({"versions": [r.to_json() for r in reports]}, indent=2))
+    elif not reports:
+        which = "" if args.version is None else f" v{args.version}"
+        print(f"{args.document}{which}: not published by {args.name}, and no receipt of it")
+    else:
+        print("\n".join(line for r in reports for line in r.lines()))
+    return 0
+
+
+def _revoked(args: argparse.Namespace, ca_pem: bytes) -> frozenset[int]:
+    """The serials revoked by ``--crl`` (default: crl.pem in --certs, if there is one)."""
+    from publisher.revocation import CrlFile
+
+    path = args.crl if args.crl is not None else args.certs / "crl.pem"
+    if not path.exists():
+        if args.crl is not None:
+            raise UsageError(f"--crl {path}: no such file")
+        print(f"xdn: warning: no CRL ({path}): receipts are verified without a revocation "
+              "check", file=sys.stderr)
+        return frozenset()
+    return CrlFile(path, ca_pem, warn=lambda m: print(f"xdn: warning: {m}", file=sys.stderr)
+                   ).revoked(datetime.now(UTC))

@@ -446,3 +446,47 @@ class LinkMessage(_message.Message):
     ack: Ack
     heartbeat: Heartbeat
     def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., interest: _Optional[_Union[InterestUpdate, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class ReceiptBatch(_message.Message):
+    __slots__ = ("receipts",)
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    receipts: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, receipts: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ReceiptBatchAck(_message.Message):
+    __slots__ = ("accepted", "duplicates", "refused")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    duplicates: int
+    refused: int
+    def __init__(self, accepted: _Optional[int] = ..., duplicates: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
+
+class ReceiptsRequest(_message.Message):
+    __slots__ = ("publisher", "after", "limit")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    after: int
+    limit: int
+    def __init__(self, publisher: _Optional[str] = ..., after: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class StoredReceipt(_message.Message):
+    __slots__ = ("id", "receipt")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    receipt: bytes
+    def __init__(self, id: _Optional[int] = ..., receipt: _Optional[bytes] = ...) -> None: ...
+
+class ReceiptsReply(_message.Message):
+    __slots__ = ("receipts", "more", "site")
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    receipts: _containers.RepeatedCompositeFieldContainer[StoredReceipt]
+    more: bool
+    site: str
+    def __init__(self, receipts: _Optional[_Iterable[_Union[StoredReceipt, _Mapping]]] = ..., more: _Optional[bool] = ..., site: _Optional[str] = ...) -> None: ...

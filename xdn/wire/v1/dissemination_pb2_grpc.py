@@ -59,6 +59,16 @@ class DisseminatorStub:
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.SerializeToString,
                 response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.FromString,
                 _registered_method=True)
+        self.Receipts = channel.unary_unary(
+                '/xdn.wire.v1.Disseminator/Receipts',
+                request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.SerializeToString,
+                response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
+                _registered_method=True)
+        self.GetReceipts = channel.unary_unary(
+                '/xdn.wire.v1.Disseminator/GetReceipts',
+                request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsRequest.SerializeToString,
+                response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsReply.FromString,
+                _registered_method=True)
 
 
 class DisseminatorServicer:
@@ -100,6 +110,21 @@ class DisseminatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Receipts(self, request, context):
+        """A downlink site passes the receipts it accepted to its uplink (see ReceiptBatch); it
+        deletes them once acknowledged and retries until then. Only a linked downlink may call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReceipts(self, request, context):
+        """A publisher fetches, at its root site, the receipts of its documents (see ReceiptsRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisseminatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +152,16 @@ def add_DisseminatorServicer_to_server(servicer, server):
                     servicer.Unsubscribe,
                     request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.FromString,
                     response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.SerializeToString,
+            ),
+            'Receipts': grpc.unary_unary_rpc_method_handler(
+                    servicer.Receipts,
+                    request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.FromString,
+                    response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.SerializeToString,
+            ),
+            'GetReceipts': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReceipts,
+                    request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsRequest.FromString,
+                    response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +299,60 @@ class Disseminator:
             '/xdn.wire.v1.Disseminator/Unsubscribe',
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeRequest.SerializeToString,
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.UnsubscribeAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Receipts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xdn.wire.v1.Disseminator/Receipts',
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.SerializeToString,
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReceipts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xdn.wire.v1.Disseminator/GetReceipts',
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsRequest.SerializeToString,
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,122 @@
+"""The publisher's side of receipts: its own check, its archive, and who received what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from publisher.keystore import KeyStore
+from publisher.receipts import (
+    Missing,
+    ReceiptArchive,
+    Received,
+    check_receipt,
+    members_by_concept,
+    report,
+)
+from tests.unit.receipt_fixtures import DOC, NOW, PUBLISHER, Pki, chain, make_pki
+from xdn import certs, lease, provenance
+from xdn.errors import ReceiptError, SignatureError
+from xdn.receipts import Receipt
+
+
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return make_pki()
+
+
+def _check(pki: Pki, data: bytes) -> Receipt:
+    return check_receipt(
+        data, provenance.ChainVerifier(pki.ca), publisher_pem=pki.parties[PUBLISHER][0], at=NOW
+    )
+
+
+def test_the_publisher_takes_receipts_of_its_own_publications_only(pki: Pki) -> None:
+    assert _check(pki, chain(pki, "d1", "d2")).sites == ("d1", "d2")
+    with pytest.raises(ReceiptError, match="published by 'qa-company', not under our"):
+        _check(pki, chain(pki, "d1", "d2", publisher="qa-company"))
+    revoked = frozenset({certs.credential_from_pem(pki.parties["alice"][0]).serial})
+    with pytest.raises(SignatureError, match="revoked"):
+        check_receipt(
+            chain(pki, "d1", "d2"), provenance.ChainVerifier(pki.ca, revoked=lambda: revoked),
+            publisher_pem=pki.parties[PUBLISHER][0], at=NOW,
+        )
+
+
+def test_the_archive_keeps_each_receipt_once(pki: Pki, tmp_path: Path) -> None:
+    archive = ReceiptArchive(tmp_path / "receipts.sqlite")
+    first = _check(pki, chain(pki, "d1", "d2"))
+    second = _check(pki, chain(pki, "d1", "d3", to="carol", version=2))
+    assert archive.store([first, second]) == 2
+    assert archive.store([first]) == 0
+    archive.close()
+    archive = ReceiptArchive(tmp_path / "receipts.sqlite")  # durable
+    kept = archive.of(DOC)
+    assert set(kept) == {1, 2}
+    (alice,) = kept[1]
+    assert (alice.name, alice.member, alice.sites, alice.fragments) == (
+        "alice", first.member_id, ("d1", "d2"), 10
+    )
+    assert kept[2][0].sites == ("d1", "d3")
+    assert archive.of("another document") == {}
+    archive.close()
+
+
+def test_a_versions_concepts_are_recorded_when_it_is_published(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.sqlite", publisher=PUBLISHER)
+    store.commit(DOC, 1, concepts=iter(["WorkOrder", "Machine"]), sequence=1)
+    store.commit(DOC, 2, concepts=["Machine"])
+    store.commit("other", 1, concepts=["Tool"])
+    assert store.version_concepts(DOC) == {1: {"WorkOrder", "Machine"}, 2: {"Machine"}}
+    assert store.concept_sequences() == {"Machine": 1, "WorkOrder": 1}  # the iterator, once
+    store.close()
+
+
+def _lease(member: str, *, expires_at: int = 10_000, leave: bool = False) -> lease.Lease:
+    return lease.Lease(
+        member=member, site="d2", block="WorkOrder", issued_at=1000,
+        expires_at=1000 if leave else expires_at, leave=leave,
+    )
+
+
+MEMBERS = {name: f"{name}@{str(n) * 32}" for n, name in enumerate(
+    ("alice", "carol", "dave", "erin", "frank", "gina"), start=1
+)}
+
+
+def test_who_has_not_received_a_version_is_each_member_in_force_of_one_of_its_groups() -> None:
+    m = MEMBERS
+    groups = {
+        "WorkOrder": frozenset({m["alice"], m["carol"], m["erin"], m["frank"]}),
+        "Machine": frozenset({m["dave"], m["gina"]}),
+    }
+    leases = {
+        m["alice"]: _lease(m["alice"]), m["carol"]: _lease(m["carol"]),
+        m["dave"]: _lease(m["dave"]),
+        m["erin"]: _lease(m["erin"], expires_at=1500),  # lapsed by 2000
+        m["frank"]: _lease(m["frank"], leave=True),  # left
+        # gina: no lease seen
+    }
+    members = members_by_concept(groups, leases.get, at_ms=2000)
+    assert sorted(members) == [m["alice"], m["carol"], m["dave"]]
+    alice = Received(name="alice", member=m["alice"], received_ms=1500, fragments=3,
+                     sites=("d1", "d2"))
+    versions = {1: frozenset({"WorkOrder", "Machine"}), 2: frozenset({"Machine"})}
+    reports = report(DOC, versions=versions, received={1: [alice]}, members=members)
+    assert [r.version for r in reports] == [1, 2]
+    v1, v2 = reports
+    assert v1.received == (alice,)
+    assert [x.member for x in v1.missing] == [m["carol"], m["dave"]]
+    assert v1.missing[0] == Missing(
+        name="carol", member=m["carol"], concepts=("WorkOrder",), site="d2", lease_until_ms=10_000
+    )
+    assert (v2.received, [x.name for x in v2.missing]) == ((), ["dave"])
+    assert report(DOC, versions=versions, received={1: [alice]}, members=members, only=2) == [v2]
+    # a receipt of a version whose concepts were not recorded: received known, missing unknown
+    (old,) = report(DOC, versions={}, received={3: [alice]}, members=members)
+    assert old.concepts is None and old.to_json()["not_received"] is None
+    assert "unknown" in "\n".join(old.lines())
+    text = "\n".join(v1.lines())
+    assert "received (1):" in text and "via d1 -> d2" in text and "not received (2):" in text
+    assert v1.to_json()["received"][0]["path"] == ["d1", "d2"]

@@ -1,0 +1,320 @@
+"""Receipts at a site: the checks before one is logged and queued, the durable queue, the sender.
+
+Chains are built with real certificates (one CA): publisher → d1 (root) → d2 → a subscriber,
+who receipts; the sites are real :class:`SiteNode` values on SQLite stores in a temp folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from disseminator.limits import Limits
+from disseminator.node import SiteIdentity, SiteNode
+from disseminator.receipts import ReceiptSender, SiteReceipts
+from disseminator.routing import Registration
+from disseminator.server import DisseminatorService
+from disseminator.store import Store
+from tests.unit.receipt_fixtures import (
+    BLOCKS,
+    DOC,
+    NOW,
+    PUBLISHER,
+    Pki,
+    chain,
+    make_pki,
+    published,
+    relay,
+)
+from xdn import certs, crypto, provenance
+from xdn.errors import ProvenanceError, ReceiptError, SignatureError
+from xdn.ontology import load_ontology
+from xdn.paths import REPO_ROOT
+from xdn.policy import PolicyEngine, PolicySet
+from xdn.rdf import Literal, Quad
+from xdn.receipts import read_receipt
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
+
+
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return make_pki()
+
+
+@pytest.fixture
+def sites(pki: Pki, tmp_path: Path) -> Iterator[dict[str, SiteNode]]:
+    nodes = {}
+    for name in ("d1", "d2"):
+        tls = pki.tls(name)
+        signer = pki.signer(name)
+        nodes[name] = SiteNode(
+            site=SiteIdentity(
+                name=name, block=BLOCKS[name], uplink=None if name == "d1" else "d1", tls=tls,
+                signer=signer,
+            ),
+            ontology=ONTOLOGY,
+            engine=PolicyEngine(PolicySet.of(ONTOLOGY, [])),
+            store=Store(tmp_path / f"{name}.sqlite"),
+            log_sink=provenance.ProvenanceLog(
+                tmp_path / f"{name}.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem
+            ),
+            clock=lambda: NOW,
+        )
+    for subscriber in ("alice", "carol"):
+        credential = certs.credential_from_pem(pki.parties[subscriber][0])
+        nodes["d2"].table.local[credential.member_id] = Registration(
+            subscriber=credential.member_id, certificate=pki.parties[subscriber][0],
+            grants={PUBLISHER: frozenset({"WorkOrder"})},
+        )
+    yield nodes
+    for node in nodes.values():
+        node.store.close()
+
+
+def _member(pki: Pki, name: str) -> str:
+    return certs.credential_from_pem(pki.parties[name][0]).member_id
+
+
+def _at(node: SiteNode) -> SiteReceipts:
+    return SiteReceipts(node, Limits())
+
+
+# ------------------------------------------------------------------------------ the checks
+
+
+def test_a_subscribers_receipt_of_this_sites_hop_is_logged_and_queued_once(
+    pki: Pki, sites: dict[str, SiteNode], tmp_path: Path
+) -> None:
+    desk = _at(sites["d2"])
+    data = chain(pki, "d1", "d2")
+    assert desk.from_subscriber(_member(pki, "alice"), data) is True
+    assert desk.queued.is_set()
+    assert desk.from_subscriber(_member(pki, "alice"), data) is False  # a duplicate
+    (queued,) = sites["d2"].store.queued_receipts(limit=10)
+    assert (queued.publisher, queued.data) == (PUBLISHER, data)
+    logged = (tmp_path / "d2.nq").read_bytes()
+    envelope_type = b"received#e4> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+    assert logged.count(envelope_type) == 1  # logged once
+    assert sites["d2"].metrics.receipts.labels(source="subscriber")._value.get() == 1
+
+
+def test_a_chain_that_ends_in_a_relay_is_not_a_receipt(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    relayed = relay(pki, relay(pki, published(pki), "d1", "d2"), "d2", "alice")
+    with pytest.raises(ReceiptError, match="not a receipt: its outermost envelope is a relay"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), relayed.to_nquads())
+
+
+def test_a_receipt_sent_on_another_subscribers_stream_is_refused(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    with pytest.raises(ReceiptError, match="not by the certificate registered as 'carol@"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "carol"), chain(pki, "d1", "d2"))
+
+
+def test_a_namesakes_receipt_is_not_the_registered_certificates(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    # alice-2 has alice's name, so her node URI: the chain is well-formed and verifies.
+    data = chain(pki, "d1", "d2", signer="alice-2")
+    with pytest.raises(ReceiptError, match="not by the certificate registered"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
+
+
+def test_a_receipt_of_another_sites_hop_is_refused(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    data = chain(pki, "d1", "d3")  # d3 served alice, not d2
+    with pytest.raises(ReceiptError, match="wraps a relay signed by 'd3', not a hop of this site"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
+
+
+def test_a_receipt_signed_with_another_key_is_refused(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    # d2 forges alice's receipt: alice's certificate, d2's key.
+    message = relay(pki, relay(pki, published(pki), "d1", "d2"), "d2", "alice")
+    forger = dataclasses.replace(
+        pki.signer("alice"), private_key=crypto.load_private_key_pem(pki.parties["d2"][1])
+    )
+    forged = provenance.receipt(
+        message, forger,
+        message_uri=provenance.message_uri(certs.node_uri("alice"), DOC, "v1", "received"),
+        timestamp_ms=1200,
+    )
+    with pytest.raises(SignatureError, match=r"does not verify graph <[^>]*received#e4>"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), forged.to_nquads())
+
+
+def test_an_altered_receipt_is_refused(pki: Pki, sites: dict[str, SiteNode]) -> None:
+    message = provenance.Message.from_nquads(chain(pki, "d1", "d2"))
+    stamp = next(q for q in message.quads if q.p.value.endswith("hasReceivedTimestamp"))
+    altered = (message.quads - {stamp}) | {
+        Quad(stamp.s, stamp.p, Literal("1201", stamp.o.datatype), stamp.g)  # type: ignore[union-attr]
+    }
+    data = provenance.Message(quads=frozenset(altered)).to_nquads()
+    with pytest.raises(SignatureError, match="does not verify"):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
+
+
+@pytest.mark.parametrize("data", [b"", b"<a> <b> <c> .\n", b"\xff"])
+def test_what_is_not_a_provenance_chain_is_refused(
+    pki: Pki, sites: dict[str, SiteNode], data: bytes
+) -> None:
+    with pytest.raises(ProvenanceError):
+        _at(sites["d2"]).from_subscriber(_member(pki, "alice"), data)
+
+
+def test_an_oversized_receipt_is_refused_before_it_is_parsed(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    desk = SiteReceipts(sites["d2"], Limits(receipt_bytes=1000))
+    with pytest.raises(ReceiptError, match="over the limit of 1000"):
+        desk.from_subscriber(_member(pki, "alice"), b"#" * 1001)
+
+
+def test_a_receipt_from_someone_not_registered_is_refused(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    with pytest.raises(ReceiptError, match="not registered here"):
+        _at(sites["d2"]).from_subscriber("mallory@" + "0" * 32, chain(pki, "d1", "d2"))
+
+
+def test_an_uplink_accepts_a_chain_only_through_the_calling_downlink(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    desk = _at(sites["d1"])
+    d2, d3 = (certs.credential_from_pem(pki.parties[s][0]) for s in ("d2", "d3"))
+    data = chain(pki, "d1", "d2")
+    with pytest.raises(ReceiptError, match="no hop of 'd3' right after one of this site 'd1'"):
+        desk.from_downlink(d3, data)
+    assert desk.from_downlink(d2, data) is True
+    assert desk.from_downlink(d2, data) is False
+    # a chain that did not come from this site at all
+    with pytest.raises(ReceiptError, match="no hop of 'd2'"):
+        _at(sites["d2"]).from_downlink(d2, data)
+
+
+def test_a_refused_receipt_is_counted_and_never_fails_the_ack(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    service = DisseminatorService(sites["d2"])
+    service._on_receipt(_member(pki, "carol"), chain(pki, "d1", "d2"))
+    service._on_receipt(_member(pki, "alice"), b"not n-quads")
+    refused = sites["d2"].metrics.refused_receipts
+    assert refused.labels(source="subscriber", reason="ReceiptError")._value.get() == 1
+    assert refused.labels(source="subscriber", reason="ProvenanceError")._value.get() == 1
+    assert sites["d2"].store.queued_receipts(limit=10) == []
+
+
+def test_what_a_receipt_says(pki: Pki) -> None:
+    receipt = read_receipt(
+        chain(pki, "d1", "d2"), provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6
+    )
+    assert (receipt.document_id, receipt.version, receipt.fragments) == (DOC, 1, 10)
+    assert receipt.sites == ("d1", "d2")
+    assert [h.kind for h in receipt.hops] == ["publication", "relay", "relay", "receipt"]
+    assert receipt.member_id == certs.credential_from_pem(pki.parties["alice"][0]).member_id
+    assert receipt.publisher.name == PUBLISHER and receipt.received_ms == 1200
+    assert len(bytes.fromhex(receipt.id)) == 32  # SHA-256 of the canonical chain
+
+
+# ---------------------------------------------------------------------------- the queues
+
+
+def test_queued_receipts_survive_a_restart_and_go_once_acknowledged(tmp_path: Path) -> None:
+    store = Store(tmp_path / "site.sqlite")
+    for n in range(5):
+        publisher = PUBLISHER if n % 2 == 0 else "qa-company"
+        assert store.accept_receipt(
+            receipt_id=f"id{n}", publisher=publisher, data=b"r%d" % n, log_graphs=b"g%d" % n
+        )
+    assert not store.accept_receipt(
+        receipt_id="id1", publisher="qa-company", data=b"r1", log_graphs=b"g1"
+    )
+    assert [d for _, d in store.take_log_outbox()] == [b"g%d" % n for n in range(5)]
+    store.close()
+
+    store = Store(tmp_path / "site.sqlite")  # a restart
+    assert [r.data for r in store.queued_receipts(limit=3)] == [b"r0", b"r1", b"r2"]
+    store.drop_receipts([1, 2])
+    assert [r.data for r in store.queued_receipts(limit=10)] == [b"r2", b"r3", b"r4"]
+    mine = store.queued_receipts(limit=10, publisher=PUBLISHER)
+    assert [(r.seq, r.data) for r in mine] == [(3, b"r2"), (5, b"r4")]
+    assert store.drop_receipts_of(PUBLISHER, upto=3) == 1
+    assert [r.data for r in store.queued_receipts(limit=10, publisher=PUBLISHER)] == [b"r4"]
+    assert store.receipts_queued() == 2
+    # an id once seen stays known after its receipt went upstream: a retry is a duplicate
+    assert not store.accept_receipt(receipt_id="id0", publisher=PUBLISHER, data=b"r0",
+                                    log_graphs=b"g0")
+    store.close()
+
+
+def test_a_publisher_gets_its_receipts_in_bounded_pages_and_acknowledges_them(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    store = sites["d1"].store
+    for n in range(7):
+        store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"x" * 100,
+                             log_graphs=b"")
+    desk = SiteReceipts(sites["d1"], Limits(receipts_per_call=3))
+    assert desk.root and not _at(sites["d2"]).root
+    page, more = desk.for_publisher(PUBLISHER, after=0, limit=0)
+    assert [r.seq for r in page] == [1, 2, 3] and more
+    page, more = desk.for_publisher(PUBLISHER, after=3, limit=2)
+    assert [r.seq for r in page] == [4, 5] and more
+    assert store.receipts_queued() == 4  # 1 to 3 acknowledged: deleted
+    page, more = desk.for_publisher(PUBLISHER, after=5, limit=10)
+    assert [r.seq for r in page] == [6, 7] and not more
+    assert desk.for_publisher("qa-company", after=0, limit=0) == ([], False)
+
+
+class _Stub:
+    """A ``Receipts`` endpoint that fails ``failures`` times, then acknowledges."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[list[bytes]] = []
+        self.done = asyncio.Event()
+
+    async def Receipts(self, request: pb.ReceiptBatch, timeout: float) -> Any:
+        self.calls.append(list(request.receipts))
+        if self.failures:
+            self.failures -= 1
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "down"
+            )
+        if b"2" in request.receipts:
+            self.done.set()
+        return pb.ReceiptBatchAck(accepted=len(request.receipts))
+
+
+def test_the_sender_retries_until_acknowledged_then_deletes(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    node = sites["d2"]
+    desk = SiteReceipts(node, Limits(receipts_per_call=2))
+    for n in range(3):
+        node.store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"%d" % n,
+                                  log_graphs=b"")
+    stub = _Stub(failures=1)
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(ReceiptSender(desk, node).run(stub))
+        await asyncio.wait_for(stub.done.wait(), 10)
+        await asyncio.sleep(0)  # the sender deletes the batch after the ack
+        task.cancel()
+
+    asyncio.run(scenario())
+    # batches of two; the failed one is sent again (nothing deleted before its ack)
+    assert stub.calls == [[b"0", b"1"], [b"0", b"1"], [b"2"]]
+    assert node.store.receipts_queued() == 0
