@@ -102,7 +102,9 @@ def summarise(tables: AuditTables) -> AuditSummary:
             tables.paths.agg(
                 F.countDistinct(F.when(F.col("chain_ok"), F.col("leaf"))).alias("chains_ok"),
                 F.countDistinct(F.when(~F.col("chain_ok"), F.col("leaf"))).alias("broken"),
-                F.count(F.when(F.col("receipt") & F.col("chain_ok"), True)).alias("delivered"),
+                F.sum(F.when(F.col("receipt") & F.col("chain_ok"), F.col("fragments"))).alias(
+                    "delivered"
+                ),
             )
         )
         .crossJoin(
@@ -121,7 +123,7 @@ def summarise(tables: AuditTables) -> AuditSummary:
         signatures_failed=counts.signatures - verified,
         chains_ok=counts.chains_ok,
         chains_broken=counts.broken,
-        fragments_delivered=counts.delivered,
+        fragments_delivered=counts.delivered or 0,
         refusals_verified=counts.refusals,
         refusals_unverified=counts.refusals_unverified,
         failures=tuple(

@@ -89,7 +89,8 @@ class AuditSummary:
         signatures_verified / signatures_failed: signature graphs that do / do not verify.
         chains_ok / chains_broken: chains (leaf envelope back to its publication) with every hop
             sound / with at least one unsound or missing hop.
-        fragments_delivered: (fragment, subscriber receipt) pairs over sound chains.
+        fragments_delivered: (fragment, subscriber receipt) pairs over sound chains: the
+            manifest leaves each sound receipt carries (the sum of its runs' lengths), summed.
         failures: every failure found, sorted.
         latencies: per-link latency; fan_out: per forwarding node.
         refusals_verified / refusals_unverified: failure notices that do / do not verify

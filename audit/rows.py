@@ -6,16 +6,15 @@ Python workers small: each function takes and returns plain values (str, list, d
 
 from __future__ import annotations
 
-import base64
-import functools
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-from xdn import certs, crypto
-from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
+from xdn.errors import ProvenanceError
 from xdn.provenance import (
+    EnvelopeInfo,
+    LeafRanges,
     RefusalFacts,
+    SignatureInfo,
     graph_type,
     read_content,
     read_envelope,
@@ -28,10 +27,9 @@ from xdn.rdf import format_quad, parse_line
 __all__ = [
     "DESCRIPTION_FIELDS",
     "DESCRIPTION_TYPE",
+    "LEAVES_TYPE",
     "PATH_TYPE",
-    "check_certificate",
     "describe_graph",
-    "judge_signature",
     "parse_row",
     "walk_paths",
 ]
@@ -54,6 +52,11 @@ def parse_row(value: str) -> dict[str, str | None] | None:
     return {"line": format_quad(quad), "graph": quad.g.value, "error": None}
 
 
+#: Spark type of a set of manifest leaves: half-open ``[start, end)`` runs, sorted and merged
+#: (:class:`xdn.provenance.LeafRanges`).
+LEAVES_TYPE = "array<struct<start:bigint,end:bigint>>"
+_LONG_MAX = 2**63 - 1
+
 #: Spark type of each field :func:`describe_graph` returns (the UDF's struct, in order).
 DESCRIPTION_FIELDS = (
     ("kind", "string"),
@@ -61,6 +64,8 @@ DESCRIPTION_FIELDS = (
     ("signed_graph", "string"),
     ("signer", "string"),
     ("value", "string"),
+    ("certificate", "binary"),
+    ("batch", "struct<index:int,size:int,path:array<binary>>"),
     ("message", "string"),
     ("number", "int"),
     ("env_kind", "string"),
@@ -71,7 +76,8 @@ DESCRIPTION_FIELDS = (
     ("remote_message", "string"),
     ("content", "array<string>"),
     ("document_id", "string"),
-    ("fragments", "array<string>"),
+    ("leaves", LEAVES_TYPE),
+    ("leaf_count", "bigint"),
     ("references", "array<struct<signature_graph:string,signed_graph:string,value:string>>"),
     ("node_uri", "string"),
     ("cert_pem", "string"),
@@ -104,31 +110,9 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
     row = _blank(kind)
     try:
         if kind == "signature":
-            sig = read_signature(name, quads)
-            row |= {"signed_graph": sig.signed_graph, "signer": sig.signer, "value": sig.value}
+            row |= _signature(read_signature(name, quads))
         elif kind == "envelope":
-            env = read_envelope(name, quads)
-            row |= {
-                "message": env.message,
-                "number": env.number,
-                "env_kind": env.kind,
-                "sender": env.sender,
-                "recipient": env.recipient,
-                "timestamp_ms": env.timestamp_ms,
-                "contains": env.contains,
-                "remote_message": env.remote_message,
-                "content": list(env.content),
-                "document_id": env.document_id or None,  # none for a failure notice
-                "fragments": sorted(env.fragments),
-                "references": [
-                    {
-                        "signature_graph": r.signature_graph,
-                        "signed_graph": r.signed_graph,
-                        "value": r.value,
-                    }
-                    for r in env.references
-                ],
-            }
+            row |= _envelope(read_envelope(name, quads))
         elif kind == "node":
             node, pem = read_node_description(name, quads)
             row |= {"node_uri": node, "cert_pem": pem.decode("ascii")}
@@ -136,13 +120,55 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
             row["refusal"] = _refusal(read_refusal(name, quads))
         else:
             facts = read_content(name, quads)
-            row |= {
-                "document_id": facts.document_id,
-                "fragments": sorted(f.fragment_id for f in facts.fragments),
-            }
+            row |= {"document_id": facts.document_id, "leaf_count": facts.leaf_count}
     except ProvenanceError as exc:
         row["error"] = str(exc)
     return row
+
+
+def _signature(sig: SignatureInfo) -> dict[str, Any]:
+    batch = sig.batch
+    return {
+        "signed_graph": sig.signed_graph,
+        "signer": sig.signer,
+        "value": sig.value,
+        "certificate": sig.certificate,
+        "batch": None
+        if batch is None
+        else {"index": batch.index, "size": batch.size, "path": list(batch.path)},
+    }
+
+
+def _leaf_runs(leaves: LeafRanges) -> list[dict[str, int]]:
+    """``leaves`` as rows of :data:`LEAVES_TYPE`.
+
+    Raises:
+        ProvenanceError: a run ends beyond what a Spark ``bigint`` holds (no manifest has that
+            many leaves: a content graph's leaf count is an ``xsd:long``).
+    """
+    if leaves.runs[-1][1] > _LONG_MAX:
+        raise ProvenanceError(f"leaf ranges {leaves} reach beyond any manifest")
+    return [{"start": start, "end": end} for start, end in leaves.runs]
+
+
+def _envelope(env: EnvelopeInfo) -> dict[str, Any]:
+    return {
+        "message": env.message,
+        "number": env.number,
+        "env_kind": env.kind,
+        "sender": env.sender,
+        "recipient": env.recipient,
+        "timestamp_ms": env.timestamp_ms,
+        "contains": env.contains,
+        "remote_message": env.remote_message,
+        "content": list(env.content),
+        "document_id": env.document_id or None,  # none for a failure notice
+        "leaves": None if env.leaves is None else _leaf_runs(env.leaves),
+        "references": [
+            {"signature_graph": r.signature_graph, "signed_graph": r.signed_graph, "value": r.value}
+            for r in env.references
+        ],
+    }
 
 
 def _refusal(facts: RefusalFacts) -> dict[str, Any]:
@@ -161,94 +187,10 @@ def _refusal(facts: RefusalFacts) -> dict[str, Any]:
     }
 
 
-def check_certificate(node: str, cert_pem: str, ca_pem: bytes, at: datetime) -> str | None:
-    """Why ``cert_pem`` cannot vouch for ``node`` (``None`` when it can).
-
-    The certificate must chain to the CA, be valid at ``at`` and carry ``node`` as its URI.
-    """
-    try:
-        credential = certs.verify_certificate(cert_pem.encode("ascii"), ca_pem, at=at)
-    except (CertificateError, UsageError, ValueError) as exc:
-        return str(exc)
-    if credential.uri != node:
-        return f"certificate is for <{credential.uri}>, not <{node}>"
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _key(pem: str) -> crypto.PublicKey | None:
-    """The public key of a certificate, cached per worker process."""
-    try:
-        return certs.public_key_of(pem.encode("ascii"))
-    except (CertificateError, UsageError, ValueError):
-        return None
-
-
-def _verifies(pem: str, signature: bytes, data: bytes) -> bool:
-    key = _key(pem)
-    if key is None:
-        return False
-    try:
-        crypto.verify(key, signature, data)
-    except SignatureError:
-        return False
-    return True
-
-
-def judge_signature(
-    signed_graph: str,
-    signer: str,
-    value: str,
-    lines: Sequence[str] | None,
-    node_certs: Sequence[Mapping[str, Any]] | None,
-) -> dict[str, Any]:
-    """Verify one signature graph against the canonical form of the graph it signs.
-
-    Args:
-        signed_graph / signer / value: what the signature graph says.
-        lines: the signed graph's canonical N-Quads lines (``None``: the graph is in no log).
-        node_certs: the signer's certificates (``cert_pem``, ``problem``: why the CA does not
-            vouch for it, or ``None``).
-
-    Returns:
-        ``{"verified": bool, "reason": str | None}``. A signature that only a certificate the CA
-        does not vouch for explains is a *forged signer*.
-    """
-    reason = _judge(signed_graph, signer, value, lines, node_certs or [])
-    return {"verified": reason is None, "reason": reason}
-
-
-def _judge(
-    signed_graph: str,
-    signer: str,
-    value: str,
-    lines: Sequence[str] | None,
-    node_certs: Sequence[Mapping[str, Any]],
-) -> str | None:
-    if lines is None:
-        return f"signed graph <{signed_graph}> is in no log"
-    if not node_certs:
-        return f"unknown signer <{signer}>: no node description in any log"
-    try:
-        signature = base64.b64decode(value, validate=True)
-    except ValueError:
-        return "signature value is not base64"
-    data = "".join(line + "\n" for line in sorted(set(lines))).encode("utf-8")
-    trusted = [c["cert_pem"] for c in node_certs if c["problem"] is None]
-    if any(_verifies(pem, signature, data) for pem in trusted):
-        return None
-    untrusted = [c for c in node_certs if c["problem"] is not None]
-    if untrusted and (
-        not trusted or any(_verifies(c["cert_pem"], signature, data) for c in untrusted)
-    ):
-        return f"forged signer: {untrusted[0]['problem']}"
-    return "signature does not verify"
-
-
 #: Spark type of what :func:`walk_paths` returns.
 PATH_TYPE = (
     "array<struct<leaf:string,nodes:array<string>,envelopes:array<string>,"
-    "timestamps_ms:array<bigint>,fragments:array<string>,receipt:boolean,subscriber:string,"
+    f"timestamps_ms:array<bigint>,leaves:{LEAVES_TYPE},receipt:boolean,subscriber:string,"
     "missing_envelope:string,chain_ok:boolean>>"
 )
 
@@ -258,12 +200,13 @@ def walk_paths(hops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     Args:
         hops: the document's envelopes (``envelope``, ``parent``, ``node``, ``kind``,
-            ``timestamp_ms``, ``hop_ok``, ``fragments``).
+            ``timestamp_ms``, ``hop_ok``, ``leaves``: the manifest leaves it carries).
 
     Returns:
-        one dict per leaf (an envelope nothing contains): the path root → leaf, whether it ends
-        in a receipt, the first envelope it names but nobody logged, and whether every hop is
-        sound and the path reaches a publication.
+        one dict per leaf of the tree (an envelope nothing contains): the path root → leaf, the
+        manifest leaves the leaf envelope carries, whether it ends in a receipt, the first
+        envelope it names but nobody logged, and whether every hop is sound and the path
+        reaches a publication.
     """
     by_name = {h["envelope"]: h for h in hops}
     parents = {h["parent"] for h in hops if h["parent"] is not None}
@@ -282,7 +225,7 @@ def walk_paths(hops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "nodes": [h["node"] for h in path],
                 "envelopes": [h["envelope"] for h in path],
                 "timestamps_ms": [h["timestamp_ms"] for h in path],
-                "fragments": list(by_name[leaf]["fragments"]),
+                "leaves": list(by_name[leaf]["leaves"] or []),
                 "receipt": receipt,
                 "subscriber": by_name[leaf]["node"] if receipt else None,
                 "missing_envelope": name,

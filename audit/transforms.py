@@ -14,13 +14,19 @@ together and checks each link.
    :func:`node_certificates` and :func:`graph_failures` select from that.
 4. :func:`verify_nodes` — each node certificate checked against the CA (role-agnostic).
 5. :func:`verify_signatures` — every signature graph against the canonical form of the graph it
-   signs, with its signer's certified key, in parallel (a Python UDF → ``xdn.crypto``).
-   A signature that only an uncertified key explains is a *forged signer*.
+   signs, with its signer's certified key, in parallel (Python UDFs → :mod:`audit.verify`).
+   A batch signature (one value over the Merkle root of many graphs) is checked once per
+   (signer, root, value): each graph's root is rebuilt from its inclusion path first. A
+   signature that only an uncertified key explains is a *forged signer*; a signature graph
+   carrying another certificate than its signer logged is flagged too.
 6. :func:`check_chains` — one row per envelope: its contained envelope exists, the reference
    value equals that envelope's signature value, it was added by the node the contained envelope
-   was addressed to, it carries a subset of the fragments — and whether the hop is sound.
+   was addressed to, the manifest leaves it carries are among those of what it wraps (each of
+   its runs inside one run of the parent's: a higher-order SQL function, no UDF) — and whether
+   the hop is sound. A content graph carries the leaves ``[0, leaf count)``.
 7. :func:`reconstruct_paths` — from every leaf envelope back to the publication: the path of
-   each fragment publisher → disseminators → subscriber receipt (one walk per document).
+   each message publisher → disseminators → subscriber receipt, with the manifest leaves it
+   delivers and how many (one walk per document).
 8. :func:`hop_latency`, :func:`fan_out`, :func:`failures` — what the report shows.
 9. :mod:`audit.refusals` — the failure notices parties signed when they refused something
    (issue #13). Notices are messages of their own, not part of any chain; their signatures
@@ -37,6 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from audit import rows as R
+from audit import verify as V
 
 _S = T.StringType()
 PARSED = T.StructType([T.StructField(n, _S) for n in ("line", "graph", "error")])
@@ -75,9 +82,9 @@ def _sound(described: DataFrame, kind: str) -> DataFrame:
 
 
 def signatures(described: DataFrame) -> DataFrame:
-    """→ ``(sig_graph, signed_graph, signer, value)``."""
+    """→ ``(sig_graph, signed_graph, signer, value, certificate, batch)``."""
     return _sound(described, "signature").select(
-        F.col("graph").alias("sig_graph"), "signed_graph", "signer", "value"
+        F.col("graph").alias("sig_graph"), "signed_graph", "signer", "value", "certificate", "batch"
     )
 
 
@@ -97,14 +104,17 @@ def envelopes(described: DataFrame) -> DataFrame:
         "remote_message",
         "content",
         "document_id",
-        "fragments",
+        "leaves",
         "references",
     )
 
 
 def contents(described: DataFrame) -> DataFrame:
-    """→ ``(graph, document_id, fragments)`` of each content graph."""
-    return _sound(described, "content").select("graph", "document_id", "fragments")
+    """→ ``(graph, document_id, leaves)`` of each content graph: all leaves of its manifest,
+    ``[0, leaf count)``."""
+    first = F.lit(0).cast("bigint").alias("start")
+    every = F.array(F.struct(first, F.col("leaf_count").alias("end")))
+    return _sound(described, "content").select("graph", "document_id", every.alias("leaves"))
 
 
 def node_certificates(described: DataFrame) -> DataFrame:
@@ -136,19 +146,27 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
 
 def verify_nodes(certificates: DataFrame, *, ca_pem: bytes, at: datetime) -> DataFrame:
     """→ ``(node, cert_pem, problem)``; ``problem`` is null when the CA vouches for the node."""
-    check = F.udf(lambda node, pem: R.check_certificate(node, pem, ca_pem, at), _S, useArrow=False)
+    check = F.udf(lambda node, pem: V.check_certificate(node, pem, ca_pem, at), _S, useArrow=False)
     return certificates.withColumn("problem", check("node", "cert_pem"))
 
 
 def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> DataFrame:
-    """Verify every signature graph in parallel (a Python UDF calling ``xdn.crypto.verify``).
+    """Verify every signature graph in parallel, each ECDSA signature once.
+
+    Per signature graph a Python UDF (:func:`audit.verify.signed_input`) finds the bytes its
+    value signs: the signed graph's canonical form, or a batch's root rebuilt from it and the
+    inclusion path. Signature graphs are then grouped by (signer, value, signed bytes), so that
+    all graphs of one batch fall in one group, and one UDF call per group
+    (:func:`audit.verify.judge_signature` → ``xdn.crypto.verify``) judges them all.
 
     Returns:
-        ``(sig_graph, signed_graph, node, value, verified, reason)``.
+        ``(sig_graph, signed_graph, node, value, batch_size, verified, reason)``;
+        ``batch_size`` is null for a plain signature.
     """
     keys = nodes.groupBy("node").agg(F.collect_list(F.struct("cert_pem", "problem")).alias("certs"))
-    judge = F.udf(R.judge_signature, VERDICT, useArrow=False)
-    return (
+    prepare = F.udf(V.signed_input, V.SIGNED_TYPE, useArrow=False)  # DDL: needs a session
+    judge = F.udf(V.judge_signature, VERDICT, useArrow=False)
+    each = (
         sigs.join(
             graphs.select(F.col("graph").alias("signed_graph"), "lines"), "signed_graph", "left"
         )
@@ -156,11 +174,32 @@ def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> D
         .select(
             "sig_graph",
             "signed_graph",
-            F.col("signer").alias("node"),
+            "signer",
             "value",
-            judge("signed_graph", "signer", "value", "lines", "certs").alias("v"),
+            "certs",
+            F.col("batch.size").alias("batch_size"),
+            prepare("signed_graph", "signer", "lines", "batch", "certificate", "certs").alias("p"),
         )
-        .select("sig_graph", "signed_graph", "node", "value", "v.verified", "v.reason")
+    )
+    row = F.struct("sig_graph", "signed_graph", "batch_size", "p.problem", "p.certificate_problem")
+    once = each.groupBy("signer", "value", F.col("p.signed").alias("signed")).agg(
+        F.first("certs").alias("certs"), F.collect_list(row).alias("graphs")
+    )
+    judged = once.select(
+        "signer",
+        "value",
+        judge("signer", "value", "signed", "certs").alias("v"),
+        F.explode("graphs").alias("g"),
+    )
+    reason = F.coalesce("g.problem", "v.reason", "g.certificate_problem")
+    return judged.select(
+        "g.sig_graph",
+        "g.signed_graph",
+        F.col("signer").alias("node"),
+        "value",
+        "g.batch_size",
+        reason.isNull().alias("verified"),
+        reason.alias("reason"),
     )
 
 
@@ -183,11 +222,24 @@ def _signed_items(envs: DataFrame, results: DataFrame, content: DataFrame) -> Da
     )
     items = envs.withColumnRenamed("envelope", "item").unionByName(
         content.select(
-            F.col("graph").alias("item"), "document_id", "fragments", F.lit("content").alias("kind")
+            F.col("graph").alias("item"), "document_id", "leaves", F.lit("content").alias("kind")
         ),
         allowMissingColumns=True,
     )
     return items.join(verdicts, "item", "left")
+
+
+def leaves_within(runs: str, parents: str) -> Column:
+    """Whether every leaf of ``runs`` is among ``parents`` (both :data:`audit.rows.LEAVES_TYPE`).
+
+    Runs are merged (no two touch), so a leaf set is a subset of another exactly when each of
+    its runs lies inside one run of the other; false when either is null.
+    """
+
+    def inside(run: Column) -> Column:
+        return F.exists(parents, lambda p: (p["start"] <= run["start"]) & (run["end"] <= p["end"]))
+
+    return F.coalesce(F.forall(runs, inside), F.lit(False))
 
 
 def _link_problem(publication: Column, found: Column) -> Column:
@@ -245,9 +297,12 @@ def _link_problem(publication: Column, found: Column) -> Column:
         ),
         (F.col("up_kind") == "receipt", F.lit("relays a receipt")),
         (
-            (F.col("document_id") != F.col("up_document_id"))
-            | (F.size(F.array_except("fragments", "up_fragments")) > 0),
-            F.lit("carries a document or fragments that what it wraps does not"),
+            F.col("document_id") != F.col("up_document_id"),
+            F.lit("carries another document than what it wraps"),
+        ),
+        (
+            ~leaves_within("leaves", "up_leaves"),
+            F.lit("carries manifest leaves that what it wraps does not"),
         ),
     )
 
@@ -269,7 +324,7 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
                 "kind",
                 "recipient",
                 "document_id",
-                "fragments",
+                "leaves",
                 "sig_graph",
                 "sig_value",
                 "signature_ok",
@@ -290,7 +345,7 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
         "recipient",
         "timestamp_ms",
         "document_id",
-        "fragments",
+        "leaves",
         F.coalesce("signature_ok", F.lit(False)).alias("signature_ok"),
         content_ok.alias("content_ok"),
         _link_problem(publication, F.col("up_item").isNotNull()).alias("link_problem"),
@@ -310,17 +365,23 @@ def reconstruct_paths(chains: DataFrame) -> DataFrame:
         chains: the output of :func:`check_chains`.
 
     Returns:
-        one row per (leaf, fragment): the nodes, envelopes and timestamps along the path, whether
-        it ends in a subscriber receipt, the first missing envelope, whether every hop is sound.
+        one row per leaf envelope: the nodes, envelopes and timestamps along the path, the
+        manifest leaves the leaf envelope carries (``leaves``, runs) and how many
+        (``fragments``), whether it ends in a subscriber receipt, the first missing envelope,
+        whether every hop is sound.
     """
     walk = F.udf(R.walk_paths, R.PATH_TYPE, useArrow=False)  # DDL: needs a session
-    hop = F.struct("envelope", "parent", "node", "kind", "timestamp_ms", "hop_ok", "fragments")
+    hop = F.struct("envelope", "parent", "node", "kind", "timestamp_ms", "hop_ok", "leaves")
     per_document = chains.groupBy("document_id").agg(F.collect_list(hop).alias("hops"))
     paths = per_document.select("document_id", F.explode(walk("hops")).alias("p"))
+    count = F.aggregate(
+        "p.leaves", F.lit(0).cast("bigint"), lambda total, run: total + run["end"] - run["start"]
+    )
     return paths.select(
         "p.leaf",
         "document_id",
-        F.explode("p.fragments").alias("fragment_id"),
+        "p.leaves",
+        count.alias("fragments"),
         "p.nodes",
         "p.envelopes",
         "p.timestamps_ms",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ from xdn import certs, crypto
 from xdn.errors import UsageError
 from xdn.provenance import (
     ContentFacts,
-    FragmentFact,
+    Hop,
+    LeafRanges,
     Message,
     ProvenanceLog,
     RefusalFacts,
@@ -29,7 +32,10 @@ from xdn.provenance import (
     originate,
     receipt,
     relay,
+    relay_many,
+    signing_input,
 )
+from xdn.rdf import Literal, Quad, canonicalise, parse_nquads
 
 pytestmark = pytest.mark.spark
 
@@ -48,28 +54,52 @@ class Node:
     def mid(self, document: str, hop: str) -> str:
         return f"{self.uri}msg/{document}/{hop}"
 
+    def hop(self, document: str, hop: str, to: Node, leaves: str) -> Hop:
+        return Hop(
+            message_uri=self.mid(document, hop),
+            recipient_uri=to.uri,
+            leaves=LeafRanges.parse(leaves),
+        )
 
-def _node(name: str, ca: tuple[bytes, bytes]) -> Node:
-    cert, key = certs.issue(
-        *ca, name=name, role="site", attributes={certs.BLOCK_FIELD: "WorkOrder"}, now=NOW
-    )
+
+def _node(name: str, ca: tuple[bytes, bytes], role: str = "site") -> Node:
+    block = {certs.BLOCK_FIELD: "WorkOrder"} if role == "site" else None
+    cert, key = certs.issue(*ca, name=name, role=role, attributes=block, now=NOW)
     uri = certs.node_uri(name)
     return Node(
-        signer=Signer(node_uri=uri, private_key=crypto.load_private_key_pem(key)), cert_pem=cert
+        signer=Signer(
+            node_uri=uri, private_key=crypto.load_private_key_pem(key), certificate=cert
+        ),
+        cert_pem=cert,
     )
 
 
-def _content(document: str, ids: str) -> ContentFacts:
+def _content(document: str, leaf_count: int) -> ContentFacts:
     return ContentFacts(
         document_id=document,
         publisher="ACME",
         manifest_root=b"\x07" * 32,
-        fragments=tuple(
-            FragmentFact(
-                fragment_id=f, concept=f"urn:c:{f}", ciphertext_sha256=crypto.sha256(f.encode())
-            )
-            for f in ids.split()
-        ),
+        leaf_count=leaf_count,
+    )
+
+
+def _claiming(message: Message, node: Node, leaves: str) -> bytes:
+    """The graphs ``node`` added to ``message``, its envelope rewritten to carry ``leaves`` and
+    signed again: a dishonest site signing what it claims (relay() refuses to build this)."""
+    quads = [
+        Quad(q.s, q.p, Literal(leaves), q.g) if q.p.value.endswith("#carriesLeaves") else q
+        for q in parse_nquads(message.latest_graphs_nquads())
+    ]
+    named = {q.g.value for q in quads if q.g is not None}
+    (envelope,) = (g for g in named if re.fullmatch(rf"{re.escape(message.uri)}#e[0-9]+", g))
+    signed = [q for q in quads if q.g is not None and q.g.value == envelope]
+    value = base64.b64encode(crypto.sign(node.signer.private_key, signing_input(signed)))
+    return canonicalise(
+        Quad(q.s, q.p, Literal(value.decode()), q.g)
+        if q.p.value.endswith("#hasSignatureValue") and q.g is not None
+        and q.g.value == envelope + "s"
+        else q
+        for q in quads
     )
 
 
@@ -77,58 +107,50 @@ def _content(document: str, ids: str) -> ContentFacts:
 class Network:
     ca_pem: bytes
     nodes: dict[str, Node]
-    clean: Path  # logs of doc1: pub → d1 ⇉ (d2 → s1, s2)
-    forged: Path  # clean + doc2 through a node whose certificate is not from the CA
+    clean: Path  # logs of doc1: pub → d1 ⇉ (d2 → s1, s2), d1's two hops signed as one batch
+    forged: Path  # clean + doc2 through a node whose certificate is not from the CA + doc3, doc4
+    tampered: dict[str, str]  # what is wrong in the forged logs: envelope graphs by name
 
 
-def _write_logs(root: Path, nodes: dict[str, Node], hops: list[tuple[str, Message]]) -> Path:
+def _write_logs(
+    root: Path, nodes: dict[str, Node], hops: list[tuple[str, Message | bytes]]
+) -> Path:
     for name, message in hops:
         node = nodes[name]
         with ProvenanceLog(
             root / name / "provenance.nq", node_uri=node.uri, cert_pem=node.cert_pem
         ) as log:
-            log.append(message)
+            if isinstance(message, Message):
+                log.append(message)
+            else:
+                log.append_raw(message)
     return root
 
 
-@pytest.fixture(scope="module")
-def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
-    ca = certs.create_ca("xdn test CA", now=NOW)
-    nodes = {n: _node(n, ca) for n in ("pub", "d1", "d2", "s1", "s2")}
-    nodes["d9"] = _node("d9", certs.create_ca("rogue CA", now=NOW))
-    n = nodes
+def _doc1(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
+    """doc1 (10 leaves): pub → d1 ⇉ (d2: 0-4 6-10 → s1; s2: 4-6), both receipted."""
     m1 = originate(
         n["pub"].signer,
         message_uri=n["pub"].mid("doc1", "1"),
         recipient_uri=n["d1"].uri,
-        content=_content("doc1", "f1 f2 f3"),
+        content=_content("doc1", 10),
         timestamp_ms=1_000,
     )
-    to_d2 = relay(
+    to_d2, to_s2 = relay_many(
         m1,
         n["d1"].signer,
-        message_uri=n["d1"].mid("doc1", "a"),
-        recipient_uri=n["d2"].uri,
-        fragment_ids={"f1", "f2"},
+        [n["d1"].hop("doc1", "a", n["d2"], "0-4 6-10"), n["d1"].hop("doc1", "b", n["s2"], "4-6")],
         timestamp_ms=1_010,
-    )
-    to_s2 = relay(
-        m1,
-        n["d1"].signer,
-        message_uri=n["d1"].mid("doc1", "b"),
-        recipient_uri=n["s2"].uri,
-        fragment_ids={"f3"},
-        timestamp_ms=1_012,
     )
     to_s1 = relay(
         to_d2,
         n["d2"].signer,
         message_uri=n["d2"].mid("doc1", "c"),
         recipient_uri=n["s1"].uri,
-        fragment_ids={"f1", "f2"},
+        leaves=LeafRanges.parse("0-4 6-10"),
         timestamp_ms=1_030,
     )
-    doc1 = [
+    return [
         ("pub", m1),
         ("d1", to_d2),
         ("d1", to_s2),
@@ -146,11 +168,15 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
             ),
         ),
     ]
+
+
+def _doc2(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
+    """doc2: pub → d1 → d9 (certified by a rogue CA) → s1."""
     m2 = originate(
         n["pub"].signer,
         message_uri=n["pub"].mid("doc2", "1"),
         recipient_uri=n["d1"].uri,
-        content=_content("doc2", "g1"),
+        content=_content("doc2", 1),
         timestamp_ms=2_000,
     )
     via_d9 = relay(
@@ -158,7 +184,7 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         n["d1"].signer,
         message_uri=n["d1"].mid("doc2", "a"),
         recipient_uri=n["d9"].uri,
-        fragment_ids={"g1"},
+        leaves=LeafRanges.parse("0-1"),
         timestamp_ms=2_010,
     )
     rogue = relay(
@@ -166,16 +192,99 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         n["d9"].signer,
         message_uri=n["d9"].mid("doc2", "b"),
         recipient_uri=n["s1"].uri,
-        fragment_ids={"g1"},
+        leaves=LeafRanges.parse("0-1"),
         timestamp_ms=2_020,
     )
-    doc2 = [("pub", m2), ("d1", via_d9), ("d9", rogue)]
+    return [("pub", m2), ("d1", via_d9), ("d9", rogue)]
+
+
+def _doc3(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
+    """doc3 (6 leaves): pub → d1 ⇉ batch of 3 (d2: 0-2, s2: 2-4, s1: 4-6); s2 receipts; d2
+    relays to s1 claiming 0-3 (re-signed: a leaf its parent's runs do not hold)."""
+    m3 = originate(
+        n["pub"].signer,
+        message_uri=n["pub"].mid("doc3", "1"),
+        recipient_uri=n["d1"].uri,
+        content=_content("doc3", 6),
+        timestamp_ms=3_000,
+    )
+    d1 = n["d1"]
+    to_d2, to_s2, to_s1 = relay_many(
+        m3,
+        d1.signer,
+        [
+            d1.hop("doc3", "a", n["d2"], "0-2"),
+            d1.hop("doc3", "b", n["s2"], "2-4"),
+            d1.hop("doc3", "c", n["s1"], "4-6"),
+        ],
+        timestamp_ms=3_010,
+    )
+    honest = relay(
+        to_d2,
+        n["d2"].signer,
+        message_uri=n["d2"].mid("doc3", "d"),
+        recipient_uri=n["s1"].uri,
+        leaves=LeafRanges.parse("0-2"),
+        timestamp_ms=3_020,
+    )
+    return [
+        ("pub", m3),
+        ("d1", to_d2),
+        ("d1", to_s2),
+        ("d1", to_s1),
+        ("d2", _claiming(honest, n["d2"], "0-3")),
+        (
+            "s2",
+            receipt(
+                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc3", "r"), timestamp_ms=3_030
+            ),
+        ),
+    ]
+
+
+def _doc4(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
+    """doc4: pub → d1 → s1, d1's signature graph carrying d2's certificate (signed by d1)."""
+    m4 = originate(
+        n["pub"].signer,
+        message_uri=n["pub"].mid("doc4", "1"),
+        recipient_uri=n["d1"].uri,
+        content=_content("doc4", 2),
+        timestamp_ms=4_000,
+    )
+    masked = Signer(
+        node_uri=n["d1"].uri, private_key=n["d1"].signer.private_key, certificate=n["d2"].cert_pem
+    )
+    to_s1 = relay(
+        m4,
+        masked,
+        message_uri=n["d1"].mid("doc4", "a"),
+        recipient_uri=n["s1"].uri,
+        leaves=LeafRanges.parse("0-2"),
+        timestamp_ms=4_010,
+    )
+    return [("pub", m4), ("d1", to_s1)]
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
+    ca = certs.create_ca("xdn test CA", now=NOW)
+    nodes = {n: _node(n, ca) for n in ("d1", "d2")}
+    nodes["pub"] = _node("pub", ca, "publisher")
+    nodes |= {n: _node(n, ca, "subscriber") for n in ("s1", "s2")}
+    nodes["d9"] = _node("d9", certs.create_ca("rogue CA", now=NOW))
+    d1, d2 = nodes["d1"], nodes["d2"]
     root = tmp_path_factory.mktemp("logs")
+    forged = _doc1(nodes) + _doc2(nodes) + _doc3(nodes) + _doc4(nodes)
     yield Network(
         ca_pem=ca[0],
         nodes=nodes,
-        clean=_write_logs(root / "clean", nodes, doc1),
-        forged=_write_logs(root / "forged", nodes, doc1 + doc2),
+        clean=_write_logs(root / "clean", nodes, _doc1(nodes)),
+        forged=_write_logs(root / "forged", nodes, forged),
+        tampered={
+            "leaves": d2.mid("doc3", "d") + "#e3",
+            "batch path": d1.mid("doc3", "c") + "#e2",
+            "certificate": d1.mid("doc4", "a") + "#e2",
+        },
     )
 
 
@@ -186,13 +295,24 @@ def test_clean_network_passes(spark: SparkSession, network: Network, tmp_path: P
     )
     assert summary.failures == () and summary.ok, summary.failures
     assert (summary.messages, summary.signatures_verified, summary.signatures_failed) == (6, 7, 0)
-    assert (summary.chains_ok, summary.chains_broken, summary.fragments_delivered) == (2, 0, 3)
-    assert len(lines) >= 4 and "6 messages" in lines[-1]
+    # delivered: s1 got leaves 0-4 6-10 (8), s2 got 4-6 (2)
+    assert (summary.chains_ok, summary.chains_broken, summary.fragments_delivered) == (2, 0, 10)
+    assert len(lines) >= 4 and "6 messages" in lines[-1] and "10 fragments" in lines[-1]
     uri = {k: v.uri for k, v in network.nodes.items()}
-    paths = spark.read.parquet(str(tmp_path / "paths")).where("fragment_id = 'f1'").collect()
-    assert [(p.nodes, p.subscriber, p.chain_ok) for p in paths] == [
-        ([uri["pub"], uri["d1"], uri["d2"], uri["s1"]], uri["s1"], True)
+    paths = spark.read.parquet(str(tmp_path / "paths")).where(f"subscriber = '{uri['s1']}'")
+    assert [(p.nodes, p.leaves, p.fragments, p.chain_ok) for p in paths.collect()] == [
+        (
+            [uri["pub"], uri["d1"], uri["d2"], uri["s1"]],
+            [Row(start=0, end=4), Row(start=6, end=10)],
+            8,
+            True,
+        )
     ]
+    signatures = spark.read.parquet(str(tmp_path / "signatures"))
+    batch = signatures.where("batch_size IS NOT NULL").collect()
+    assert sorted((s.node, s.batch_size, s.verified) for s in batch) == [(uri["d1"], 2, True)] * 2
+    chains = spark.read.parquet(str(tmp_path / "chains")).where(f"node = '{uri['s2']}'")
+    assert [c.leaves for c in chains.collect()] == [[Row(start=4, end=6)]]
     fan = {f.node: f.max_fan_out for f in summary.fan_out}
     assert fan[uri["d1"]] == 2 and fan[uri["d2"]] == 1
     latency = {(h.sender, h.receiver): h.mean_ms for h in summary.latencies}
@@ -213,7 +333,8 @@ class Attacked:
 def attacked(
     spark: SparkSession, network: Network, tmp_path_factory: pytest.TempPathFactory
 ) -> Attacked:
-    """One audit of the forged network after one quad of d1's log was altered as well."""
+    """One audit of the forged network after one quad of d1's log was altered (a batch-signed
+    envelope of doc1) and one hash of a batch inclusion path in d1's log flipped (doc3)."""
     root = tmp_path_factory.mktemp("attacked")
     shutil.copytree(network.forged, root / "logs")
     tampered = network.nodes["d1"].mid("doc1", "a") + "#e2"
@@ -221,35 +342,70 @@ def attacked(
     text = log.read_text()
     old = f'"1010"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
     assert text.count(old) == 1
-    log.write_text(text.replace(old, old.replace("1010", "1011")))
+    text = text.replace(old, old.replace("1010", "1011"))
+    graph = re.escape(network.tampered["batch path"] + "s")
+    path = re.compile(rf'(#batchPath> ")([0-9A-F])(.*" <{graph}> \.)')
+    assert len(path.findall(text)) == 1
+    text = path.sub(lambda m: m[1] + ("1" if m[2] == "0" else "0") + m[3], text)
+    log.write_text(text)
     summary = run_audit([str(root / "logs")], ca_pem=network.ca_pem, out_dir=root / "out", at=NOW)
     return Attacked(
         summary=summary, report=(root / "out" / "report.html").read_text(), tampered=tampered
     )
 
 
+def _failures(attacked: Attacked, document: str) -> list[tuple[str, str, str]]:
+    return [(f.graph, f.node, f.reason) for f in attacked.summary.failures if document in f.graph]
+
+
 def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
     attacked: Attacked, network: Network
 ) -> None:
-    doc1 = [f for f in attacked.summary.failures if "/doc1/" in f.graph]
-    assert [(f.graph, f.node) for f in doc1] == [(attacked.tampered, network.nodes["d1"].uri)]
-    assert "does not verify" in doc1[0].reason
-    # d1 → d2 → s1 breaks; d1 → s2 and everything else about doc1 still verifies
-    assert attacked.summary.fragments_delivered == 1 and not attacked.summary.ok
+    doc1 = _failures(attacked, "/doc1/")
+    assert [(graph, node) for graph, node, _ in doc1] == [
+        (attacked.tampered, network.nodes["d1"].uri)
+    ]
+    assert "does not verify" in doc1[0][2]
+    # d1 → d2 → s1 breaks; d1 → s2, signed in the same batch, still verifies (2 leaves), and
+    # so does d1 → s2 of doc3 (2 leaves)
+    assert attacked.summary.fragments_delivered == 4 and not attacked.summary.ok
 
 
 def test_log_signed_by_uncertified_key_is_a_forged_signer(
     attacked: Attacked, network: Network
 ) -> None:
     d9 = network.nodes["d9"]
-    doc2 = [f for f in attacked.summary.failures if "/doc2/" in f.graph]
-    assert [(f.graph, f.node) for f in doc2] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
-    assert doc2[0].reason.startswith("forged signer: ")
-    assert "not issued by the trusted CA" in doc2[0].reason
+    doc2 = _failures(attacked, "/doc2/")
+    assert [(graph, node) for graph, node, _ in doc2] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
+    assert doc2[0][2].startswith("forged signer: ")
+    assert "not issued by the trusted CA" in doc2[0][2]
     summary = attacked.summary
-    assert len(summary.failures) == 2 and summary.signatures_failed == 2
-    assert (summary.messages, summary.chains_ok, summary.chains_broken) == (9, 1, 2)
-    assert "forged signer" in attacked.report and "2 failure(s)" in attacked.report
+    assert len(summary.failures) == 5 and summary.signatures_failed == 4
+    assert (summary.messages, summary.chains_ok, summary.chains_broken) == (17, 2, 5)
+    assert "forged signer" in attacked.report and "5 failure(s)" in attacked.report
+
+
+def test_leaves_outside_the_parent_runs_and_a_tampered_batch_path_are_flagged(
+    attacked: Attacked, network: Network
+) -> None:
+    d1, d2 = network.nodes["d1"].uri, network.nodes["d2"].uri
+    assert _failures(attacked, "/doc3/") == [
+        (network.tampered["batch path"], d1, "signature does not verify"),
+        (network.tampered["leaves"], d2, "carries manifest leaves that what it wraps does not"),
+    ]
+
+
+def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
+    attacked: Attacked, network: Network
+) -> None:
+    d1 = network.nodes["d1"].uri
+    assert _failures(attacked, "/doc4/") == [
+        (
+            network.tampered["certificate"],
+            d1,
+            f"carries a signer certificate other than the one <{d1}> logged",
+        )
+    ]
 
 
 def test_parse_and_collect_graphs(spark: SparkSession) -> None:
@@ -287,35 +443,28 @@ def test_parse_and_collect_graphs(spark: SparkSession) -> None:
 
 
 def test_reconstruct_paths_reports_missing_hops(spark: SparkSession) -> None:
-    columns = [
-        "envelope",
-        "parent",
-        "node",
-        "kind",
-        "timestamp_ms",
-        "hop_ok",
-        "document_id",
-        "fragments",
-    ]
+    leaves = "array<struct<start:bigint,end:bigint>>"
     chains = spark.createDataFrame(
         [
-            ("e1", None, "pub", "publication", 0, True, "d", ["f", "g"]),
-            ("e2", "e1", "d1", "relay", 5, True, "d", ["f"]),
-            ("e3", "e2", "s1", "receipt", 9, True, "d", ["f"]),
-            ("x3", "gone", "s2", "receipt", 9, True, "d", ["g"]),
-            ("y1", None, "pub", "publication", 0, False, "other", ["h"]),
+            ("e1", None, "pub", "publication", 0, True, "d", [(0, 9)]),
+            ("e2", "e1", "d1", "relay", 5, True, "d", [(0, 2), (5, 7)]),
+            ("e3", "e2", "s1", "receipt", 9, True, "d", [(0, 2), (5, 7)]),
+            ("x3", "gone", "s2", "receipt", 9, True, "d", [(2, 5)]),
+            ("y1", None, "pub", "publication", 0, False, "other", [(0, 1)]),
         ],
-        columns,
+        "envelope string, parent string, node string, kind string, timestamp_ms bigint, "
+        f"hop_ok boolean, document_id string, leaves {leaves}",
     )
     paths = t.reconstruct_paths(chains).select(
-        "leaf", "fragment_id", "nodes", "subscriber", "missing_envelope", "chain_ok"
+        "leaf", "leaves", "fragments", "nodes", "subscriber", "missing_envelope", "chain_ok"
     )
     assertDataFrameEqual(
         paths,
         [
             Row(
                 leaf="e3",
-                fragment_id="f",
+                leaves=[Row(start=0, end=2), Row(start=5, end=7)],
+                fragments=4,
                 nodes=["pub", "d1", "s1"],
                 subscriber="s1",
                 missing_envelope=None,
@@ -323,7 +472,8 @@ def test_reconstruct_paths_reports_missing_hops(spark: SparkSession) -> None:
             ),
             Row(
                 leaf="x3",
-                fragment_id="g",
+                leaves=[Row(start=2, end=5)],
+                fragments=3,
                 nodes=["s2"],
                 subscriber="s2",
                 missing_envelope="gone",
@@ -331,7 +481,8 @@ def test_reconstruct_paths_reports_missing_hops(spark: SparkSession) -> None:
             ),
             Row(
                 leaf="y1",
-                fragment_id="h",
+                leaves=[Row(start=0, end=1)],
+                fragments=1,
                 nodes=["pub"],
                 subscriber=None,
                 missing_envelope=None,
@@ -339,6 +490,25 @@ def test_reconstruct_paths_reports_missing_hops(spark: SparkSession) -> None:
             ),
         ],
     )
+
+
+def test_leaves_within_is_an_exact_subset_test_over_merged_runs(spark: SparkSession) -> None:
+    leaves = "array<struct<start:bigint,end:bigint>>"
+    cases = spark.createDataFrame(
+        [
+            ("equal", [(0, 4), (6, 10)], [(0, 4), (6, 10)], True),
+            ("inside", [(1, 2), (7, 10)], [(0, 4), (6, 10)], True),
+            ("straddles the gap", [(3, 7)], [(0, 4), (6, 10)], False),
+            ("in the gap", [(4, 6)], [(0, 4), (6, 10)], False),
+            ("one run beyond", [(0, 4), (9, 11)], [(0, 4), (6, 10)], False),
+            ("parent unknown", [(0, 1)], None, False),
+        ],
+        f"case string, runs {leaves}, parents {leaves}, expected boolean",
+    )
+    got = cases.select("case", t.leaves_within("runs", "parents").alias("within"), "expected")
+    assert [(r.case, r.within) for r in got.collect()] == [
+        (r.case, r.expected) for r in cases.collect()
+    ]
 
 
 def test_unreadable_or_missing_logs_are_a_usage_error(
@@ -407,7 +577,7 @@ def test_refusals_are_counted_per_kind_and_site(refused: Refused, network: Netwo
     assert s.refusals_by_kind == (("crl", 1), ("document", 1), ("key", 1), ("unverified", 1))
     assert s.refusals_by_site == ((d1, 1), (d2, 2), ("unknown", 1))
     # notices are messages of their own: the chains are as in the clean network
-    assert (s.messages, s.chains_ok, s.chains_broken, s.fragments_delivered) == (6, 2, 0, 3)
+    assert (s.messages, s.chains_ok, s.chains_broken, s.fragments_delivered) == (6, 2, 0, 10)
     assert [(r.kind, r.what, r.verified) for r in s.refusals] == [
         ("document", "doc9 v2", True),
         ("key", "rekey of urn:c:f1, epoch 4", True),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import functools
+import ssl
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,57 +18,65 @@ from audit.report import (
 )
 from audit.rows import (
     DESCRIPTION_FIELDS,
-    check_certificate,
     describe_graph,
-    judge_signature,
     parse_row,
     walk_paths,
 )
 from xdn import certs
-from xdn.crypto import generate_private_key
+from xdn.crypto import generate_private_key, load_private_key_pem
 from xdn.provenance import (
     ContentFacts,
-    FragmentFact,
+    Hop,
+    LeafRanges,
     RefusalFacts,
     Signer,
     failure_notice,
     node_description,
     notice_uri,
     originate,
+    relay_many,
 )
 from xdn.rdf import canonical_lines, parse_nquads
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
+D1 = certs.node_uri("d1")
 
 
 @functools.cache
 def world() -> dict[str, Any]:
     ca = certs.create_ca("ca", now=NOW)
     cert, key = certs.issue(*ca, name="pub", role="publisher", now=NOW)
-    rogue_cert, _ = certs.issue(
-        *certs.create_ca("rogue", now=NOW), name="pub", role="publisher", now=NOW
+    d1_cert, d1_key = certs.issue(
+        *ca, name="d1", role="site", attributes={certs.BLOCK_FIELD: "B"}, now=NOW
     )
-    from xdn.crypto import load_private_key_pem
-
-    signer = Signer(node_uri=certs.node_uri("pub"), private_key=load_private_key_pem(key))
-    content = ContentFacts(
-        document_id="d",
-        publisher="P",
-        manifest_root=b"\x01",
-        fragments=(FragmentFact(fragment_id="f", concept="urn:c", ciphertext_sha256=b"\x00" * 32),),
+    signer = Signer(
+        node_uri=certs.node_uri("pub"), private_key=load_private_key_pem(key), certificate=cert
     )
+    site = Signer(node_uri=D1, private_key=load_private_key_pem(d1_key), certificate=d1_cert)
+    content = ContentFacts(document_id="d", publisher="P", manifest_root=b"\x01", leaf_count=3)
     message = originate(
         signer,
         message_uri=signer.node_uri + "msg/d/1",
-        recipient_uri="https://d1.xdn.example/",
+        recipient_uri=D1,
         content=content,
         timestamp_ms=7,
     )
-    return {"ca": ca[0], "cert": cert.decode(), "rogue": rogue_cert.decode(), "message": message}
+    hops = [
+        Hop(message_uri=f"{D1}msg/d/{n}", recipient_uri=f"https://s{n}.xdn.example/", leaves=r)
+        for n, r in ((1, LeafRanges(((0, 1),))), (2, LeafRanges(((1, 3),))))
+    ]
+    batch = relay_many(message, site, hops, timestamp_ms=9)
+    return {
+        "ca": ca[0],
+        "cert": cert.decode(),
+        "d1_cert": d1_cert.decode(),
+        "message": message,
+        "batch": batch,
+    }
 
 
-def graph_lines(name: str) -> list[str]:
-    message = world()["message"]
+def graph_lines(name: str, message: Any = None) -> list[str]:
+    message = message or world()["message"]
     return canonical_lines(q for q in message.quads if q.g is not None and q.g.value == name)
 
 
@@ -90,10 +98,14 @@ def test_describe_graph_reads_each_kind() -> None:
     sig = describe_graph(uri + "#e1s", graph_lines(uri + "#e1s"))
     assert set(sig) == {name for name, _ in DESCRIPTION_FIELDS}
     assert (sig["kind"], sig["signed_graph"], sig["error"]) == ("signature", uri + "#e1", None)
+    assert sig["certificate"] == ssl.PEM_cert_to_DER_cert(world()["cert"])
+    assert sig["batch"] is None
     env = describe_graph(uri + "#e1", graph_lines(uri + "#e1"))
-    assert (env["env_kind"], env["timestamp_ms"], env["fragments"]) == ("publication", 7, ["f"])
+    assert (env["env_kind"], env["timestamp_ms"]) == ("publication", 7)
+    assert env["leaves"] == [{"start": 0, "end": 3}] and env["leaf_count"] is None
     content = describe_graph(uri + "#c1", graph_lines(uri + "#c1"))
-    assert (content["kind"], content["document_id"]) == ("content", "d")
+    assert (content["kind"], content["document_id"], content["leaf_count"]) == ("content", "d", 3)
+    assert content["leaves"] is None
     node = describe_graph(
         "https://pub.xdn.example/#cert",
         canonical_lines(
@@ -105,37 +117,27 @@ def test_describe_graph_reads_each_kind() -> None:
     assert broken["kind"] == "envelope" and broken["error"].startswith(f"graph <{uri}#e1>")
 
 
-def test_check_certificate() -> None:
-    ca, cert, rogue = world()["ca"], world()["cert"], world()["rogue"]
-    assert check_certificate("https://pub.xdn.example/", cert, ca, NOW) is None
-    assert "not <https://d1" in str(check_certificate("https://d1.xdn.example/", cert, ca, NOW))
-    assert "not issued by the trusted CA" in str(
-        check_certificate("https://pub.xdn.example/", rogue, ca, NOW)
-    )
-    assert "not valid at" in str(
-        check_certificate("https://pub.xdn.example/", cert, ca, datetime(2030, 1, 1, tzinfo=UTC))
-    )
+def test_describe_graph_reads_batch_signatures_and_leaf_ranges() -> None:
+    first, second = world()["batch"]
+    sigs = [describe_graph(m.uri + "#e2s", graph_lines(m.uri + "#e2s", m)) for m in (first, second)]
+    assert [s["error"] for s in sigs] == [None, None]
+    assert sigs[0]["value"] == sigs[1]["value"]  # one signature over the batch root
+    assert [(s["batch"]["index"], s["batch"]["size"]) for s in sigs] == [(0, 2), (1, 2)]
+    assert all(len(s["batch"]["path"]) == 1 and len(s["batch"]["path"][0]) == 32 for s in sigs)
+    assert sigs[0]["certificate"] == ssl.PEM_cert_to_DER_cert(world()["d1_cert"])
+    env = describe_graph(second.uri + "#e2", graph_lines(second.uri + "#e2", second))
+    assert (env["env_kind"], env["leaves"]) == ("relay", [{"start": 1, "end": 3}])
 
 
-def test_judge_signature() -> None:
-    uri, cert, rogue = world()["message"].uri, world()["cert"], world()["rogue"]
-    lines = graph_lines(uri + "#e1")
-    value = describe_graph(uri + "#e1s", graph_lines(uri + "#e1s"))["value"]
-    signer = "https://pub.xdn.example/"
-    trusted = {"cert_pem": cert, "problem": None}
-    untrusted = {"cert_pem": rogue, "problem": "not from the CA"}
-
-    def judge(lines: list[str] | None, certs_: list[dict[str, Any]], v: str = value) -> Any:
-        return judge_signature(uri + "#e1", signer, v, lines, certs_)
-
-    assert judge(lines, [trusted]) == {"verified": True, "reason": None}
-    assert judge(lines, [untrusted, trusted])["verified"]
-    assert judge(lines[1:], [trusted])["reason"] == "signature does not verify"
-    assert judge(None, [trusted])["reason"].endswith("is in no log")
-    assert judge(lines, [])["reason"].startswith("unknown signer")
-    assert judge(lines, [untrusted])["reason"] == "forged signer: not from the CA"
-    assert judge(lines, [trusted], "%%%")["reason"] == "signature value is not base64"
-    assert judge(lines, [trusted], base64.b64encode(b"x").decode())["verified"] is False
+def test_leaf_ranges_beyond_a_spark_bigint_are_a_malformed_envelope() -> None:
+    uri = world()["message"].uri
+    lines = [
+        line.replace('"0-3"', f'"0-{2**63}"') if "carriesLeaves" in line else line
+        for line in graph_lines(uri + "#e1")
+    ]
+    assert lines != graph_lines(uri + "#e1")
+    env = describe_graph(uri + "#e1", lines)
+    assert env["kind"] == "envelope" and "reach beyond any manifest" in env["error"]
 
 
 def hop(envelope: str, parent: str | None, kind: str = "relay", ok: bool = True) -> dict[str, Any]:
@@ -146,7 +148,7 @@ def hop(envelope: str, parent: str | None, kind: str = "relay", ok: bool = True)
         "kind": kind,
         "timestamp_ms": 1,
         "hop_ok": ok,
-        "fragments": ["f"],
+        "leaves": [{"start": 0, "end": 2}],
     }
 
 
@@ -167,6 +169,7 @@ def test_walk_paths_handles_fan_out_gaps_and_cycles() -> None:
         "x": (["X"], "missing", False),
     }
     assert [p["subscriber"] for p in paths] == ["B", None, "X"]
+    assert paths[0]["leaves"] == [{"start": 0, "end": 2}]
     assert walk_paths([hop("u", "v"), hop("v", "u")]) == []  # a pure cycle has no leaf
     looped = walk_paths([hop("u", "v"), hop("v", "u"), hop("w", "u", "receipt")])
     assert looped[0]["leaf"] == "w" and looped[0]["chain_ok"] is False
@@ -228,8 +231,8 @@ def test_describe_graph_reads_a_failure_notice() -> None:
     }
     env = describe_graph(notice.uri + "#e1", lines(notice.uri + "#e1"))
     assert (env["env_kind"], env["sender"], env["recipient"]) == ("refusal", signer.node_uri, None)
-    assert (env["document_id"], env["fragments"], env["content"]) == (
-        None, [], [notice.uri + "#c1"],
+    assert (env["document_id"], env["leaves"], env["content"]) == (
+        None, None, [notice.uri + "#c1"],
     )
     unreasoned = [line for line in lines(notice.uri + "#c1") if "#reason>" not in line]
     broken = describe_graph(notice.uri + "#c1", unreasoned)
