@@ -106,10 +106,11 @@ class Planner:
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
         pairs = [self._checked(f, identity) for f in fragments]
-        message = provenance.Message.from_nquads(diss.provenance)
-        provenance.check_extendable(
-            message, document_id=manifest.document_id, fragment_ids=[i for i, _ in pairs]
-        )
+        message = _incoming(diss)
+        if message is not None:
+            provenance.check_extendable(
+                message, document_id=manifest.document_id, fragment_ids=[i for i, _ in pairs]
+            )
         concepts = frozenset(c for _, c in pairs)
         plan = DocumentPlan(
             identity=identity, fragments=len(pairs), concepts=concepts,
@@ -125,7 +126,8 @@ class Planner:
                 hop=f"{destination.kind}-{destination.name}",
             )
             plan.appends.append(append)
-            plan.graphs.append(graph)
+            if graph:  # (none with provenance switched off, for a benchmark)
+                plan.graphs.append(graph)
         return plan
 
     def retained(
@@ -136,14 +138,14 @@ class Planner:
         if not chosen:
             return None
         return self._relay(
-            provenance.Message.from_nquads(diss.provenance), diss.manifest,
+            _incoming(diss), diss.manifest,
             Destination("subscriber", subscriber), chosen, {f.fragment_id for f in chosen},
             hop=f"retained-{subscriber}-{self.now_ms()}",
         )
 
     def _relay(
         self,
-        message: provenance.Message,
+        message: provenance.Message | None,
         manifest: pb.Manifest,
         destination: Destination,
         fragments: Sequence[pb.Fragment],
@@ -152,7 +154,11 @@ class Planner:
         hop: str,
     ) -> tuple[Append, bytes]:
         """The delivery of ``fragments`` (with ids ``fragment_ids``) to ``destination``, and
-        its signed provenance hop."""
+        its signed provenance hop (none if ``message`` is: provenance switched off)."""
+        if message is None:
+            out = pb.Dissemination(manifest=manifest, fragments=fragments)
+            payload = pb.Delivery(dissemination=out).SerializeToString()
+            return Append(kind=destination.kind, name=destination.name, payload=payload), b""
         relayed = provenance.relay(
             message,
             self.signer,
@@ -179,3 +185,11 @@ class Planner:
                 f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
             )
         return fragment.fragment_id, fragment.concept
+
+
+def _incoming(diss: pb.Dissemination) -> provenance.Message | None:
+    """The provenance ``diss`` carries; ``None`` if it has none and provenance is switched off
+    (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing signed."""
+    if not diss.provenance and not provenance.enabled():
+        return None
+    return provenance.Message.from_nquads(diss.provenance)

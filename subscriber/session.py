@@ -633,26 +633,30 @@ class Session:
                 seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
                 crl=self.crl,
             )
-            received = provenance.Message.from_nquads(message.provenance)
-            receipt_uri = provenance.message_uri(
-                self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
-            )
-            provenance.check_extendable(
-                received, document_id=manifest.document_id,
-                fragment_ids=[f.fragment_id for f in message.fragments], message_uri=receipt_uri,
-            )
+            received = None  # stays so only with provenance switched off (a benchmark)
+            if message.provenance or provenance.enabled():
+                received = provenance.Message.from_nquads(message.provenance)
+                receipt_uri = provenance.message_uri(
+                    self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
+                )
+                provenance.check_extendable(
+                    received, document_id=manifest.document_id,
+                    fragment_ids=[f.fragment_id for f in message.fragments],
+                    message_uri=receipt_uri,
+                )
         except PeerError as exc:
             kind = "revoked" if isinstance(exc, RevokedError) else "document"
             self.refuse(kind, str(exc), manifest=manifest)
             self.keyring.set_applied(self.address, sequence)
             return b""
-        receipt = provenance.receipt(
+        receipt = None if received is None else provenance.receipt(
             received,
             self.signer,
             message_uri=receipt_uri,
             timestamp_ms=int(self.clock().timestamp() * 1000),
         )
-        self.log.append(receipt)
+        if receipt is not None:
+            self.log.append(receipt)
         self.inbox.write_view(
             publisher=view.publisher,
             document_id=view.document_id,
@@ -680,4 +684,4 @@ class Session:
         self.keyring.accept(record, address=self.address, sequence=sequence)
         self.inbox.record(record)
         self.report.accepted += 1
-        return receipt.latest_graphs_nquads()
+        return b"" if receipt is None else receipt.latest_graphs_nquads()

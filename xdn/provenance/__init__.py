@@ -59,11 +59,13 @@ from xdn.provenance._message import (
 from xdn.provenance._notice import failure_notice
 from xdn.provenance._refusal import read_refusal
 from xdn.provenance._shape import message_uri, notice_uri
+from xdn.provenance._switch import SWITCH, enabled
 from xdn.provenance._verify import verify_message
 
 __all__ = [
     "KEY_MESSAGE_KINDS",
     "REFUSAL_KINDS",
+    "SWITCH",
     "ContentFacts",
     "EnvelopeInfo",
     "FragmentFact",
@@ -74,6 +76,7 @@ __all__ = [
     "SignatureInfo",
     "Signer",
     "check_extendable",
+    "enabled",
     "failure_notice",
     "graph_type",
     "message_uri",
