@@ -7,24 +7,32 @@ refused as before, by the site and by the subscriber.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import pytest
 
+from deploy.network import LocalNetwork
 from disseminator.planning import Planner
 from disseminator.routing import Registration, RoutingTable
+from publisher.client import Publisher, PublisherSetup
 from subscriber.session import Session, SubscriberSetup
 from xdn import certs, crypto, provenance
 from xdn.errors import ProvenanceError
-from xdn.grpc_tls import TlsFiles
+from xdn.grpc_tls import TlsFiles, server_credentials
+from xdn.mapping import load_mapping
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
+from xdn.policy import load_signed_policy
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 PUBLISHER = "production-dept"
 GROUP_KEY = b"\x22" * 32  # the group key of the shared `document` fixture (conftest)
+SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
 Document = tuple[pb.Dissemination, dict[str, bytes]]
 
@@ -74,7 +82,7 @@ def _planner() -> Planner:
 
 
 def _relayed_provenance(payload: bytes) -> bytes:
-    return pb.Delivery.FromString(payload).dissemination.provenance
+    return bytes(pb.Delivery.FromString(payload).dissemination.provenance)
 
 
 def test_a_site_refuses_a_document_without_provenance_unless_switched_off(
@@ -165,3 +173,68 @@ def test_with_provenance_a_subscriber_signs_its_receipt(
         session.close()
     assert b"received" in receipt
     assert b"received" in (tmp_path / "carol.nq").read_bytes()
+
+
+class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
+    """A root site that keeps what the publisher sends."""
+
+    def __init__(self) -> None:
+        self.received: list[pb.Dissemination] = []
+
+    async def GetMembership(
+        self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Membership:
+        return pb.Membership(site="d1", standing=pb.SiteStanding(root=True, policy_version=1))
+
+    async def Publish(
+        self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PublishAck:
+        self.received.append(request.dissemination)
+        return pb.PublishAck(document_id=request.dissemination.manifest.document_id)
+
+
+async def _publish(net: LocalNetwork, state: Path) -> pb.Dissemination:
+    site = _RootSite()
+    server = grpc.aio.server()
+    pb_grpc.add_DisseminatorServicer_to_server(site, server)
+    port = server.add_secure_port(
+        "127.0.0.1:0", server_credentials(TlsFiles.from_dir(net.certs, "d1"))
+    )
+    await server.start()
+    tls = TlsFiles.from_dir(net.certs, PUBLISHER)
+    mapping = REPO_ROOT / "ontology" / "mappings" / f"{PUBLISHER}.toml"
+    setup = PublisherSetup(
+        name=PUBLISHER, tls=tls, ontology=ONTOLOGY, mapping=load_mapping(mapping, ONTOLOGY),
+        policy=load_signed_policy(
+            net.workdir / "policies" / f"{PUBLISHER}.toml", ONTOLOGY,
+            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER,
+        ),
+        state_dir=state, provenance_log=state / "provenance.nq", connect=f"127.0.0.1:{port}",
+    )
+    publisher = Publisher(setup)
+    try:
+        await publisher.publish(SAMPLE)
+    finally:
+        await publisher.close()
+        await server.stop(None)
+    (diss,) = site.received
+    return diss
+
+
+def test_a_publisher_sends_and_logs_provenance_unless_switched_off(
+    tmp_path: Path, switch: str
+) -> None:
+    net = LocalNetwork(tmp_path / "net")
+    net.workdir.mkdir(parents=True)
+    net.prepare()  # the PKI and the signed policy
+    diss = asyncio.run(_publish(net, tmp_path / "publisher"))
+    assert diss.fragments  # published either way
+    log = tmp_path / "publisher" / "provenance.nq"
+    logged = log.read_bytes() if log.exists() else b""
+    if switch == "on":
+        message = provenance.Message.from_nquads(diss.provenance)
+        assert f"/msg/{SAMPLE.stem}/" in message.uri
+        assert message.uri.encode() in logged
+    else:
+        assert diss.provenance == b""
+        assert b"/msg/" not in logged  # no message logged (a node description may be)
