@@ -115,7 +115,7 @@ class Planner:
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
         pairs = [self._checked(f, identity) for f in fragments]
-        message = self.verified(diss)
+        message = None if _switched_off(diss) else self.verified(diss)
         concepts = frozenset(c for _, c in pairs)
         plan = DocumentPlan(
             identity=identity, fragments=len(pairs), concepts=concepts,
@@ -130,7 +130,8 @@ class Planner:
             routes.append((destination, chosen, f"{destination.kind}-{destination.name}"))
         for append, graph in self._relay(message, manifest, routes):
             plan.appends.append(append)
-            plan.graphs.append(graph)
+            if graph:  # (none with provenance switched off, for a benchmark)
+                plan.graphs.append(graph)
         return plan
 
     def verified(self, diss: pb.Dissemination) -> provenance.Message:
@@ -171,17 +172,32 @@ class Planner:
             return None
         hop = f"retained-{subscriber}-{self.now_ms()}"
         routes = [(Destination("subscriber", subscriber), chosen, hop)]
-        message = provenance.Message.from_nquads(diss.provenance)
+        message = None if _switched_off(diss) else provenance.Message.from_nquads(diss.provenance)
         return self._relay(message, diss.manifest, routes)[0]
 
     def _relay(
         self,
-        message: provenance.Message,
+        message: provenance.Message | None,
         manifest: pb.Manifest,
         routes: Sequence[tuple[Destination, Sequence[pb.Fragment], str]],
     ) -> list[tuple[Append, bytes]]:
         """The delivery of each route's fragments to its destination, with its signed
-        provenance hop (the hop's graphs, for the log): all the hops signed as one batch."""
+        provenance hop (the hop's graphs, for the log): all the hops signed as one batch.
+        Without ``message`` (provenance switched off, a benchmark) nothing is signed."""
+        if message is None:
+            return [
+                (
+                    Append(
+                        kind=destination.kind,
+                        name=destination.name,
+                        payload=pb.Delivery(
+                            dissemination=pb.Dissemination(manifest=manifest, fragments=fragments)
+                        ).SerializeToString(),
+                    ),
+                    b"",
+                )
+                for destination, fragments, _ in routes
+            ]
         hops = [
             provenance.Hop(
                 message_uri=provenance.message_uri(
@@ -212,3 +228,10 @@ class Planner:
                 f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
             )
         return fragment.fragment_id, fragment.concept
+
+
+def _switched_off(diss: pb.Dissemination) -> bool:
+    """Whether ``diss`` comes without provenance because provenance is switched off
+    (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing signed.
+    With the switch on, empty provenance is refused like any malformed chain."""
+    return not diss.provenance and not provenance.enabled()

@@ -148,7 +148,7 @@ class _Prepared:
     version: int
     site: str
     dissemination: pb.Dissemination
-    message: provenance.Message
+    message: provenance.Message | None  # None: provenance switched off (a benchmark)
     fragments: int
     concepts: frozenset[str]
     rekeyed: frozenset[str]
@@ -431,7 +431,7 @@ class Publisher:
         )
         node = self._signer.node_uri
         previous = provenance.message_uri(node, document_id, f"v{version - 1}")
-        message = provenance.originate(
+        message = None if not provenance.enabled() else provenance.originate(
             self._signer,
             message_uri=provenance.message_uri(node, document_id, f"v{version}"),
             previous_message=previous if version > 1 else None,
@@ -447,7 +447,7 @@ class Publisher:
         dissemination = dissemination_to_pb(
             encoded.signed_manifest,
             [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
-            provenance=message.to_nquads(),
+            provenance=b"" if message is None else message.to_nquads(),
             publisher_certificate=setup.tls.cert_pem,
         )
         return _Prepared(
@@ -561,7 +561,8 @@ class Publisher:
         )
         if self._unsent.get(prepared.document_id) == prepared.version:
             del self._unsent[prepared.document_id]
-        self._log.append(prepared.message)
+        if prepared.message is not None:
+            self._log.append(prepared.message)
         return PublishResult(
             document_id=prepared.document_id,
             version=prepared.version,

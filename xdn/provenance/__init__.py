@@ -68,6 +68,7 @@ from xdn.provenance._message import (
 from xdn.provenance._notice import failure_notice
 from xdn.provenance._refusal import read_refusal
 from xdn.provenance._shape import message_uri, notice_uri
+from xdn.provenance._switch import enabled
 from xdn.provenance._verify import ChainVerifier, VerifiedChain, verify_message
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "Signer",
     "VerifiedChain",
     "check_extendable",
+    "enabled",
     "failure_notice",
     "graph_type",
     "message_uri",
