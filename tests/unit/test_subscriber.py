@@ -54,21 +54,17 @@ def dissemination(pki: dict[str, tuple[bytes, bytes]]) -> pb.Dissemination:
         signer=signer_key,
     )
     message = provenance.originate(
-        provenance.Signer(node_uri=certs.node_uri("production-dept"), private_key=signer_key),
+        provenance.Signer(
+            node_uri=certs.node_uri("production-dept"), private_key=signer_key,
+            certificate=cert_pem,
+        ),
         message_uri="https://production-dept.xdn.example/msg/order-1/v1",
         recipient_uri=certs.node_uri("alice"),
         content=provenance.ContentFacts(
             document_id="order-1",
             publisher="production-dept",
             manifest_root=encoded.manifest.root,
-            fragments=tuple(
-                provenance.FragmentFact(
-                    fragment_id=f.fragment_id,
-                    concept=f.concept,
-                    ciphertext_sha256=crypto.sha256(f.cipher_value),
-                )
-                for f in encoded.fragments
-            ),
+            leaf_count=encoded.manifest.leaf_count,
         ),
         timestamp_ms=1,
     )
