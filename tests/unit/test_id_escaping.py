@@ -92,7 +92,8 @@ def _relayed(pki: dict[str, tuple[bytes, bytes]], diss: pb.Dissemination) -> pb.
                       chains=provenance.ChainVerifier(pki["ca"][0]))
     plan = planner.document(diss)
     (append,) = plan.appends
-    return pb.Delivery.FromString(append.payload).dissemination
+    delivered: pb.Dissemination = pb.Delivery.FromString(append.payload).dissemination
+    return delivered
 
 
 @pytest.mark.parametrize("document_id", AWKWARD)

@@ -174,7 +174,7 @@ def test_a_notice_does_not_claim_a_document_chain() -> None:
     ],
 )
 def test_refusal_facts_are_checked(fields: dict[str, Any], match: str) -> None:
-    base = {
+    base: dict[str, Any] = {
         "kind": "document",
         "reason": "r",
         "publisher": "P",
@@ -198,7 +198,9 @@ def test_refusal_facts_are_checked(fields: dict[str, Any], match: str) -> None:
 def test_key_refusals_name_a_group_not_a_document(
     fields: dict[str, Any], error: type[Exception], match: str
 ) -> None:
-    base = {"kind": "key", "reason": "r", "key_message": "rekey", "concept": "c", "epoch": 1}
+    base: dict[str, Any] = {
+        "kind": "key", "reason": "r", "key_message": "rekey", "concept": "c", "epoch": 1
+    }
     with pytest.raises(error, match=match):
         RefusalFacts(**(base | fields))
 

@@ -184,7 +184,7 @@ def test_a_document_without_keys_is_held_then_opened_when_its_keys_are_granted(
         session.release_held(2)
         records = _records(tmp_path)
         assert [r["document"] for r in records] == ["order-1"]
-        assert set(records[0]["fragments"].values()) == set(concepts)  # type: ignore[union-attr]
+        assert set(records[0]["fragments"].values()) == set(concepts)  # type: ignore[attr-defined]
         assert session.keyring.held() == []
         # No group key was ever given: only this document's keys.
         assert session.keyring.get(PUBLISHER, concepts[0], 1) is None
@@ -237,7 +237,7 @@ def test_a_retained_document_may_lack_concepts_the_site_did_not_hold(
         assert session.on_dissemination(partial, sequence=1)
         (record,) = _records(tmp_path)
         assert record["missing"] == dropped
-        assert set(record["fragments"].values()) == set(kept)  # type: ignore[union-attr]
+        assert set(record["fragments"].values()) == set(kept)  # type: ignore[attr-defined]
     finally:
         session.close()
 

@@ -369,7 +369,7 @@ def test_setup_refuses_caps_that_hold_nothing(tmp_path: Path, pki: Pki) -> None:
     for bad in ({"max_held_documents": 0}, {"max_held_bytes": 0},
                 {"crl_grace": timedelta(seconds=-1)}):
         with pytest.raises(ValueError):
-            replace(base, **bad)  # type: ignore[arg-type]
+            replace(base, **bad)
 
 
 # ---- refusals reach the audit: signed failure notices in the provenance log -------------------
