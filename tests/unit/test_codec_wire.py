@@ -3,6 +3,7 @@ manifest leaves they carry."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from itertools import pairwise
 
 import pytest
@@ -67,7 +68,7 @@ def open_message(message: pb.Dissemination, concepts: object = None) -> View:
     )
 
 
-def only(message: pb.Dissemination, concepts: set[str]) -> pb.Dissemination:
+def only(message: pb.Dissemination, concepts: Collection[str]) -> pb.Dissemination:
     """What the disseminator does: copy the manifest, keep the fragments of some concepts."""
     return pb.Dissemination(
         manifest=message.manifest,
