@@ -1,10 +1,13 @@
 """Shared builders for the completeness tests: a PKI and documents 1-3 of a publisher's signed
-sequence (the production sample under three ids, every concept in each)."""
+sequence (the production sample under three ids, every concept in each), as site d2 relays
+them to subscriber alice."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from tests.unit.chain_fixtures import issue_site, relayed, signer_of, unwrapped
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, Sequencing, encode
 from xdn.mapping import load_mapping, map_document
@@ -16,20 +19,23 @@ from xdn.wireconv import dissemination_to_pb
 NOW = datetime.now(UTC)
 GROUP_KEY = b"\x22" * 32
 PUBLISHER = "production-dept"
+SITE = "d2"
 
 
 def make_pki() -> dict[str, tuple[bytes, bytes]]:
-    """A CA, the publisher and subscriber alice."""
+    """A CA, the publisher, site d2 and subscriber alice."""
     ca = certs.create_ca("test-ca", now=NOW)
     return {
         "ca": ca,
         PUBLISHER: certs.issue(*ca, name=PUBLISHER, role="publisher", now=NOW),
+        SITE: issue_site(ca, SITE, now=NOW),
         "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
     }
 
 
 def make_documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination]:
-    """Documents 1, 2, 3 of the publisher's sequence (the same sample, three ids)."""
+    """Documents 1, 2, 3 of the publisher's sequence (the same sample, three ids), each as
+    site d2 relays it whole to alice."""
     ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
     mapping = load_mapping(REPO_ROOT / "ontology" / "mappings" / f"{PUBLISHER}.toml", ontology)
     sample = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
@@ -37,7 +43,9 @@ def make_documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination
     concepts = {n.concept for n in mapped}
     cert_pem, key_pem = pki[PUBLISHER]
     key = crypto.load_private_key_pem(key_pem)
-    signer = provenance.Signer(node_uri=certs.node_uri(PUBLISHER), private_key=key)
+    signer = provenance.Signer(
+        node_uri=certs.node_uri(PUBLISHER), private_key=key, certificate=cert_pem
+    )
     out = []
     for n in (1, 2, 3):
         encoded = encode(
@@ -52,25 +60,29 @@ def make_documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination
         message = provenance.originate(
             signer,
             message_uri=f"https://{PUBLISHER}.xdn.example/msg/order-{n}/v1",
-            recipient_uri=certs.node_uri("alice"),
+            recipient_uri=certs.node_uri(SITE),
             content=provenance.ContentFacts(
                 document_id=f"order-{n}", publisher=PUBLISHER,
                 manifest_root=encoded.manifest.root,
-                fragments=tuple(
-                    provenance.FragmentFact(
-                        fragment_id=f.fragment_id, concept=f.concept,
-                        ciphertext_sha256=crypto.sha256(f.cipher_value),
-                    )
-                    for f in encoded.fragments
-                ),
+                leaf_count=encoded.manifest.leaf_count,
             ),
             timestamp_ms=n,
         )
-        out.append(
-            dissemination_to_pb(
-                encoded.signed_manifest,
-                [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
-                provenance=message.to_nquads(), publisher_certificate=cert_pem,
-            )
+        published = dissemination_to_pb(
+            encoded.signed_manifest,
+            [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
+            provenance=message.to_nquads(), publisher_certificate=cert_pem,
         )
+        out.append(relayed(published, signer_of(SITE, pki[SITE]), recipient="alice"))
     return out
+
+
+def restricted(
+    pki: dict[str, tuple[bytes, bytes]], document: pb.Dissemination, fragment_ids: Iterable[str]
+) -> pb.Dissemination:
+    """``document`` (one of :func:`make_documents`) as site d2 relays only ``fragment_ids`` of
+    it: the fragments restricted, d2's hop naming their leaves."""
+    return relayed(
+        unwrapped(document), signer_of(SITE, pki[SITE]), recipient="alice",
+        fragment_ids=fragment_ids,
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from subscriber.session import Session, SubscriberSetup
-from tests.unit.sequence_fixtures import PUBLISHER, make_documents, make_pki
+from tests.unit.sequence_fixtures import PUBLISHER, make_documents, make_pki, restricted
 from tests.unit.test_sequence_session import _checkpoint, _concepts
 from xdn import certs, crypto
 from xdn.certs import Credential
@@ -189,13 +189,13 @@ def _session(
     return session
 
 
-def _without(message: pb.Dissemination, concept: str) -> pb.Dissemination:
-    """What a site that drops ``concept`` delivers (its range proofs travel per concept)."""
-    out = pb.Dissemination()
-    out.CopyFrom(message)
-    del out.fragments[:]
-    out.fragments.extend(f for f in message.fragments if f.concept != concept)
-    return out
+def _without(
+    pki: dict[str, tuple[bytes, bytes]], message: pb.Dissemination, concept: str
+) -> pb.Dissemination:
+    """What a site that drops ``concept`` delivers (its range proofs travel per concept; its
+    signed hop names the leaves it forwards)."""
+    return restricted(pki, message, [f.fragment_id for f in message.fragments
+                                     if f.concept != concept])
 
 
 def test_a_site_dropping_a_granted_concept_and_its_grant_is_flagged(
@@ -205,11 +205,11 @@ def test_a_site_dropping_a_granted_concept_and_its_grant_is_flagged(
     dropped = concepts[0]
     session = _session(tmp_path, pki, [c for c in concepts if c != dropped])
     try:
-        assert session.on_dissemination(_without(documents[0], dropped), 1)
+        assert session.on_dissemination(_without(pki, documents[0], dropped), 1)
         assert session.report.withheld == 0, "before the entitlement: the site's word only"
         session.on_entitlement(_entitlement(pki, concepts), 2)
         assert session.report.withheld == 1  # the grants the site reports lack one
-        assert session.on_dissemination(_without(documents[1], dropped), 3)
+        assert session.on_dissemination(_without(pki, documents[1], dropped), 3)
         assert session.report.withheld == 2  # and so does the document
         gaps = [json.loads(line) for line in (tmp_path / "out" / "gaps.jsonl").open()]
         assert [(g["document"], g["concepts"]) for g in gaps] == [

@@ -44,8 +44,10 @@ def pki() -> dict[str, tuple[bytes, bytes]]:
 
 
 def _signer(pki: dict[str, tuple[bytes, bytes]], name: str) -> provenance.Signer:
+    cert_pem, key_pem = pki[name]
     return provenance.Signer(
-        node_uri=certs.node_uri(name), private_key=crypto.load_private_key_pem(pki[name][1])
+        node_uri=certs.node_uri(name), private_key=crypto.load_private_key_pem(key_pem),
+        certificate=cert_pem,
     )
 
 
@@ -67,11 +69,7 @@ def _published(pki: dict[str, tuple[bytes, bytes]], document_id: str) -> pb.Diss
         recipient_uri=certs.node_uri("d1"),
         content=provenance.ContentFacts(
             document_id=document_id, publisher=PUBLISHER, manifest_root=encoded.manifest.root,
-            fragments=tuple(
-                provenance.FragmentFact(fragment_id=f.fragment_id, concept=f.concept,
-                                        ciphertext_sha256=crypto.sha256(f.cipher_value))
-                for f in encoded.fragments
-            ),
+            leaf_count=encoded.manifest.leaf_count,
         ),
         timestamp_ms=1000,
     )
@@ -90,10 +88,12 @@ def _relayed(pki: dict[str, tuple[bytes, bytes]], diss: pb.Dissemination) -> pb.
         subscriber="alice", certificate=b"", grants={PUBLISHER: concepts}
     )
     planner = Planner(table=table, ontology=ONTOLOGY, signer=_signer(pki, "d1"),
-                      now_ms=lambda: 2000)
+                      now_ms=lambda: int(NOW.timestamp() * 1000),
+                      chains=provenance.ChainVerifier(pki["ca"][0]))
     plan = planner.document(diss)
     (append,) = plan.appends
-    return pb.Delivery.FromString(append.payload).dissemination
+    delivered: pb.Dissemination = pb.Delivery.FromString(append.payload).dissemination
+    return delivered
 
 
 @pytest.mark.parametrize("document_id", AWKWARD)
@@ -129,6 +129,8 @@ def test_an_awkward_id_is_relayed_received_and_its_chain_verifies(
     )
     public = {certs.node_uri(n): certs.public_key_of(pki[n][0]) for n in (PUBLISHER, "d1", "alice")}
     provenance.verify_message(receipt, public)
+    chain_of = provenance.ChainVerifier(pki["ca"][0]).verify(receipt, at=NOW)
+    assert [c.name for c in chain_of.signers] == [PUBLISHER, "d1", "alice"]
     assert f"/msg/{ids.segment(document_id)}/v1/subscriber-alice" in delivered.provenance.decode()
 
 

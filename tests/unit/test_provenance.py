@@ -14,7 +14,8 @@ from xdn import crypto, ids
 from xdn.errors import ProtocolError, ProvenanceError, SignatureError, UsageError
 from xdn.provenance import (
     ContentFacts,
-    FragmentFact,
+    Hop,
+    LeafRanges,
     Message,
     ProvenanceLog,
     Signer,
@@ -25,10 +26,11 @@ from xdn.provenance import (
     read_node_description,
     receipt,
     relay,
+    relay_many,
     verify_message,
 )
 from xdn.provenance import _vocab as v
-from xdn.provenance._message import shape_of
+from xdn.provenance._message import _Hop, _seal, shape_of
 from xdn.provenance._shape import extend
 from xdn.rdf import IRI, Literal, Quad, parse_nquads, serialise
 
@@ -51,16 +53,12 @@ def keys() -> dict[str, crypto.PublicKey]:
 
 
 CONTENT = ContentFacts(
-    document_id="order 7",
-    publisher="ACME",
-    manifest_root=bytes(range(32)),
-    fragments=(
-        FragmentFact(
-            fragment_id="f2", concept="https://onto.example/c#Price", ciphertext_sha256=b"\x02" * 32
-        ),
-        FragmentFact(fragment_id="f1", concept="Item", ciphertext_sha256=b"\x01" * 32),
-    ),
+    document_id="order 7", publisher="ACME", manifest_root=bytes(range(32)), leaf_count=10
 )
+ALL = LeafRanges(((0, 10),))
+SOME = LeafRanges(((0, 3), (5, 7)))  # what d2 forwards to s1: two runs of leaves
+FIRST = LeafRanges(((0, 3),))
+LAST = LeafRanges(((7, 10),))
 
 
 def mid(node: str, hop: str) -> str:
@@ -83,7 +81,7 @@ def chain() -> tuple[Message, Message, Message, Message]:
         s["d1"],
         message_uri=mid("d1", "a"),
         recipient_uri=uri("d2"),
-        fragment_ids={"f1", "f2"},
+        leaves=ALL,
         timestamp_ms=1_010,
     )
     m3 = relay(
@@ -91,7 +89,7 @@ def chain() -> tuple[Message, Message, Message, Message]:
         s["d2"],
         message_uri=mid("d2", "b"),
         recipient_uri=uri("s1"),
-        fragment_ids=["f1"],
+        leaves=SOME,
         timestamp_ms=1_025,
     )
     m4 = receipt(m3, s["s1"], message_uri=mid("s1", "r"), timestamp_ms=1_040)
@@ -139,14 +137,9 @@ def test_four_hop_chain_verifies_at_every_stage() -> None:
         verify_message(message, keys())
     m4 = full()
     assert m4.uri == mid("s1", "r")
-    assert m4.fragment_ids() == {"f1"}
-    assert chain()[1].fragment_ids() == {"f1", "f2"}
-    assert m4.content() == ContentFacts(
-        document_id=CONTENT.document_id,
-        publisher=CONTENT.publisher,
-        manifest_root=CONTENT.manifest_root,
-        fragments=tuple(sorted(CONTENT.fragments, key=lambda f: f.fragment_id)),
-    )
+    assert m4.leaves() == SOME  # a receipt names what its subscriber received
+    assert [m.leaves() for m in chain()[:3]] == [ALL, ALL, SOME]
+    assert m4.content() == CONTENT
     assert (m4.sender, m4.recipient, m4.document_id) == (uri("s1"), None, "order 7")
 
 
@@ -178,14 +171,95 @@ def test_a_hop_that_does_not_wrap_the_outermost_envelope_is_refused() -> None:
         extend(shape_of(m2), [q for q in added if q.g and q.g.value.endswith("#e3")])
 
 
-def test_malformed_fragment_table_names_its_line() -> None:
-    def change(quads: set[Quad]) -> None:
-        (table,) = [q for q in quads if q.p.value == XDN + "fragmentTable"]
-        quads.remove(table)
-        quads.add(Quad(table.s, table.p, Literal(table.o.value + "\nf3\tItem"), table.g))
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0-3 5-7 ",  # trailing space
+        "0-3  5-7",  # two spaces
+        "0-3,5-7",
+        "00-3 5-7",  # leading zero
+        "0-3 5-07",
+        "5-7 0-3",  # unsorted
+        "0-3 3-7",  # adjacent: one run, so one spelling
+        "0-5 3-7",  # overlapping
+        "3-3",  # empty run
+        "4-2",
+        "",
+        "-1-3",
+        "0x0-3",
+        "0-3\n5-7",
+        "\u0663-\u0665",  # non-ASCII (Arabic-Indic) digits
+    ],
+)
+def test_carried_leaves_in_a_non_canonical_spelling_are_refused_naming_the_envelope(
+    text: str,
+) -> None:
+    data = edit(chain()[2], replace_object("#e3", v.CARRIES_LEAVES.value, Literal(text)))
+    with pytest.raises(ProvenanceError, match=rf"graph <{mid('d2', 'b')}#e3>: xdn:carriesLeaves"):
+        Message.from_nquads(data)
 
-    with pytest.raises(ProvenanceError, match="fragment table line 3 is not"):
-        Message.from_nquads(edit(chain()[0], change))
+
+@pytest.mark.parametrize("term", [Literal("0-3 5-7", v.XSD_LONG), IRI("urn:x:leaves")])
+def test_carried_leaves_must_be_a_plain_literal(term: IRI | Literal) -> None:
+    data = edit(chain()[2], replace_object("#e3", v.CARRIES_LEAVES.value, term))
+    with pytest.raises(ProvenanceError, match=r"#e3>: .* needs <.*#string> literals for"):
+        Message.from_nquads(data)
+
+
+def test_an_envelope_must_name_its_leaves_exactly_once() -> None:
+    def drop(quads: set[Quad]) -> None:
+        quads -= {q for q in quads if q.p == v.CARRIES_LEAVES and q.g and q.g.value.endswith("#e3")}
+
+    def twice(quads: set[Quad]) -> None:
+        (old,) = [q for q in quads if q.p == v.CARRIES_LEAVES and q.g and q.g.value.endswith("#e3")]
+        quads.add(Quad(old.s, old.p, Literal("0-1"), old.g))
+
+    for change in (drop, twice):
+        with pytest.raises(ProvenanceError, match=r"#e3>: .*carriesLeaves"):
+            Message.from_nquads(edit(chain()[2], change))
+
+
+def test_a_hop_carrying_leaves_its_previous_hop_did_not_carry_is_refused() -> None:
+    """Even signed by its sender: d2's hop may only narrow what d1 forwarded."""
+    s, narrow = signers(), relay(
+        chain()[0], signers()["d1"], message_uri=mid("d1", "n"), recipient_uri=uri("d2"),
+        leaves=FIRST, timestamp_ms=1_010,
+    )
+    with pytest.raises(UsageError, match="subset"):
+        relay(narrow, s["d2"], message_uri=mid("d2", "n"), recipient_uri=uri("s1"),
+              leaves=SOME, timestamp_ms=1_020)
+    shape = shape_of(narrow)
+    outer = shape.outermost
+    sig = shape.signatures[outer.name]
+    hop = _Hop(  # what relay() refuses to build, built and signed by hand
+        message=mid("d2", "n"), number=3, kind=v.RELAY, sender=uri("d2"), recipient=uri("s1"),
+        timestamp_ms=1_020, document_id="order 7", leaves=SOME, contains=outer.name,
+        remote_message=outer.message,
+    )
+    sealed = _seal(s["d2"], hop, [(sig.name, outer.name, sig.value)])
+    with pytest.raises(ProvenanceError, match=r"#e3>: document or fragments differ"):
+        Message(quads=narrow.quads | frozenset(sealed))
+
+
+def test_a_publication_carrying_leaves_beyond_its_manifest_is_refused() -> None:
+    data = edit(chain()[0], replace_object("#e1", v.CARRIES_LEAVES.value, Literal("0-11")))
+    with pytest.raises(ProvenanceError, match=r"#e1>: carries a leaf beyond the 10"):
+        Message.from_nquads(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("0", "at least 1"),
+        ("-4", "at least 1"),
+        ("010", "malformed xsd:long"),
+        ("ten", "malformed xsd:long"),
+    ],
+)
+def test_a_malformed_leaf_count_is_refused_naming_the_content_graph(text: str, match: str) -> None:
+    data = edit(chain()[0], replace_object("#c1", v.LEAF_COUNT.value, Literal(text, v.XSD_LONG)))
+    with pytest.raises(ProvenanceError, match=rf"graph <{C1}>: .*{match}"):
+        Message.from_nquads(data)
 
 
 def test_latest_graphs_are_what_each_hop_added() -> None:
@@ -198,9 +272,34 @@ def test_latest_graphs_are_what_each_hop_added() -> None:
     assert set(parse_nquads(layers)) == set(m4.quads)
 
 
-def test_content_never_holds_plaintext_only_digests() -> None:
-    text = chain()[0].to_nquads().decode()
-    assert "0202020202020202" in text and "manifestRoot" in text
+def test_content_names_the_manifest_only_and_never_grows_with_the_document() -> None:
+    content = [q for q in chain()[0].quads if q.g == IRI(C1)]
+    assert {q.p for q in content} == {
+        v.RDF_TYPE, v.DOCUMENT_ID, v.PUBLISHER, v.MANIFEST_ROOT, v.LEAF_COUNT,
+    }
+    assert Literal(bytes(range(32)).hex().upper(), v.XSD_HEX) in {q.o for q in content}
+    huge = ContentFacts(document_id="order 7", publisher="ACME", manifest_root=bytes(range(32)),
+                        leaf_count=7_600)
+    big = originate(signers()["pub"], message_uri=mid("pub", "1"), recipient_uri=uri("d1"),
+                    content=huge, timestamp_ms=1_000)
+    assert len(big.quads) == len(chain()[0].quads)  # the same graphs, only numbers differ
+    assert len(big.to_nquads()) - len(chain()[0].to_nquads()) < 16
+
+
+def test_a_hop_names_its_leaves_in_space_that_grows_with_runs_not_leaves() -> None:
+    s = signers()
+    big = originate(s["pub"], message_uri=mid("pub", "1"), recipient_uri=uri("d1"),
+                    content=ContentFacts(document_id="order 7", publisher="ACME",
+                                         manifest_root=bytes(32), leaf_count=7_600),
+                    timestamp_ms=1)
+    runs = LeafRanges(((0, 120), (300, 7_600)))
+    hop = relay(big, s["d1"], message_uri=mid("d1", "big"), recipient_uri=uri("d2"),
+                leaves=runs, timestamp_ms=2)
+    (carried,) = [q.o for q in hop.quads if q.p == v.CARRIES_LEAVES
+                  and q.g and q.g.value.endswith("#e2")]
+    assert carried == Literal("0-120 300-7600")
+    assert hop.leaves().count == 7_420
+    verify_message(hop, keys())
 
 
 def test_fan_out_gives_distinct_verifiable_messages() -> None:
@@ -210,7 +309,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
         s["d1"],
         message_uri=mid("d1", "x"),
         recipient_uri=uri("d2"),
-        fragment_ids={"f1"},
+        leaves=FIRST,
         timestamp_ms=2,
     )
     to_s2 = relay(
@@ -218,7 +317,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
         s["d1"],
         message_uri=mid("d1", "y"),
         recipient_uri=uri("s2"),
-        fragment_ids={"f2"},
+        leaves=LAST,
         timestamp_ms=2,
     )
     assert to_d2.uri != to_s2.uri and to_d2.latest_graphs_nquads() != to_s2.latest_graphs_nquads()
@@ -239,7 +338,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["d1"],
                 message_uri=mid("d1", "z"),
                 recipient_uri=uri("d2"),
-                fragment_ids={"f9"},
+                leaves=LeafRanges(((9, 11),)),  # leaf 10 is beyond the manifest
                 timestamp_ms=1,
             ),
             UsageError,
@@ -251,7 +350,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["s1"],
                 message_uri=mid("s1", "z"),
                 recipient_uri=uri("d2"),
-                fragment_ids={"f2"},
+                leaves=LAST,  # s1 got SOME, not these
                 timestamp_ms=1,
             ),
             UsageError,
@@ -263,7 +362,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["d1"],
                 message_uri=mid("d2", "z"),
                 recipient_uri=uri("d2"),
-                fragment_ids={"f1"},
+                leaves=FIRST,
                 timestamp_ms=1,
             ),
             UsageError,
@@ -275,7 +374,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["d1"],
                 message_uri=mid("d1", "z#x"),
                 recipient_uri=uri("d2"),
-                fragment_ids={"f1"},
+                leaves=FIRST,
                 timestamp_ms=1,
             ),
             UsageError,
@@ -287,11 +386,11 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["d1"],
                 message_uri=mid("d1", "z"),
                 recipient_uri=uri("d2"),
-                fragment_ids="f1",
+                leaves="0-3",  # type: ignore[arg-type]
                 timestamp_ms=1,
             ),
             TypeError,
-            "collection",
+            "LeafRanges",
         ),
         (
             lambda: receipt(
@@ -313,7 +412,7 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
                 signers()["d1"],
                 message_uri=mid("d1", "a"),
                 recipient_uri=uri("d2"),
-                fragment_ids={"f1"},
+                leaves=FIRST,
                 timestamp_ms=1,
             ),
             UsageError,
@@ -334,9 +433,40 @@ def test_fan_out_gives_distinct_verifiable_messages() -> None:
             "end with",
         ),
         (
-            lambda: FragmentFact(fragment_id="f", concept="C", ciphertext_sha256=b"short"),
+            lambda: ContentFacts(document_id="d", publisher="P", manifest_root=b"r", leaf_count=0),
             ValueError,
-            "32 bytes",
+            "at least one leaf",
+        ),
+        (
+            lambda: ContentFacts(
+                document_id="d", publisher="P", manifest_root=b"r", leaf_count=True
+            ),
+            TypeError,
+            "leaf_count must be an int",
+        ),
+        (
+            lambda: ContentFacts(document_id="d", publisher="P", manifest_root=b"", leaf_count=1),
+            ValueError,
+            "manifest_root",
+        ),
+        (
+            lambda: relay_many(
+                chain()[0], signers()["d1"], [(mid("d1", "z"), uri("d2"), ALL)],  # type: ignore[list-item]
+                timestamp_ms=1,
+            ),
+            TypeError,
+            "Hop values",
+        ),
+        (
+            lambda: relay_many(
+                chain()[0],
+                signers()["d1"],
+                [Hop(message_uri=mid("d1", "z"), recipient_uri=uri(n), leaves=ALL)
+                 for n in ("d2", "s2")],
+                timestamp_ms=1,
+            ),
+            UsageError,
+            "used by two hops",
         ),
     ],
 )
@@ -357,18 +487,26 @@ E2 = mid("d1", "a") + "#e2"
 C1 = mid("pub", "1") + "#c1"
 
 
-def _alter_first_digest(quads: set[Quad]) -> None:
-    (table,) = [q for q in quads if q.p.value == XDN + "fragmentTable"]
-    first, *rest = table.o.value.split("\n")
-    fragment_id, concept, _ = first.split("\t")
-    altered = "\n".join([f"{fragment_id}\t{concept}\t{'AB' * 32}", *rest])
-    quads.remove(table)
-    quads.add(Quad(table.s, table.p, Literal(altered), table.g))
-
-
-def test_altered_content_quad_is_refused_naming_the_graph() -> None:
-    data = edit(full(), _alter_first_digest)
+@pytest.mark.parametrize(
+    ("predicate", "value"),
+    [
+        (v.MANIFEST_ROOT, Literal("AB" * 32, v.XSD_HEX)),  # another manifest
+        (v.LEAF_COUNT, Literal("11", v.XSD_LONG)),  # one leaf more
+        (v.PUBLISHER, Literal("EVIL")),
+    ],
+)
+def test_altered_content_quad_is_refused_naming_the_graph(predicate: IRI, value: Literal) -> None:
+    data = edit(full(), replace_object("#c1", predicate.value, value))
     with pytest.raises(SignatureError, match=rf"<{C1}s> does not verify graph <{C1}>"):
+        verify_bytes(data)
+
+
+def test_altered_carried_leaves_are_refused_naming_the_envelope() -> None:
+    """A site widens what an upstream hop says it forwarded (still within what came before)."""
+    e3 = mid("d2", "b") + "#e3"
+    data = edit(full(), replace_object("#e3", v.CARRIES_LEAVES.value, Literal("0-7")))
+    Message.from_nquads(data)  # well-formed: 0-7 lies within d1's hop, SOME within 0-7
+    with pytest.raises(SignatureError, match=rf"<{e3}s> does not verify graph <{e3}>"):
         verify_bytes(data)
 
 
@@ -439,7 +577,7 @@ def test_reordered_chain_is_refused() -> None:
         s["d2"],
         message_uri=mid("d2", "q"),
         recipient_uri=uri("d1"),
-        fragment_ids={"f1"},
+        leaves=FIRST,
         timestamp_ms=5,
     )
     wrong = relay(
@@ -447,7 +585,7 @@ def test_reordered_chain_is_refused() -> None:
         s["d1"],
         message_uri=mid("d1", "q"),
         recipient_uri=uri("s1"),
-        fragment_ids={"f1"},
+        leaves=FIRST,
         timestamp_ms=6,
     )
     with pytest.raises(ProvenanceError, match=r"condition 9: graph <.*d2.*#e2> was added by"):
@@ -462,7 +600,7 @@ def test_chain_cut_and_spliced_onto_another_message_is_refused() -> None:
         signers()["d1"],
         message_uri=mid("d1", "other"),
         recipient_uri=uri("d2"),
-        fragment_ids={"f1"},
+        leaves=FIRST,
         timestamp_ms=1,
     )
     with pytest.raises(ProvenanceError, match="condition"):
@@ -489,7 +627,7 @@ def test_forged_signer_uri_is_refused() -> None:
         rogue,
         message_uri=mid("d1", "f"),
         recipient_uri=uri("d2"),
-        fragment_ids={"f1"},
+        leaves=FIRST,
         timestamp_ms=1,
     )
     with pytest.raises(SignatureError, match=r"#e2s> does not verify graph <.*#e2> under the key"):
@@ -618,13 +756,12 @@ def test_message_uri_escapes_any_document_id_and_the_chain_verifies(document_id:
     s = signers()
     content = ContentFacts(
         document_id=document_id, publisher="ACME", manifest_root=b"\x05" * 32,
-        fragments=(FragmentFact(fragment_id=f"{document_id}#0", concept="Item",
-                                ciphertext_sha256=b"\x01" * 32),),
+        leaf_count=1,
     )
     m1 = originate(s["pub"], message_uri=message_uri(uri("pub"), document_id, "v1"),
                    recipient_uri=uri("d1"), content=content, timestamp_ms=1)
     m2 = relay(m1, s["d1"], message_uri=message_uri(uri("d1"), document_id, "v1", "link-d 2"),
-               recipient_uri=uri("s1"), fragment_ids={f"{document_id}#0"}, timestamp_ms=2)
+               recipient_uri=uri("s1"), leaves=LeafRanges(((0, 1),)), timestamp_ms=2)
     m3 = receipt(m2, s["s1"], message_uri=message_uri(uri("s1"), document_id, "v1", "received"),
                  timestamp_ms=3)
     verify_message(m3, keys())
@@ -651,21 +788,21 @@ def test_an_unescaped_message_uri_is_still_refused() -> None:
                   recipient_uri=uri("d1"), content=CONTENT, timestamp_ms=1)
 
 
-def test_a_peers_chain_is_extendable_only_for_its_document_fragments_and_unused_uri() -> None:
+def test_a_peers_chain_is_extendable_only_for_its_document_leaves_and_unused_uri() -> None:
     _, m2, m3, m4 = chain()
-    check_extendable(m3, document_id="order 7", fragment_ids=["f1"], message_uri=mid("s1", "r"))
+    check_extendable(m3, document_id="order 7", leaves=SOME, message_uri=mid("s1", "r"))
+    check_extendable(m2, document_id="order 7", leaves=LeafRanges.parse("0-10"))
     refused = [
-        (m3, "order 8", ["f1"], None, "about document 'order 7', not 'order 8'"),
-        (m4, "order 7", ["f1"], None, "ends in a receipt or a refusal"),
-        (m3, "order 7", ["f1", "f2"], None, "does not list 1 fragments carried"),
-        (m2, "order 7", ["f1", "f9"], None, "does not list 1 fragments carried"),
-        (m3, "order 7", ["f1"], mid("d1", "a"), "already uses the message URI"),
+        (m3, "order 8", SOME, None, "about document 'order 7', not 'order 8'"),
+        (m4, "order 7", SOME, None, "ends in a receipt or a refusal"),
+        (m3, "order 7", ALL, None, "carries leaves 0-3 5-7 of the manifest, but leaves 0-10"),
+        (m3, "order 7", FIRST, None, "but leaves 0-3 came"),  # fewer: the chain must be exact
+        (m2, "order 7", LeafRanges(((0, 11),)), None, "carries leaves 0-10"),
+        (m3, "order 7", SOME, mid("d1", "a"), "already uses the message URI"),
     ]
-    for message, document, fragments, hop_uri, match in refused:
+    for message, document, leaves, hop_uri, match in refused:
         with pytest.raises(ProtocolError, match=match):
-            check_extendable(
-                message, document_id=document, fragment_ids=fragments, message_uri=hop_uri
-            )
+            check_extendable(message, document_id=document, leaves=leaves, message_uri=hop_uri)
 
 
 def test_a_new_version_names_the_previous_versions_message() -> None:
@@ -679,7 +816,7 @@ def test_a_new_version_names_the_previous_versions_message() -> None:
     assert publication.previous_message == mid("pub", "v1")
     assert chain()[0] is not None and shape_of(chain()[0]).envelopes[0].previous_message is None
     relayed = relay(second, s["d1"], message_uri=mid("d1", "v2"), recipient_uri=uri("d2"),
-                    fragment_ids={"f1"}, timestamp_ms=2_010)
+                    leaves=FIRST, timestamp_ms=2_010)
     verify_message(relayed, keys())
 
 

@@ -15,7 +15,8 @@ from xdn.admin_cli._provenance import graph_at_fault
 from xdn.cli import main
 from xdn.provenance import (
     ContentFacts,
-    FragmentFact,
+    Hop,
+    LeafRanges,
     Message,
     ProvenanceLog,
     RefusalFacts,
@@ -27,6 +28,7 @@ from xdn.provenance import (
     originate,
     receipt,
     relay,
+    relay_many,
 )
 from xdn.rdf import Literal, Quad, serialise
 
@@ -45,6 +47,8 @@ class World:
     message: Message  # acme → d1 → d2 → alice (receipt)
     notice: Message  # alice refuses a document
     dir: Path
+    carried: Message  # acme → d1 (one hop of a batch of two) → alice, certificates carried
+    keys: dict[str, bytes]  # private keys (PEM) by node name
 
     def file(self, name: str, data: bytes) -> Path:
         path = self.dir / name
@@ -63,13 +67,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("provenance-cli")
     ca_cert, ca_key = certs.create_ca("xdn-ca", now=NOW)
     (root / "ca.pem").write_bytes(ca_cert)
-    pems, signers = {}, {}
+    pems, keys, signers = {}, {}, {}
     for name, role in NODES.items():
         attributes = {certs.BLOCK_FIELD: "Order"} if role == "site" else {}
         cert, key = certs.issue(
             ca_cert, ca_key, name=name, role=role, attributes=attributes, now=NOW
         )
-        pems[name] = cert
+        pems[name], keys[name] = cert, key
         signers[name] = Signer(
             node_uri=certs.node_uri(name), private_key=crypto.load_private_key_pem(key)
         )
@@ -77,10 +81,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         document_id="order 7",
         publisher="acme",
         manifest_root=bytes(range(32)),
-        fragments=(
-            FragmentFact(fragment_id="f1", concept="Item", ciphertext_sha256=b"\x01" * 32),
-            FragmentFact(fragment_id="f2", concept="Price", ciphertext_sha256=b"\x02" * 32),
-        ),
+        leaf_count=2,
     )
 
     def mid(node: str, hop: str) -> str:
@@ -98,7 +99,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         signers["d1"],
         message_uri=mid("d1", "a"),
         recipient_uri=certs.node_uri("d2"),
-        fragment_ids={"f1", "f2"},
+        leaves=LeafRanges(((0, 2),)),
         timestamp_ms=1_750_000_000_010,
     )
     m = relay(
@@ -106,7 +107,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         signers["d2"],
         message_uri=mid("d2", "b"),
         recipient_uri=certs.node_uri("alice"),
-        fragment_ids={"f1"},
+        leaves=LeafRanges(((0, 1),)),
         timestamp_ms=1_750_000_000_035,
     )
     m = receipt(m, signers["alice"], message_uri=mid("alice", "r"), timestamp_ms=1_750_000_000_042)
@@ -122,7 +123,32 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         ),
         timestamp_ms=1_750_000_001_000,
     )
-    return World(ca=root / "ca.pem", certs=pems, message=m, notice=notice, dir=root)
+    return World(ca=root / "ca.pem", certs=pems, message=m, notice=notice, dir=root,
+                 carried=_carried(content, pems, keys), keys=keys)
+
+
+def _carrying(name: str, pems: dict[str, bytes], keys: dict[str, bytes]) -> Signer:
+    return Signer(node_uri=certs.node_uri(name), private_key=crypto.load_private_key_pem(
+        keys[name]), certificate=pems[name])
+
+
+def _carried(content: ContentFacts, pems: dict[str, bytes], keys: dict[str, bytes]) -> Message:
+    """acme → d1 → alice, every signature graph carrying its signer's certificate; d1 signs
+    its hop to alice in one batch with a hop to d2."""
+    def mid(node: str, hop: str) -> str:
+        return message_uri(certs.node_uri(node), "order 7", hop)
+
+    m = originate(_carrying("acme", pems, keys), message_uri=mid("acme", "c"),
+                  recipient_uri=certs.node_uri("d1"), content=content,
+                  timestamp_ms=1_750_000_000_000)
+    to_alice, _ = relay_many(m, _carrying("d1", pems, keys), [
+        Hop(message_uri=mid("d1", "c-alice"), recipient_uri=certs.node_uri("alice"),
+            leaves=LeafRanges(((0, 1),))),
+        Hop(message_uri=mid("d1", "c-d2"), recipient_uri=certs.node_uri("d2"),
+            leaves=LeafRanges(((1, 2),))),
+    ], timestamp_ms=1_750_000_000_005)
+    return receipt(to_alice, _carrying("alice", pems, keys), message_uri=mid("alice", "c"),
+                   timestamp_ms=1_750_000_000_009)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -191,7 +217,8 @@ def test_show_prints_graphs_hops_signers_and_timing(
     assert code == 0
     assert f"message <{world.message.uri}>" in out
     assert "document 'order 7' of publisher 'acme'" in out
-    assert "fragments carried (1): f1" in out
+    assert "manifest root 000102" in out and "(2 leaves)" in out
+    assert "fragments carried (1): manifest leaves 0-1" in out
     assert "graphs (10):" in out
     assert "content    <https://acme.xdn.example/msg/order%207/1#c1>  (5 quads)" in out
     hops = re.findall(r"\d\. (\w+) +<https://(\w+)\.xdn\.example/>", out)
@@ -199,7 +226,7 @@ def test_show_prints_graphs_hops_signers_and_timing(
     assert "-> <https://d2.xdn.example/>" in out
     assert "at 2025-06-15T15:06:40.010+00:00, took 10 ms" in out
     assert "took 25 ms" in out and "took 7 ms" in out
-    assert "fragments (2): f1, f2" in out
+    assert "fragments (2): manifest leaves 0-2" in out
     assert "<https://d1.xdn.example/>  certificate CN=d1, role site" in out
     assert "<https://alice.xdn.example/>  certificate unknown" in out
 
@@ -313,3 +340,61 @@ def test_each_action_has_help(action: str, capsys: pytest.CaptureFixture[str]) -
         main(["provenance", action, "--help"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: xdn provenance {action}")
+
+
+# ------------------------------------------------------------ certificates the message carries
+
+
+def test_verify_with_only_the_ca_uses_the_carried_certificates(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = world.file("carried.nq", world.carried.to_nquads())
+    code, out, err = run(capsys, "verify", str(path), "--ca", str(world.ca), *AT)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"valid: <{world.carried.uri}>: 8 graphs, every signature verifies")
+    other_ca, _ = certs.create_ca("xdn-ca", now=NOW)  # same name, another key
+    code, _, err = run(capsys, "verify", str(path), "--ca", str(world.file("o.pem", other_ca)),
+                       *AT)
+    assert code == 2
+    assert err.startswith("xdn: refused: graph <https://acme.xdn.example/msg/order%207/c#c1s>")
+    assert "invalid CA signature" in err
+
+
+def test_show_names_carried_certificates_and_batch_signatures(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "show", str(world.file("c.nq", world.carried.to_nquads())))
+    assert code == 0
+    assert "<https://d1.xdn.example/>  certificate CN=d1, role site" in out
+    assert "<https://alice.xdn.example/>  certificate CN=alice, role subscriber" in out
+    assert "c-alice#e2 (batch)" in out
+    assert "fragments (1): manifest leaves 0-1" in out
+
+
+def test_verify_refuses_a_carried_chain_altered_after_signing(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = "https://d1.xdn.example/msg/order%207/c-alice#e2"
+    forged = _tampered(world.carried, "/c-alice#e2", "1750000000005", "1750000000006")
+    code, out, err = run(capsys, "verify", str(world.file("cf.nq", forged)), "--ca",
+                         str(world.ca), *AT)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"xdn: refused: graph <{graph}>: signature graph <{graph}s> does not")
+
+
+def test_verify_refuses_a_relay_signed_with_a_subscriber_certificate(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    content = world.carried.content()
+    alice = _carrying("alice", world.certs, world.keys)
+    m = originate(_carrying("acme", world.certs, world.keys),
+                  message_uri=message_uri(certs.node_uri("acme"), "order 7", "r"),
+                  recipient_uri=alice.node_uri, content=content, timestamp_ms=1_750_000_000_000)
+    m = relay(m, alice, message_uri=message_uri(alice.node_uri, "order 7", "r"),
+              recipient_uri=certs.node_uri("d2"), leaves=LeafRanges(((0, 2),)),
+              timestamp_ms=1_750_000_000_001)
+    code, _, err = run(capsys, "verify", str(world.file("role.nq", m.to_nquads())), "--ca",
+                       str(world.ca), *AT)
+    assert code == 2
+    assert err.startswith("xdn: refused: graph <https://alice.xdn.example/msg/order%207/r#e2>: "
+                          "a relay must be signed by a site")

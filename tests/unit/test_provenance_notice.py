@@ -14,7 +14,7 @@ from xdn.errors import ProvenanceError, SignatureError, UsageError
 from xdn.provenance import (
     REFUSAL_KINDS,
     ContentFacts,
-    FragmentFact,
+    LeafRanges,
     Message,
     ProvenanceLog,
     RefusalFacts,
@@ -100,7 +100,8 @@ def test_a_notice_verifies_and_round_trips(facts: RefusalFacts) -> None:
     verify_message(again, keys())
     assert again == message and again.refusal == facts
     assert (again.sender, again.recipient) == (signers()["s1"].node_uri, None)
-    assert again.fragment_ids() == frozenset()
+    with pytest.raises(UsageError, match="failure notice: it carries no document"):
+        again.leaves()
     assert again.uri == "https://s1.xdn.example/refusal/1767571200000-9f3c"
 
 
@@ -173,7 +174,7 @@ def test_a_notice_does_not_claim_a_document_chain() -> None:
     ],
 )
 def test_refusal_facts_are_checked(fields: dict[str, Any], match: str) -> None:
-    base = {
+    base: dict[str, Any] = {
         "kind": "document",
         "reason": "r",
         "publisher": "P",
@@ -197,7 +198,9 @@ def test_refusal_facts_are_checked(fields: dict[str, Any], match: str) -> None:
 def test_key_refusals_name_a_group_not_a_document(
     fields: dict[str, Any], error: type[Exception], match: str
 ) -> None:
-    base = {"kind": "key", "reason": "r", "key_message": "rekey", "concept": "c", "epoch": 1}
+    base: dict[str, Any] = {
+        "kind": "key", "reason": "r", "key_message": "rekey", "concept": "c", "epoch": 1
+    }
     with pytest.raises(error, match=match):
         RefusalFacts(**(base | fields))
 
@@ -237,7 +240,7 @@ def test_a_notice_is_final() -> None:
             s["d2"],
             message_uri=notice_uri(s["d2"].node_uri, "x"),
             recipient_uri=s["pub"].node_uri,
-            fragment_ids={"f1"},
+            leaves=LeafRanges(((0, 1),)),
             timestamp_ms=2,
         )
     with pytest.raises(UsageError, match="final"):
@@ -261,7 +264,7 @@ def test_an_envelope_wrapping_a_notice_is_refused() -> None:
         recipient=signers()["pub"].node_uri,
         timestamp_ms=2,
         document_id="x",
-        fragments={"f"},
+        leaves=LeafRanges(((0, 1),)),
         contains=outer.name,
         remote_message=outer.message,
     )
@@ -276,7 +279,7 @@ def test_a_publication_cannot_take_a_notice_for_its_content() -> None:
         document_id="d",
         publisher="P",
         manifest_root=b"\x01",
-        fragments=(FragmentFact(fragment_id="f", concept="c", ciphertext_sha256=b"\x00" * 32),),
+        leaf_count=1,
     )
     m = originate(
         pub,
@@ -314,7 +317,7 @@ def _set(graph: str, predicate: str, obj: IRI | Literal | None) -> Callable[[set
     ("change", "match"),
     [
         (_set("#e1", XDN + "documentId", Literal("order 7")), "carries no document"),
-        (_set("#e1", XDN + "carriesFragments", Literal("f1")), "carries no document"),
+        (_set("#e1", XDN + "carriesLeaves", Literal("0-1")), "carries no document"),
         (_set("#e1", MSG + "hasRecipient", IRI(SITE)), "must not name a recipient"),
         (_set("#e1", MSG + "hasContent", None), "hasContent"),
         (_set("#c1", XDN + "colour", Literal("red")), "unexpected property"),

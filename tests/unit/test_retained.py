@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from disseminator.store import Append, Retained, Store
 from publisher.keystore import KeyStore
 from subscriber.session import Session, SubscriberSetup
+from tests.unit.chain_fixtures import relayed, signer_of
 from xdn import certs, crypto
 from xdn.errors import DecryptError, ProtocolError
 from xdn.grpc_tls import TlsFiles
@@ -24,10 +25,11 @@ from xdn.lkh import (
     seal_document_keys,
 )
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import document_keys_to_pb, enrolment_to_pb, restrict_dissemination
+from xdn.wireconv import document_keys_to_pb, enrolment_to_pb
 
 NOW = datetime.now(UTC)
 PUBLISHER = "production-dept"
+SITE = "d1"  # the site of the shared ``pki`` fixture (conftest.py)
 GROUP_KEY = b"\x22" * 32
 MEMBER_KEY = crypto.generate_private_key()
 
@@ -182,7 +184,7 @@ def test_a_document_without_keys_is_held_then_opened_when_its_keys_are_granted(
         session.release_held(2)
         records = _records(tmp_path)
         assert [r["document"] for r in records] == ["order-1"]
-        assert set(records[0]["fragments"].values()) == set(concepts)  # type: ignore[union-attr]
+        assert set(records[0]["fragments"].values()) == set(concepts)  # type: ignore[attr-defined]
         assert session.keyring.held() == []
         # No group key was ever given: only this document's keys.
         assert session.keyring.get(PUBLISHER, concepts[0], 1) is None
@@ -212,34 +214,39 @@ def _keyed_session(
     return session
 
 
-def _partial(diss: pb.Dissemination) -> tuple[pb.Dissemination, list[str], list[str]]:
+def _partial(
+    pki: dict[str, tuple[bytes, bytes]], diss: pb.Dissemination
+) -> tuple[pb.Dissemination, list[str], list[str]]:
+    """What site d1 relays to carol when it holds only half the concepts of ``diss`` (as
+    the publisher sent it to d1): its hop names the leaves it forwards."""
     concepts = sorted({f.concept for f in diss.fragments})
     kept, dropped = concepts[: len(concepts) // 2], concepts[len(concepts) // 2 :]
     ids = [f.fragment_id for f in diss.fragments if f.concept in kept]
-    return restrict_dissemination(diss, ids), kept, dropped
+    partial = relayed(diss, signer_of(SITE, pki[SITE]), recipient="carol", fragment_ids=ids)
+    return partial, kept, dropped
 
 
 def test_a_retained_document_may_lack_concepts_the_site_did_not_hold(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]],
-    document: tuple[pb.Dissemination, dict[str, bytes]],
+    published: tuple[pb.Dissemination, dict[str, bytes]],
 ) -> None:
-    partial, kept, dropped = _partial(document[0])
+    partial, kept, dropped = _partial(pki, published[0])
     session = _keyed_session(tmp_path, pki, kept + dropped)
     try:
         session.subscribed_at_ms = 5000  # the document (issued at 1000) predates us
         assert session.on_dissemination(partial, sequence=1)
         (record,) = _records(tmp_path)
         assert record["missing"] == dropped
-        assert set(record["fragments"].values()) == set(kept)  # type: ignore[union-attr]
+        assert set(record["fragments"].values()) == set(kept)  # type: ignore[attr-defined]
     finally:
         session.close()
 
 
 def test_a_live_document_must_hold_every_granted_concept(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]],
-    document: tuple[pb.Dissemination, dict[str, bytes]],
+    published: tuple[pb.Dissemination, dict[str, bytes]],
 ) -> None:
-    partial, kept, dropped = _partial(document[0])
+    partial, kept, dropped = _partial(pki, published[0])
     session = _keyed_session(tmp_path, pki, kept + dropped)
     try:
         session.subscribed_at_ms = 500  # subscribed before the document was issued

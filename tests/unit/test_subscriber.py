@@ -54,21 +54,17 @@ def dissemination(pki: dict[str, tuple[bytes, bytes]]) -> pb.Dissemination:
         signer=signer_key,
     )
     message = provenance.originate(
-        provenance.Signer(node_uri=certs.node_uri("production-dept"), private_key=signer_key),
+        provenance.Signer(
+            node_uri=certs.node_uri("production-dept"), private_key=signer_key,
+            certificate=cert_pem,
+        ),
         message_uri="https://production-dept.xdn.example/msg/order-1/v1",
         recipient_uri=certs.node_uri("alice"),
         content=provenance.ContentFacts(
             document_id="order-1",
             publisher="production-dept",
             manifest_root=encoded.manifest.root,
-            fragments=tuple(
-                provenance.FragmentFact(
-                    fragment_id=f.fragment_id,
-                    concept=f.concept,
-                    ciphertext_sha256=crypto.sha256(f.cipher_value),
-                )
-                for f in encoded.fragments
-            ),
+            leaf_count=encoded.manifest.leaf_count,
         ),
         timestamp_ms=1,
     )
@@ -218,3 +214,94 @@ def test_grants_follow_the_queue_across_a_reconnect(tmp_path: Path, pki) -> None
         assert again.grants_at_resume(subscribed(2, ["C"])) == {"production-dept": ["C"]}
     finally:
         again.close()
+
+
+# ---- the chain a subscriber receives: verified, addressed to it, acked as the whole chain ----
+def _session(
+    tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], diss: pb.Dissemination
+) -> Session:
+    """alice's session, holding the group keys of every concept of ``diss``."""
+    cert_pem, key_pem = pki["alice"]
+    setup = SubscriberSetup(
+        name="alice", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
+        connect="unused:0", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        provenance_log=tmp_path / "alice.nq",
+    )
+    session = Session(setup, clock=lambda: NOW)
+    for concept in {f.concept for f in diss.fragments}:
+        session.keyring.put("production-dept", concept, 1, GROUP_KEY)
+    return session
+
+
+def _reissued(
+    diss: pb.Dissemination, pair: tuple[bytes, bytes], *, name: str = "production-dept",
+    publisher: str = "production-dept", recipient: str = "alice", carry: bool = True,
+) -> pb.Dissemination:
+    """``diss`` with its provenance re-issued by ``name`` (holding ``pair``), naming
+    ``publisher`` in its content graph, to ``recipient``."""
+    cert_pem, key_pem = pair
+    message = provenance.originate(
+        provenance.Signer(node_uri=certs.node_uri(name),
+                          private_key=crypto.load_private_key_pem(key_pem),
+                          certificate=cert_pem if carry else None),
+        message_uri=provenance.message_uri(certs.node_uri(name), "order-1", "v1"),
+        recipient_uri=certs.node_uri(recipient),
+        content=provenance.ContentFacts(
+            document_id="order-1", publisher=publisher,
+            manifest_root=diss.manifest.root, leaf_count=diss.manifest.leaf_count,
+        ),
+        timestamp_ms=1,
+    )
+    out = pb.Dissemination()
+    out.CopyFrom(diss)
+    out.provenance = message.to_nquads()
+    return out
+
+
+def test_the_ack_carries_the_whole_receipt_chain_which_verifies(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pki, dissemination
+) -> None:
+    session = _session(tmp_path, pki, dissemination)
+    try:
+        ack = session.on_dissemination(dissemination)
+    finally:
+        session.close()
+    chain = provenance.Message.from_nquads(ack)
+    assert chain.sender == certs.node_uri("alice") and chain.recipient is None
+    received = provenance.Message.from_nquads(dissemination.provenance)
+    assert received.quads < chain.quads  # the chain as received, plus our receipt
+    verified = provenance.ChainVerifier(pki["ca"][0]).verify(chain, at=NOW)
+    assert [(c.name, c.role) for c in verified.signers] == [
+        ("production-dept", "publisher"), ("alice", "subscriber"),
+    ]
+    assert chain.leaves() == received.leaves()
+
+
+@pytest.mark.parametrize(
+    ("signed_by", "change", "reason"),
+    [
+        ("production-dept", {"recipient": "bob"},
+         "last hop is addressed to <https://bob.xdn.example/>, not us"),
+        ("production-dept", {"carry": False}, "carries no signer certificate"),
+        ("qa-company", {}, "names publisher 'production-dept' but is signed by 'qa-company'"),
+        ("qa-company", {"publisher": "qa-company"},
+         "not signed by the publisher who signed the manifest"),
+    ],
+    ids=["not-for-us", "no-certificate", "in-another-name", "another-publishers-chain"],
+)
+def test_a_chain_that_does_not_hold_is_refused_and_not_receipted(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pki, dissemination, signed_by: str, change: dict[str, object], reason: str
+) -> None:
+    pair = pki["production-dept"]
+    if signed_by != "production-dept":
+        pair = certs.issue(*pki["ca"], name=signed_by, role="publisher", now=NOW)
+    forged = _reissued(dissemination, pair, name=signed_by, **change)  # type: ignore[arg-type]
+    session = _session(tmp_path, pki, dissemination)
+    try:
+        assert session.on_dissemination(forged) == b""
+        (refusal,) = [json.loads(line) for line in (tmp_path / "out" / "refused.jsonl").open()]
+        assert refusal["kind"] == "document" and reason in refusal["reason"]
+        assert not list((tmp_path / "out" / "views").rglob("*.xml"))
+        assert session.on_dissemination(dissemination), "the genuine chain still goes through"
+    finally:
+        session.close()

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from subscriber.session import Session, SubscriberSetup
+from tests.unit.chain_fixtures import relayed, signer_of
 from xdn import certs, crypto, provenance, xmlsafe
 from xdn.codec import ConceptKey, encode
 from xdn.errors import CertificateError, PeerError, ProtocolError, SignatureError
@@ -44,11 +45,11 @@ from xdn.wireconv import (
     document_keys_to_pb,
     enrolment_to_pb,
     rekey_to_pb,
-    restrict_dissemination,
 )
 
 NOW = datetime.now(UTC)
 PUBLISHER = "production-dept"  # as in the shared ``pki`` fixture (conftest.py)
+SITE = "d1"  # the site of the shared ``pki`` fixture, which relays to carol
 CONCEPT = "WorkOrder"
 OTHER = "qa-company"
 
@@ -75,6 +76,7 @@ def encoder(pki: dict[str, tuple[bytes, bytes]]) -> Encoder:
     mapped = map_document(xmlsafe.parse_file(sample), mapping)
     cert_pem, key_pem = pki[PUBLISHER]
     signer = crypto.load_private_key_pem(key_pem)
+    site = signer_of(SITE, pki[SITE])
 
     def encode_at(document_id: str, epoch: int, group_key: bytes) -> pb.Dissemination:
         keys = {
@@ -84,17 +86,15 @@ def encoder(pki: dict[str, tuple[bytes, bytes]]) -> Encoder:
         encoded = encode(mapped, document_id=document_id, publisher=PUBLISHER, version=1,
                          issued_at_ms=1000, keys=keys, signer=signer)
         message = provenance.originate(
-            provenance.Signer(node_uri=certs.node_uri(PUBLISHER), private_key=signer),
+            provenance.Signer(
+                node_uri=certs.node_uri(PUBLISHER), private_key=signer, certificate=cert_pem
+            ),
             message_uri=f"{certs.node_uri(PUBLISHER)}msg/{document_id}/v1",
-            recipient_uri=certs.node_uri("carol"),
+            recipient_uri=certs.node_uri(SITE),
             content=provenance.ContentFacts(
                 document_id=document_id, publisher=PUBLISHER,
                 manifest_root=encoded.manifest.root,
-                fragments=tuple(
-                    provenance.FragmentFact(fragment_id=f.fragment_id, concept=f.concept,
-                                            ciphertext_sha256=crypto.sha256(f.cipher_value))
-                    for f in encoded.fragments
-                ),
+                leaf_count=encoded.manifest.leaf_count,
             ),
             timestamp_ms=1000,
         )
@@ -104,7 +104,7 @@ def encoder(pki: dict[str, tuple[bytes, bytes]]) -> Encoder:
             provenance=message.to_nquads(), publisher_certificate=cert_pem,
         )
         ours = [f.fragment_id for f in whole.fragments if f.concept == CONCEPT]
-        return restrict_dissemination(whole, ours)
+        return relayed(whole, site, recipient="carol", fragment_ids=ours)
 
     return encode_at
 

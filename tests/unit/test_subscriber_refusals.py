@@ -65,17 +65,15 @@ def issue(pki: Pki) -> Iterator[object]:
         encoded = encode(mapped, document_id=document_id, publisher=PUBLISHER, version=version,
                          issued_at_ms=1000, keys=keys, signer=signer)
         message = provenance.originate(
-            provenance.Signer(node_uri=certs.node_uri(PUBLISHER), private_key=signer),
+            provenance.Signer(
+                node_uri=certs.node_uri(PUBLISHER), private_key=signer, certificate=cert_pem
+            ),
             message_uri=f"{certs.node_uri(PUBLISHER)}msg/{document_id}/v{version}",
             recipient_uri=certs.node_uri("carol"),
             content=provenance.ContentFacts(
                 document_id=document_id, publisher=PUBLISHER,
                 manifest_root=encoded.manifest.root,
-                fragments=tuple(
-                    provenance.FragmentFact(fragment_id=f.fragment_id, concept=f.concept,
-                                            ciphertext_sha256=crypto.sha256(f.cipher_value))
-                    for f in encoded.fragments
-                ),
+                leaf_count=encoded.manifest.leaf_count,
             ),
             timestamp_ms=1000,
         )
@@ -371,7 +369,7 @@ def test_setup_refuses_caps_that_hold_nothing(tmp_path: Path, pki: Pki) -> None:
     for bad in ({"max_held_documents": 0}, {"max_held_bytes": 0},
                 {"crl_grace": timedelta(seconds=-1)}):
         with pytest.raises(ValueError):
-            replace(base, **bad)  # type: ignore[arg-type]
+            replace(base, **bad)
 
 
 # ---- refusals reach the audit: signed failure notices in the provenance log -------------------

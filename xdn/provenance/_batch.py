@@ -5,12 +5,15 @@ of one P-384 signature each, it may sign a batch: the RFC 9162 Merkle tree whose
 graphs' signing inputs (their RDFC-1.0 canonical N-Quads), at most :data:`MAX_BATCH` of them, and
 give each graph's signature graph the same signature value plus its leaf index, the batch size
 and its inclusion path. A verifier rebuilds the root from the graph and the path and checks the
-one signature over it; a cache of checked (key, root, signature) triples makes that once per
+one signature over it; a cache of checked (key, size, root, signature) entries makes that once per
 batch (:class:`BatchCache`).
 
-The signed bytes are :data:`_DOMAIN` followed by the root, which no canonical N-Quads document
-can equal (N-Quads lines start with ``<`` or ``_``), so a batch signature can never pass for a
-plain one or the other way round.
+The signed bytes are :data:`_DOMAIN`, the batch size (8 bytes, big-endian) and the root. No
+canonical N-Quads document can equal them (N-Quads lines start with ``<`` or ``_``), so a batch
+signature can never pass for a plain one or the other way round. The size is signed because an
+RFC 9162 root does not bind it: the same path leads to the same root in trees of several sizes
+(leaf 0 of 5 or of 6, say), and a signature graph's ``xdn:batchSize`` could otherwise be
+changed without breaking the signature.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ class BatchProof:
             raise ValueError(f"batch leaf {self.index} of {self.size} is out of range")
 
 
-def signed_root(root: bytes) -> bytes:
-    """The bytes a batch signature covers."""
-    return _DOMAIN + root
+def signed_root(root: bytes, size: int) -> bytes:
+    """The bytes a batch signature covers: domain, batch size, root."""
+    return _DOMAIN + size.to_bytes(8, "big") + root
 
 
 def sign_batch(
@@ -58,7 +61,7 @@ def sign_batch(
     if not 1 <= len(inputs) <= MAX_BATCH:
         raise ValueError(f"a batch holds 1 to {MAX_BATCH} graphs, not {len(inputs)}")
     tree = MerkleTree.from_entries(inputs)
-    signature = crypto.sign(key, signed_root(tree.root))
+    signature = crypto.sign(key, signed_root(tree.root, len(inputs)))
     proofs = []
     for index in range(len(inputs)):
         proof = tree.inclusion_proof(index)
@@ -85,24 +88,26 @@ def batch_root(signing_input: bytes, proof: BatchProof) -> bytes:
 class BatchCache:
     """Remembers batch signatures already checked, so a verifier checks each batch once.
 
-    Keyed by (public key bytes, root, signature): a hit means this exact signature over this
-    exact root verified under this exact key before. Bounded; the oldest entries go first.
+    Keyed by (public key bytes, size, root, signature): a hit means this exact signature over
+    this exact root of a batch of this size verified under this exact key before. Bounded; the
+    oldest entries go first.
     """
 
     def __init__(self, capacity: int = 4096) -> None:
         self._capacity = capacity
-        self._seen: dict[tuple[bytes, bytes, bytes], None] = {}
+        self._seen: dict[tuple[bytes, int, bytes, bytes], None] = {}
 
-    def verify(self, key: crypto.PublicKey, root: bytes, signature: bytes) -> None:
-        """Check ``signature`` over ``root`` under ``key`` (or recall that it held).
+    def verify(self, key: crypto.PublicKey, root: bytes, signature: bytes, *, size: int) -> None:
+        """Check ``signature`` over ``root`` of a batch of ``size`` under ``key`` (or recall
+        that it held).
 
         Raises:
             SignatureError: it does not verify.
         """
-        entry = (crypto.public_key_to_pem(key), root, signature)
+        entry = (crypto.public_key_to_pem(key), size, root, signature)
         if entry in self._seen:
             return
-        crypto.verify(key, signature, signed_root(root))
+        crypto.verify(key, signature, signed_root(root, size))
         if len(self._seen) >= self._capacity:
             del self._seen[next(iter(self._seen))]
         self._seen[entry] = None

@@ -109,7 +109,7 @@ def _verify_signatures(
             if sig.batch is None:
                 crypto.verify(key, raw, data)
             else:
-                batches.verify(key, batch_root(data, sig.batch), raw)
+                batches.verify(key, batch_root(data, sig.batch), raw, size=sig.batch.size)
         except SignatureError:
             raise SignatureError(
                 f"signature graph <{sig.name}> does not verify graph <{signed}> "
