@@ -47,7 +47,6 @@ PUBLIC = {
     "node_hash",
     "range_proof",
     "required_keys",
-    "root_from_inclusion",
     "select",
     "sign_manifest",
     "to_encrypted_xml",
