@@ -117,10 +117,11 @@ def signed_input(
     if batch is None:
         return {"signed": data, "problem": None, "certificate_problem": cert}
     try:
-        root = batch_root(data, _batch_proof(batch))
+        proof = _batch_proof(batch)
+        root = batch_root(data, proof)
     except (SignatureError, ValueError) as exc:
         return {"signed": None, "problem": f"batch signature: {exc}", "certificate_problem": cert}
-    return {"signed": signed_root(root), "problem": None, "certificate_problem": cert}
+    return {"signed": signed_root(root, proof.size), "problem": None, "certificate_problem": cert}
 
 
 @functools.lru_cache(maxsize=1024)
