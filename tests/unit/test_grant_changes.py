@@ -51,8 +51,9 @@ class _Site:
     def node(self, policies: PolicySet) -> SiteNode:
         """A site node for d2 (WorkOrder) on the store in ``tmp`` (kept across calls)."""
         tls = TlsFiles.from_dir(self.tmp / "certs", "d2")
-        signer = provenance.Signer(
-            node_uri=certs.node_uri("d2"), private_key=crypto.load_private_key_pem(tls.key_pem)
+        signer = provenance.Signer(  # as the daemon makes it: carrying its certificate
+            node_uri=certs.node_uri("d2"), private_key=crypto.load_private_key_pem(tls.key_pem),
+            certificate=tls.cert_pem,
         )
         return SiteNode(
             site=SiteIdentity(name="d2", block="WorkOrder", uplink=None, tls=tls, signer=signer),
