@@ -32,13 +32,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from disseminator.payloads import DocumentParts, Segment
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append
 from xdn import certs, identity, provenance
 from xdn.errors import ProtocolError, SignatureError
 from xdn.ontology import Ontology
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import leaf_ranges
 
 __all__ = ["DocumentPlan", "Planner"]
 
@@ -113,29 +113,32 @@ class Planner:
         """One relayed message (and signed provenance hop) per destination of a document."""
         manifest = diss.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
-        fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
-        pairs = [self._checked(f, identity) for f in fragments]
-        message = None if _switched_off(diss) else self.verified(diss)
-        concepts = frozenset(c for _, c in pairs)
+        parts = DocumentParts(diss, identity[:2], self.ontology.concepts)
+        message = None if _switched_off(diss) else self.verified(diss, parts.leaves)
         plan = DocumentPlan(
-            identity=identity, fragments=len(pairs), concepts=concepts,
-            subscribers=self.table.reach(manifest.publisher, concepts),
+            identity=identity, fragments=parts.count, concepts=parts.concepts,
+            subscribers=self.table.reach(manifest.publisher, parts.concepts),
         )
         routes = []
-        for destination, ids in self.table.plan(manifest.publisher, pairs).items():
-            wanted = set(ids)
-            chosen = [f for f, (i, _) in zip(fragments, pairs, strict=True) if i in wanted]
+        for destination, concepts in self.table.granted(
+            manifest.publisher, parts.concepts
+        ).items():
             if destination.kind == "subscriber":
-                plan.delivered[destination.name] = {c for i, c in pairs if i in wanted}
-            routes.append((destination, chosen, f"{destination.kind}-{destination.name}"))
-        for append, graph in self._relay(message, manifest, routes):
+                plan.delivered[destination.name] = set(concepts)
+            routes.append(
+                (destination, parts.chosen(concepts), f"{destination.kind}-{destination.name}")
+            )
+        for append, graph in self._relay(message, manifest, parts, routes):
             plan.appends.append(append)
             if graph:  # (none with provenance switched off, for a benchmark)
                 plan.graphs.append(graph)
         return plan
 
-    def verified(self, diss: pb.Dissemination) -> provenance.Message:
-        """The dissemination's provenance, verified and checked to be extendable here.
+    def verified(
+        self, diss: pb.Dissemination, leaves: provenance.LeafRanges
+    ) -> provenance.Message:
+        """The dissemination's provenance, verified and checked to be extendable here with
+        the manifest ``leaves`` that came with it.
 
         Raises:
             PeerError: naming what does not hold (and, for the chain, the graph at fault).
@@ -144,9 +147,7 @@ class Planner:
         message = provenance.Message.from_nquads(
             diss.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
         )
-        provenance.check_extendable(
-            message, document_id=manifest.document_id, leaves=leaf_ranges(diss.fragments)
-        )
+        provenance.check_extendable(message, document_id=manifest.document_id, leaves=leaves)
         chain = self.chains.verify(message, at=datetime.fromtimestamp(self.now_ms() / 1000, UTC))
         publisher = certs.credential_from_pem(manifest.publisher_certificate)
         if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
@@ -167,36 +168,32 @@ class Planner:
 
         Its chain was verified when it was routed; what is kept is what this site received.
         """
-        chosen = [f for f in diss.fragments if f.concept in granted]
+        manifest = diss.manifest
+        parts = DocumentParts(
+            diss, (manifest.publisher, manifest.document_id), self.ontology.concepts
+        )
+        chosen = parts.chosen(frozenset(granted))
         if not chosen:
             return None
         hop = f"retained-{subscriber}-{self.now_ms()}"
         routes = [(Destination("subscriber", subscriber), chosen, hop)]
         message = None if _switched_off(diss) else provenance.Message.from_nquads(diss.provenance)
-        return self._relay(message, diss.manifest, routes)[0]
+        return self._relay(message, manifest, parts, routes)[0]
 
     def _relay(
         self,
         message: provenance.Message | None,
         manifest: pb.Manifest,
-        routes: Sequence[tuple[Destination, Sequence[pb.Fragment], str]],
+        parts: DocumentParts,
+        routes: Sequence[tuple[Destination, Sequence[Segment], str]],
     ) -> list[tuple[Append, bytes]]:
-        """The delivery of each route's fragments to its destination, with its signed
+        """The delivery of each route's segments to its destination, with its signed
         provenance hop (the hop's graphs, for the log): all the hops signed as one batch.
         Without ``message`` (provenance switched off, a benchmark) nothing is signed."""
         if message is None:
             return [
-                (
-                    Append(
-                        kind=destination.kind,
-                        name=destination.name,
-                        payload=pb.Delivery(
-                            dissemination=pb.Dissemination(manifest=manifest, fragments=fragments)
-                        ).SerializeToString(),
-                    ),
-                    b"",
-                )
-                for destination, fragments, _ in routes
+                (Append(kind=d.kind, name=d.name, payload=parts.delivery(segments, b"")), b"")
+                for d, segments, _ in routes
             ]
         hops = [
             provenance.Hop(
@@ -204,30 +201,17 @@ class Planner:
                     self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
                 ),
                 recipient_uri=certs.node_uri(identity.person(destination.name)),
-                leaves=leaf_ranges(fragments),
+                leaves=parts.leaves_of(segments),
             )
-            for destination, fragments, hop in routes
+            for destination, segments, hop in routes
         ]
         relayed = provenance.relay_many(message, self.signer, hops, timestamp_ms=self.now_ms())
         out = []
-        for (destination, fragments, _), extended in zip(routes, relayed, strict=True):
-            diss = pb.Dissemination(
-                manifest=manifest, fragments=fragments, provenance=extended.to_nquads()
-            )
-            payload = pb.Delivery(dissemination=diss).SerializeToString()
+        for (destination, segments, _), extended in zip(routes, relayed, strict=True):
+            payload = parts.delivery(segments, extended.to_nquads())
             append = Append(kind=destination.kind, name=destination.name, payload=payload)
             out.append((append, extended.latest_graphs_nquads()))
         return out
-
-    def _checked(self, fragment: pb.Fragment, identity: tuple[str, str, int]) -> tuple[str, str]:
-        """(id, concept) of a fragment of the document being routed, or a ProtocolError."""
-        if (fragment.publisher, fragment.document_id) != identity[:2]:
-            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
-        if fragment.concept not in self.ontology.concepts:
-            raise ProtocolError(
-                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
-            )
-        return fragment.fragment_id, fragment.concept
 
 
 def _switched_off(diss: pb.Dissemination) -> bool:

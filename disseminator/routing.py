@@ -133,18 +133,30 @@ class RoutingTable:
         self, publisher: str, fragments: Sequence[tuple[str, str]]
     ) -> dict[Destination, tuple[str, ...]]:
         """Which fragment ids go where, for ``(fragment_id, concept)`` pairs of one publisher."""
-        out: dict[Destination, tuple[str, ...]] = {}
+        present = frozenset(concept for _, concept in fragments)
+        return {
+            destination: _select(fragments, concepts)
+            for destination, concepts in self.granted(publisher, present).items()
+        }
+
+    def granted(
+        self, publisher: str, concepts: frozenset[str]
+    ) -> dict[Destination, frozenset[str]]:
+        """Which of ``concepts`` (of one publisher) go where: every destination granted some.
+
+        Work grows with destinations and concepts, never with fragments.
+        """
+        out: dict[Destination, frozenset[str]] = {}
         for name, reg in self.local.items():
-            ids = _select(fragments, reg.grants.get(publisher, frozenset()))
-            if ids:
-                out[Destination("subscriber", name)] = ids
+            chosen = reg.grants.get(publisher, frozenset()) & concepts
+            if chosen:
+                out[Destination("subscriber", name)] = chosen
         for site, regs in self.links.items():
             wanted = frozenset().union(
                 *(r.grants.get(publisher, frozenset()) for r in regs.values())
             )
-            ids = _select(fragments, wanted)
-            if ids:
-                out[Destination("link", site)] = ids
+            if wanted & concepts:
+                out[Destination("link", site)] = wanted & concepts
         return out
 
     def reach(self, publisher: str, concepts: frozenset[str]) -> int:

@@ -18,7 +18,7 @@ member verifies before using it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -50,7 +50,9 @@ __all__ = [
     "entitlement_from_pb",
     "entitlement_to_pb",
     "leaf_ranges",
+    "leaf_runs",
     "manifest_from_pb",
+    "ranges_of_runs",
     "reach_from_pb",
     "rekey_from_pb",
     "rekey_to_pb",
@@ -141,39 +143,60 @@ def dissemination_to_pb(
     )
 
 
-def leaf_ranges(fragments: Iterable[pb.Fragment]) -> LeafRanges:
-    """The manifest leaves a message's fragments are, from the runs their range proofs open.
+def leaf_runs(fragments: Sequence[pb.Fragment]) -> list[tuple[int, int, int]]:
+    """The runs of leaves a message's fragments open: ``(index of the run's first fragment,
+    first leaf, end leaf)`` per fragment carrying a range proof, in message order.
 
-    What a provenance envelope must say the message carries (:mod:`xdn.provenance`). Only the
-    run boundaries are read here; the subscriber's codec checks the proofs themselves.
+    Only the run boundaries are read here; the subscriber's codec checks the proofs themselves.
 
     Raises:
-        ProtocolError: no fragment, a fragment before any run, or a run whose fragment count
-            differs from its length.
+        ProtocolError: no fragment, a fragment before any run, a run whose fragment count
+            differs from its length, or runs that overlap.
     """
-    runs: list[tuple[int, int]] = []
-    left = 0
-    for fragment in fragments:
-        if fragment.HasField("range_proof"):
-            if left:
-                raise ProtocolError(f"a run of leaves ends {left} fragments short")
-            proof = fragment.range_proof
-            if proof.end <= proof.start:
-                raise ProtocolError(f"empty run of leaves {proof.start}-{proof.end}")
-            runs.append((proof.start, proof.end))
-            left = proof.end - proof.start
-        elif not left:
-            raise ProtocolError(
-                f"fragment {fragment.fragment_id!r} lies outside every run of leaves"
-            )
-        left -= 1
-    if left or not runs:
-        raise ProtocolError("the fragments do not fill their runs of leaves")
+    heads = [i for i, f in enumerate(fragments) if f.HasField("range_proof")]
+    if not fragments:
+        raise ProtocolError("the fragments do not fill their runs of leaves (none came)")
+    if not heads or heads[0] != 0:
+        first = fragments[0].fragment_id
+        raise ProtocolError(f"fragment {first!r} lies outside every run of leaves")
+    runs = []
+    for head, after in zip(heads, [*heads[1:], len(fragments)], strict=True):
+        proof = fragments[head].range_proof
+        if proof.end <= proof.start:
+            raise ProtocolError(f"empty run of leaves {proof.start}-{proof.end}")
+        length = proof.end - proof.start
+        if after - head > length:
+            stray = fragments[head + length].fragment_id
+            raise ProtocolError(f"fragment {stray!r} lies outside every run of leaves")
+        if after - head < length:
+            if after == len(fragments):
+                raise ProtocolError("the fragments do not fill their runs of leaves")
+            raise ProtocolError(f"a run of leaves ends {length - (after - head)} fragments short")
+        runs.append((head, proof.start, proof.end))
+    return runs
+
+
+def leaf_ranges(fragments: Sequence[pb.Fragment]) -> LeafRanges:
+    """The manifest leaves a message's fragments are, from the runs their range proofs open:
+    what a provenance envelope must say the message carries (:mod:`xdn.provenance`).
+
+    Raises:
+        ProtocolError: as :func:`leaf_runs`.
+    """
+    return ranges_of_runs(leaf_runs(fragments))
+
+
+def ranges_of_runs(runs: Sequence[tuple[int, int, int]]) -> LeafRanges:
+    """The leaves ``runs`` (from :func:`leaf_runs`) cover.
+
+    Raises:
+        ProtocolError: the runs overlap.
+    """
     try:
-        ranges = LeafRanges.of(runs)
+        ranges = LeafRanges.of((start, end) for _, start, end in runs)
     except ValueError as exc:
         raise ProtocolError(f"runs of leaves: {exc}") from None
-    if ranges.count != sum(end - start for start, end in runs):
+    if ranges.count != sum(end - start for _, start, end in runs):
         raise ProtocolError("runs of leaves overlap")
     return ranges
 

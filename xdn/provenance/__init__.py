@@ -68,7 +68,7 @@ from xdn.provenance._message import (
 from xdn.provenance._notice import failure_notice
 from xdn.provenance._refusal import read_refusal
 from xdn.provenance._shape import message_uri, notice_uri
-from xdn.provenance._switch import enabled
+from xdn.provenance._switch import SWITCH, enabled
 from xdn.provenance._verify import ChainVerifier, VerifiedChain, verify_message
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "MAX_BATCH",
     "MAX_CHAIN_BYTES",
     "REFUSAL_KINDS",
+    "SWITCH",
     "BatchProof",
     "ChainVerifier",
     "ContentFacts",

@@ -1,0 +1,99 @@
+"""A document's deliveries assembled from serialized parts parse as the messages built field
+by field would, and name the manifest leaves they carry (disseminator.payloads)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from disseminator.payloads import DocumentParts
+from xdn.errors import ProtocolError
+from xdn.provenance import LeafRanges
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+IDENTITY = ("pub", "doc-1")
+CONCEPTS = frozenset({"A", "B", "C", "D"})
+
+
+def _dissemination(runs: list[tuple[str, int]], *, first_leaf: int = 0) -> pb.Dissemination:
+    """One run per (concept, length), in order, each opened by a range proof."""
+    diss = pb.Dissemination(
+        manifest=pb.Manifest(document_id="doc-1", publisher="pub", version=3, leaf_count=999),
+        provenance=b"<a> <b> <c> <d> .\n",
+    )
+    leaf = first_leaf
+    for concept, length in runs:
+        for index in range(length):
+            fragment = diss.fragments.add(
+                fragment_id=f"f{leaf}", document_id="doc-1", publisher="pub", concept=concept,
+                position=leaf, cipher_value=bytes([leaf % 256]) * (10 + leaf % 300),
+            )
+            if index == 0:
+                fragment.range_proof.start, fragment.range_proof.end = leaf, leaf + length
+                fragment.range_proof.path.append(b"\x01" * 32)
+            leaf += 1
+    return diss
+
+
+def _expected(diss: pb.Dissemination, concepts: set[str], provenance: bytes) -> pb.Delivery:
+    out = pb.Dissemination(
+        manifest=diss.manifest,
+        fragments=[f for f in diss.fragments if f.concept in concepts],
+        provenance=provenance,
+    )
+    return pb.Delivery(dissemination=out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(sorted(CONCEPTS)), st.integers(1, 40)), min_size=1, max_size=8
+    ),
+    chosen=st.sets(st.sampled_from(sorted(CONCEPTS)), min_size=1),
+    provenance=st.binary(max_size=300),
+)
+def test_an_assembled_delivery_is_the_message_built_field_by_field(
+    runs: list[tuple[str, int]], chosen: set[str], provenance: bytes
+) -> None:
+    diss = _dissemination(runs)
+    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    segments = parts.chosen(chosen)
+    payload = parts.delivery(segments, provenance)
+    assert pb.Delivery.FromString(payload) == _expected(diss, chosen, provenance)
+    if segments:
+        leaves = {f.position for f in diss.fragments if f.concept in chosen}
+        assert set(parts.leaves_of(segments)) == leaves
+    assert parts.leaves == LeafRanges(((0, sum(n for _, n in runs)),))
+    assert parts.count == len(diss.fragments)
+
+
+def test_segments_follow_the_concept_runs_and_their_leaves() -> None:
+    parts = DocumentParts(_dissemination([("A", 3), ("B", 2), ("A", 1)], first_leaf=5), IDENTITY,
+                          CONCEPTS)
+    assert [(s.concept, s.start, s.end, s.first_leaf) for s in parts.segments] == [
+        ("A", 0, 3, 5), ("B", 3, 5, 8), ("A", 5, 6, 10),
+    ]
+    assert str(parts.leaves_of(parts.chosen({"A"}))) == "5-8 10-11"
+    assert parts.concepts == {"A", "B"}
+
+
+def test_fragments_of_another_document_or_an_unknown_concept_are_refused() -> None:
+    other = _dissemination([("A", 2)])
+    other.fragments[1].document_id = "doc-2"
+    with pytest.raises(ProtocolError, match="fragment 'f1' is not of this document"):
+        DocumentParts(other, IDENTITY, CONCEPTS)
+    unknown = _dissemination([("A", 2), ("Z", 1)])
+    with pytest.raises(ProtocolError, match="fragment 'f2': unknown concept 'Z'"):
+        DocumentParts(unknown, IDENTITY, CONCEPTS)
+    short = _dissemination([("A", 2)])
+    del short.fragments[1]
+    with pytest.raises(ProtocolError, match="do not fill their runs"):
+        DocumentParts(short, IDENTITY, CONCEPTS)
+
+
+def test_no_segment_names_no_leaves() -> None:
+    parts = DocumentParts(_dissemination([("A", 2)]), IDENTITY, CONCEPTS)
+    assert parts.chosen({"B"}) == []
+    with pytest.raises(ProtocolError, match="no fragment chosen"):
+        parts.leaves_of([])
