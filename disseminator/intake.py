@@ -129,6 +129,12 @@ def well_formed(message: Any) -> None:
         )
 
 
+def _serialized(message: Any) -> bytes:
+    """A stream response: bytes already serialized (a queued delivery, sent as stored:
+    :class:`~disseminator.payloads.Outgoing`) or a message (a heartbeat, a Subscribed)."""
+    return message if isinstance(message, bytes) else bytes(message.SerializeToString())
+
+
 def add_to_server(service: Service, server: grpc.aio.Server) -> None:
     """Register the Disseminator service with lenient request decoding under the site limits."""
     budget, stream_check = service.budget, service.limits.check_stream_message
@@ -146,12 +152,12 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
         "Subscribe": grpc.stream_stream_rpc_method_handler(
             _stream(service.Subscribe),
             request_deserializer=_lenient(pb.ClientMessage, budget, stream_check),
-            response_serializer=pb.ServerMessage.SerializeToString,
+            response_serializer=_serialized,
         ),
         "Link": grpc.stream_stream_rpc_method_handler(
             _stream(service.Link),
             request_deserializer=_lenient(pb.LinkMessage, budget, stream_check),
-            response_serializer=pb.Delivery.SerializeToString,
+            response_serializer=_serialized,
         ),
         "Unsubscribe": grpc.unary_unary_rpc_method_handler(
             _unary(service.Unsubscribe),

@@ -38,6 +38,7 @@ from disseminator.grant_changes import (
 )
 from disseminator.members import from_stored, to_pb_member, to_stored
 from disseminator.metrics import SiteMetrics
+from disseminator.payloads import Outgoing
 from disseminator.planning import DocumentPlan, Planner
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
@@ -431,8 +432,9 @@ class SiteNode:
 
     async def pump(
         self, destination: Destination, cursor: StreamCursor, generation: int
-    ) -> AsyncIterator[pb.Delivery]:
-        """Yield queued deliveries for one connection until it is superseded."""
+    ) -> AsyncIterator[Outgoing]:
+        """Yield queued deliveries for one connection until it is superseded (as stored:
+        the stream sends their bytes, :class:`~disseminator.payloads.Outgoing`)."""
         event = self._events.setdefault(destination, asyncio.Event())
         while self._generation.get(destination) == generation:
             batch = []
@@ -447,11 +449,9 @@ class SiteNode:
                 continue
             sent = self.metrics.deliveries_sent.labels(kind=destination.kind)
             for seq, payload in batch:
-                delivery = pb.Delivery.FromString(payload)
-                delivery.sequence = seq
                 cursor.on_sent(seq)
                 sent.inc()
-                yield delivery
+                yield Outgoing(seq, payload)
 
     # ---- registrations -------------------------------------------------------------------
     def register_local(

@@ -10,7 +10,10 @@ length-delimited record each, simply concatenated, so a delivery is assembled he
   :class:`Segment` values (maximal runs of one concept);
 * :meth:`DocumentParts.delivery` joins the chosen segments' records between the manifest and
   the provenance and wraps them as a ``Delivery`` — bytes that parse exactly as the message
-  built field by field would (a unit test checks it).
+  built field by field would (a unit test checks it);
+* :class:`Outgoing` sends a queued delivery as it was stored: its sequence number is one more
+  field appended to the stored bytes, and a subscriber's ``ServerMessage`` one more wrapper,
+  so a stream never parses and re-serializes a document it only forwards.
 
 Segments also know the manifest leaves they are, for the provenance hop that names them.
 """
@@ -27,13 +30,15 @@ from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import leaf_runs, ranges_of_runs
 
-__all__ = ["DocumentParts", "Segment"]
+__all__ = ["DocumentParts", "Outgoing", "Segment"]
 
 # Field numbers (length-delimited, wire type 2) of the messages assembled here.
 _DISSEMINATION_MANIFEST = 1
 _DISSEMINATION_FRAGMENTS = 2
 _DISSEMINATION_PROVENANCE = 3
+_DELIVERY_SEQUENCE = 1  # varint
 _DELIVERY_DISSEMINATION = 2
+_SERVER_MESSAGE_DELIVERY = 2
 
 
 def _varint(value: int) -> bytes:
@@ -115,6 +120,12 @@ class DocumentParts:
             return starts[run] + index - heads[run]
 
         cuts = [0, *(i for i in range(1, len(names)) if names[i] != names[i - 1]), len(names)]
+        opened = set(heads)
+        if any(cut not in opened for cut in cuts[:-1]):
+            raise ProtocolError(
+                "a run of leaves holds fragments of several concepts: a site forwards whole "
+                "concepts, so each needs a run (and range proof) of its own"
+            )
         self.segments = [
             Segment(names[begin], begin, end, leaf(begin)) for begin, end in pairwise(cuts)
         ]
@@ -149,3 +160,26 @@ class DocumentParts:
         size = sum(len(p) for p in parts)
         head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
         return b"".join([head, *parts])  # one copy of the document's bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A queued delivery on its way out: its sequence number and its stored bytes (a
+    serialized ``Delivery`` without sequence number)."""
+
+    sequence: int
+    payload: bytes
+
+    def delivery_bytes(self) -> bytes:
+        """The serialized ``Delivery`` with its sequence number (a Link stream message)."""
+        return self.payload + _varint(_DELIVERY_SEQUENCE << 3) + _varint(self.sequence)
+
+    def server_message_bytes(self) -> bytes:
+        """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
+        return _field(_SERVER_MESSAGE_DELIVERY, self.delivery_bytes())
+
+    def parsed(self) -> pb.Delivery:
+        """The delivery as a message (for inspection; sending uses the bytes)."""
+        delivery = pb.Delivery()
+        delivery.ParseFromString(self.delivery_bytes())
+        return delivery

@@ -325,7 +325,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.ServerMessage]:
+    ) -> AsyncIterator[pb.ServerMessage | bytes]:
         async with self._counted("Subscribe", request_iterator, context) as counted:
             if counted:
                 async with contextlib.aclosing(
@@ -336,7 +336,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def _subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncGenerator[pb.ServerMessage, None]:
+    ) -> AsyncGenerator[pb.ServerMessage | bytes, None]:
+        """Admit a subscriber and stream its deliveries (sent as stored: bytes)."""
         node = self._node
         try:
             first = await _opening(request_iterator, self._opening_timeout_s)
@@ -382,7 +383,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 )
             )
             pumped = node.pump(destination, cursor, generation)
-            deliveries = (pb.ServerMessage(delivery=d) async for d in pumped)
+            deliveries = (d.server_message_bytes() async for d in pumped)
             async with contextlib.aclosing(
                 watch.outgoing(context, deliveries, _subscriber_heartbeat)
             ) as messages:
@@ -498,7 +499,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     # ---- downlinks -----------------------------------------------------------------------
     async def Link(
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.Delivery]:
+    ) -> AsyncIterator[pb.Delivery | bytes]:
         async with self._counted("Link", request_iterator, context) as counted:
             if counted:
                 async with contextlib.aclosing(self._link(request_iterator, context)) as replies:
@@ -507,7 +508,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def _link(
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncGenerator[pb.Delivery, None]:
+    ) -> AsyncGenerator[pb.Delivery | bytes, None]:
+        """Admit a downlink and stream its deliveries (sent as stored: bytes)."""
         node = self._node
         try:
             first = await _opening(request_iterator, self._opening_timeout_s)
@@ -550,8 +552,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         )
         log.info("downlink %s connected (block %s)", peer.name, hello.block)
         try:
+            pumped = (d.delivery_bytes() async for d in node.pump(destination, cursor, generation))
             async with contextlib.aclosing(
-                watch.outgoing(context, node.pump(destination, cursor, generation), _link_heartbeat)
+                watch.outgoing(context, pumped, _link_heartbeat)
             ) as deliveries:
                 async for delivery in deliveries:
                     yield delivery

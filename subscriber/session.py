@@ -649,9 +649,10 @@ class Session:
                 received = provenance.Message.from_nquads(
                     message.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
                 )
+                leaves = leaf_ranges(message.fragments)
                 provenance.check_extendable(
                     received, document_id=manifest.document_id,
-                    leaves=leaf_ranges(message.fragments), message_uri=receipt_uri,
+                    leaves=leaves, message_uri=receipt_uri,
                 )
                 self._check_chain(received, manifest)
         except PeerError as exc:
@@ -664,6 +665,7 @@ class Session:
             self.signer,
             message_uri=receipt_uri,
             timestamp_ms=int(self.clock().timestamp() * 1000),
+            leaves=leaves,  # what came, which a dishonest site may have cut short
         )
         if receipt is not None:
             self.log.append(receipt)

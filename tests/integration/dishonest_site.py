@@ -156,12 +156,16 @@ def _patch_pump(transform: Transform, *, links: bool = False) -> None:
     async def pump(
         self: SiteNode, destination: Any, cursor: Any, generation: int
     ) -> AsyncIterator[Any]:
-        async for delivery in honest(self, destination, cursor, generation):
+        from disseminator.payloads import Outgoing
+
+        async for out in honest(self, destination, cursor, generation):
             if destination.kind != "subscriber" and not links:
-                yield delivery
+                yield out
                 continue
-            for sent in transform(self, delivery):
-                yield sent
+            for sent in transform(self, out.parsed()):
+                sequence = sent.sequence
+                sent.ClearField("sequence")
+                yield Outgoing(sequence, sent.SerializeToString())
 
     SiteNode.pump = pump  # type: ignore[method-assign]
 

@@ -69,8 +69,8 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
 
 
 def test_segments_follow_the_concept_runs_and_their_leaves() -> None:
-    parts = DocumentParts(_dissemination([("A", 3), ("B", 2), ("A", 1)], first_leaf=5), IDENTITY,
-                          CONCEPTS)
+    diss = _dissemination([("A", 3), ("B", 2), ("A", 1)], first_leaf=5)
+    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
     assert [(s.concept, s.start, s.end, s.first_leaf) for s in parts.segments] == [
         ("A", 0, 3, 5), ("B", 3, 5, 8), ("A", 5, 6, 10),
     ]
@@ -92,8 +92,33 @@ def test_fragments_of_another_document_or_an_unknown_concept_are_refused() -> No
         DocumentParts(short, IDENTITY, CONCEPTS)
 
 
+def test_a_run_of_several_concepts_is_refused() -> None:
+    merged = _dissemination([("A", 2), ("B", 2)])
+    merged.fragments[2].ClearField("range_proof")
+    merged.fragments[0].range_proof.end = 4  # one run, one proof, two concepts
+    with pytest.raises(ProtocolError, match="holds fragments of several concepts"):
+        DocumentParts(merged, IDENTITY, CONCEPTS)
+
+
 def test_no_segment_names_no_leaves() -> None:
     parts = DocumentParts(_dissemination([("A", 2)]), IDENTITY, CONCEPTS)
     assert parts.chosen({"B"}) == []
     with pytest.raises(ProtocolError, match="no fragment chosen"):
         parts.leaves_of([])
+
+
+@given(sequence=st.integers(1, 2**64 - 1))
+def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence: int) -> None:
+    from disseminator.payloads import Outgoing
+
+    diss = _dissemination([("A", 3), ("B", 2)])
+    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    stored = parts.delivery(parts.segments, b"prov")
+    expected = _expected(diss, {"A", "B"}, b"prov")
+    expected.sequence = sequence
+    out = Outgoing(sequence, stored)
+    assert pb.Delivery.FromString(out.delivery_bytes()) == expected
+    assert pb.ServerMessage.FromString(out.server_message_bytes()) == pb.ServerMessage(
+        delivery=expected
+    )
+    assert out.parsed() == expected

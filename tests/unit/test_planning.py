@@ -18,7 +18,7 @@ from xdn.paths import REPO_ROOT
 from xdn.provenance import _vocab as v
 from xdn.rdf import Literal, Quad, parse_nquads, serialise
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import restrict_dissemination
+from xdn.wireconv import leaf_ranges
 
 PUBLISHER = "production-dept"
 SITE = "d1"  # the site of the shared ``pki`` fixture (conftest.py): the planner here
@@ -215,14 +215,23 @@ def test_a_relay_hop_altered_after_signing_is_refused(pki: Pki, published: Publi
         _planner(_fan_out_table(upstream), pki).document(forged)
 
 
-def test_fragments_other_than_the_chain_names_are_refused(
+def test_a_document_cut_short_upstream_goes_on_naming_only_what_came(
     pki: Pki, published: Published
 ) -> None:
     diss, _ = published
-    some = [f.fragment_id for f in diss.fragments if f.concept == "WorkOrder"]
-    fewer = restrict_dissemination(diss, some)  # the chain still says every leaf
-    with pytest.raises(ProtocolError, match="carries leaves 0-"):
-        _planner(_fan_out_table(diss), pki).document(fewer)
+    kept = sorted({f.concept for f in diss.fragments})[:4]  # alice's, d2's and one of d3's
+    fewer = pb.Dissemination()  # whole concepts dropped, each kept run with its own proof
+    fewer.CopyFrom(diss)
+    del fewer.fragments[:]
+    fewer.fragments.extend(f for f in diss.fragments if f.concept in kept)  # the chain: all
+    came = leaf_ranges(fewer.fragments)
+    plan = _planner(_fan_out_table(diss), pki).document(fewer)
+    assert plan.appends
+    for append in plan.appends:
+        out = pb.Delivery.FromString(append.payload).dissemination
+        hop = provenance.Message.from_nquads(out.provenance)
+        assert hop.leaves() == leaf_ranges(out.fragments)
+        assert hop.leaves().issubset(came)  # the shortfall shows in the chain
 
 
 def test_a_revoked_publisher_certificate_refuses_the_chain(

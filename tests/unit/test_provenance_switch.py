@@ -20,7 +20,8 @@ from disseminator.planning import Planner
 from disseminator.routing import Registration, RoutingTable
 from publisher.client import Publisher, PublisherSetup
 from subscriber.session import Session, SubscriberSetup
-from xdn import certs, crypto, provenance
+from tests.unit.chain_fixtures import signer_of
+from xdn import certs, provenance
 from xdn.errors import ProvenanceError
 from xdn.grpc_tls import TlsFiles, server_credentials
 from xdn.mapping import load_mapping
@@ -66,7 +67,8 @@ def _bare(document: Document) -> pb.Dissemination:
     return diss
 
 
-def _planner() -> Planner:
+def _planner(pki: dict[str, tuple[bytes, bytes]]) -> Planner:
+    """Site d1 of the shared ``pki`` (conftest.py), with a local subscriber and a downlink."""
     table = RoutingTable()
     concepts = frozenset(ONTOLOGY.concepts)
     table.local["alice"] = Registration(
@@ -75,10 +77,11 @@ def _planner() -> Planner:
     table.set_link_members(
         "d2", [Registration(subscriber="bob", certificate=b"", grants={PUBLISHER: concepts})]
     )
-    signer = provenance.Signer(
-        node_uri=certs.node_uri("d1"), private_key=crypto.generate_private_key()
+    return Planner(
+        table=table, ontology=ONTOLOGY, signer=signer_of("d1", pki["d1"]),
+        now_ms=lambda: int(datetime.now(UTC).timestamp() * 1000),
+        chains=provenance.ChainVerifier(pki["ca"][0]),
     )
-    return Planner(table=table, ontology=ONTOLOGY, signer=signer, now_ms=lambda: 2000)
 
 
 def _relayed_provenance(payload: bytes) -> bytes:
@@ -86,9 +89,9 @@ def _relayed_provenance(payload: bytes) -> bytes:
 
 
 def test_a_site_refuses_a_document_without_provenance_unless_switched_off(
-    document: Document, switch: str
+    published: Document, pki: dict[str, tuple[bytes, bytes]], switch: str
 ) -> None:
-    planner, bare = _planner(), _bare(document)
+    planner, bare = _planner(pki), _bare(published)
     if switch == "on":
         with pytest.raises(ProvenanceError):
             planner.document(bare)
@@ -105,10 +108,10 @@ def test_a_site_refuses_a_document_without_provenance_unless_switched_off(
 
 
 def test_switched_off_a_site_still_signs_a_hop_on_provenance_it_receives(
-    document: Document, monkeypatch: pytest.MonkeyPatch
+    published: Document, pki: dict[str, tuple[bytes, bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(provenance.SWITCH, "off")
-    plan = _planner().document(document[0])
+    plan = _planner(pki).document(published[0])
     assert len(plan.graphs) == 2
     for append in plan.appends:
         relayed = provenance.Message.from_nquads(_relayed_provenance(append.payload))
@@ -163,12 +166,12 @@ def test_with_provenance_a_subscriber_signs_its_receipt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(provenance.SWITCH, "off")  # off concerns only messages without any
-    relayed = pb.Delivery.FromString(_planner().document(document[0]).appends[0].payload)
+    relayed = document[0]  # as d1 relays it to carol
     session = _session(tmp_path, pki)
     try:
-        for concept in {f.concept for f in relayed.dissemination.fragments}:
+        for concept in {f.concept for f in relayed.fragments}:
             session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
-        receipt = session.on_dissemination(relayed.dissemination, sequence=1)
+        receipt = session.on_dissemination(relayed, sequence=1)
     finally:
         session.close()
     assert b"received" in receipt

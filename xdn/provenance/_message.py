@@ -357,9 +357,11 @@ def check_extendable(
 
     A site or a subscriber calls this on the provenance that came with a dissemination before
     it relays or receipts it: a dishonest peer may send another document's chain, a final one
-    (a receipt or a refusal notice), one whose outermost envelope names other manifest leaves
-    than the ``leaves`` that came with it, or one that already uses the URI of the hop about to
-    be added.
+    (a receipt or a refusal notice), one whose outermost envelope does not name every manifest
+    leaf of the ``leaves`` that came with it, or one that already uses the URI of the hop about
+    to be added. (It may name more than came: a peer that withheld fragments it says it sent;
+    the next hop or receipt names what was actually forwarded or received, so the chain shows
+    the difference, and the subscriber's completeness checks flag what it was owed.)
 
     Raises:
         ProtocolError: any of these, naming it.
@@ -371,7 +373,7 @@ def check_extendable(
     shape = shape_of(message)
     if message.refusal is not None or shape.outermost.kind == "receipt":
         raise ProtocolError("provenance ends in a receipt or a refusal: it cannot be extended")
-    if message.leaves() != leaves:
+    if not leaves.issubset(message.leaves()):
         raise ProtocolError(
             f"provenance says it carries leaves {message.leaves()} of the manifest, but "
             f"leaves {leaves} came with it"
@@ -490,11 +492,27 @@ def relay_many(
     return _extend_all(message, signer, built)
 
 
-def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms: int) -> Message:
-    """The subscriber's RECEIVED stage: a final envelope signed by the subscriber."""
+def receipt(
+    message: Message,
+    signer: Signer,
+    *,
+    message_uri: str,
+    timestamp_ms: int,
+    leaves: LeafRanges | None = None,
+) -> Message:
+    """The subscriber's RECEIVED stage: a final envelope signed by the subscriber.
+
+    Args:
+        leaves: the manifest leaves actually received (a subset of ``message.leaves()``;
+            default: all of them).
+    """
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
     _not_a_notice(message)
+    if leaves is None:
+        leaves = message.leaves()
+    elif not isinstance(leaves, LeafRanges) or not leaves.issubset(message.leaves()):
+        raise UsageError("a receipt's leaves must be a subset of the message's leaves")
     _check_args(signer, message_uri, message.document_id, timestamp_ms)
     _check_extension(message, message_uri)
     outer = shape_of(message).outermost
@@ -506,7 +524,7 @@ def receipt(message: Message, signer: Signer, *, message_uri: str, timestamp_ms:
         recipient=None,
         timestamp_ms=timestamp_ms,
         document_id=message.document_id,
-        leaves=message.leaves(),
+        leaves=leaves,
         contains=outer.name,
         remote_message=outer.message,
     )
