@@ -61,8 +61,13 @@ class SiteReceipts:
     def __init__(self, node: SiteNode, limits: Limits) -> None:
         self._node = node
         self._limits = limits
-        self._fingerprint = certs.credential_from_pem(node.site.tls.cert_pem).fingerprint
+        self._own: str | None = None  # this site's certificate fingerprint, read on first use
         self.queued = asyncio.Event()  # set whenever a receipt is queued (wakes the sender)
+
+    def _fingerprint(self) -> str:
+        if self._own is None:
+            self._own = certs.credential_from_pem(self._node.site.tls.cert_pem).fingerprint
+        return self._own
 
     @property
     def root(self) -> bool:
@@ -99,7 +104,7 @@ class SiteReceipts:
                 f"as {subscriber!r}"
             )
         served = receipt.hops[-2]
-        if served.kind != "relay" or served.fingerprint != self._fingerprint:
+        if served.kind != "relay" or served.fingerprint != self._fingerprint():
             raise ReceiptError(
                 f"the receipt wraps a {served.kind} signed by {served.name!r}, not a hop of "
                 f"this site {self._node.site.name!r}"
@@ -122,7 +127,7 @@ class SiteReceipts:
             SignatureError, ProvenanceError: it does not verify.
         """
         receipt = self._read(data)
-        if not receipt.passes_through(self._fingerprint, downlink.fingerprint):
+        if not receipt.passes_through(self._fingerprint(), downlink.fingerprint):
             raise ReceiptError(
                 f"the receipt's chain has no hop of {downlink.name!r} right after one of this "
                 f"site {self._node.site.name!r} (path: {' -> '.join(receipt.sites)})"

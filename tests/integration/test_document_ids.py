@@ -25,13 +25,14 @@ GIVEN_IDS = ("2024/03/order", "../../escape")  # ids given with --id
 
 
 def _graphs(logs: list[Path]) -> dict[str, list[Quad]]:
-    """Every graph of the given provenance logs, by name."""
-    graphs: dict[str, list[Quad]] = defaultdict(list)
+    """Every graph of the given provenance logs, by name (a graph several nodes logged — a
+    receipt, which each site on its way up logs too — once)."""
+    graphs: dict[str, set[Quad]] = defaultdict(set)
     for log in logs:
         for quad in parse_nquads(log.read_bytes()):
             assert quad.g is not None
-            graphs[quad.g.value].append(quad)
-    return graphs
+            graphs[quad.g.value].add(quad)
+    return {name: sorted(quads, key=repr) for name, quads in graphs.items()}
 
 
 def _node_keys(graphs: dict[str, list[Quad]], ca_pem: bytes) -> dict[str, crypto.PublicKey]:
