@@ -48,6 +48,7 @@ __all__ = [
     "CrlFreshness",
     "Fields",
     "check_crl_succession",
+    "check_in_force",
     "create_ca",
     "create_crl",
     "credential_from_pem",
@@ -311,6 +312,24 @@ def _issuer_refusal(cert_pem: bytes, ca_pem: bytes) -> str | None:
     return None
 
 
+def check_in_force(
+    credential: Credential, *, at: datetime, revoked: frozenset[int] = frozenset()
+) -> None:
+    """Check that a certificate the CA issued (checked already) is not revoked and is valid
+    at ``at`` — for a caller that keeps the issuer check of a certificate it sees often.
+
+    Raises:
+        CertificateError: revoked, or not valid at ``at``.
+    """
+    if credential.serial in revoked:
+        raise CertificateError(f"certificate of {credential.name!r} was revoked")
+    if not credential.valid_at(at):
+        raise CertificateError(
+            f"certificate of {credential.name!r} is not valid at {at.isoformat()} "
+            f"(valid {credential.not_before.isoformat()} to {credential.not_after.isoformat()})"
+        )
+
+
 def verify_certificate(
     cert_pem: bytes,
     ca_pem: bytes,
@@ -331,13 +350,7 @@ def verify_certificate(
     if refusal is not None:
         raise CertificateError(refusal)
     credential = credential_from_pem(cert_pem)
-    if credential.serial in revoked:
-        raise CertificateError(f"certificate of {credential.name!r} was revoked")
-    if not credential.valid_at(at):
-        raise CertificateError(
-            f"certificate of {credential.name!r} is not valid at {at.isoformat()} "
-            f"(valid {credential.not_before.isoformat()} to {credential.not_after.isoformat()})"
-        )
+    check_in_force(credential, at=at, revoked=revoked)
     if role is not None and credential.role != role:
         raise CertificateError(
             f"certificate of {credential.name!r} has role {credential.role!r}, expected {role!r}"

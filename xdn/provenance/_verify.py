@@ -153,7 +153,8 @@ class ChainVerifier:
         self._ca = ca_pem
         self._revoked = revoked
         self._batches = BatchCache(batch_capacity)
-        self._certificates: dict[bytes, tuple[bytes, crypto.PublicKey]] = {}
+        # DER → (credential, key) of certificates whose CA signature was checked
+        self._certificates: dict[bytes, tuple[certs.Credential, crypto.PublicKey]] = {}
 
     def verify(self, message: Message, *, at: datetime) -> VerifiedChain:
         """Verify every graph of ``message`` under its signer's carried certificate.
@@ -208,20 +209,22 @@ class ChainVerifier:
         if sig.certificate is None:
             raise SignatureError(f"signature graph <{sig.name}> carries no signer certificate")
         known = self._certificates.get(sig.certificate)
-        if known is None:
-            try:
-                pem = x509.load_der_x509_certificate(sig.certificate).public_bytes(Encoding.PEM)
-            except (ValueError, binascii.Error):
-                raise SignatureError(
-                    f"signature graph <{sig.name}>: the signer certificate is not DER X.509"
-                ) from None
-            known = (pem, certs.public_key_of(pem))
-            if len(self._certificates) >= 4096:
-                self._certificates.clear()
-            self._certificates[sig.certificate] = known
-        pem, key = known
         try:
-            credential = certs.verify_certificate(pem, self._ca, at=at, revoked=revoked)
+            if known is None:  # the CA's signature is checked once per certificate
+                try:
+                    der = x509.load_der_x509_certificate(sig.certificate)
+                except (ValueError, binascii.Error):
+                    raise SignatureError(
+                        f"signature graph <{sig.name}>: the signer certificate is not DER X.509"
+                    ) from None
+                pem = der.public_bytes(Encoding.PEM)
+                credential = certs.verify_certificate(pem, self._ca, at=at, revoked=revoked)
+                known = (credential, certs.public_key_of(pem))
+                if len(self._certificates) >= 4096:
+                    self._certificates.clear()
+                self._certificates[sig.certificate] = known
+            credential, key = known
+            certs.check_in_force(credential, at=at, revoked=revoked)
         except CertificateError as exc:
             raise SignatureError(f"signature graph <{sig.name}>: {exc}") from None
         if certs.node_uri(credential.name) != sig.signer:
