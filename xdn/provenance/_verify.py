@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -95,30 +97,73 @@ def verify_message(message: Message, public_keys: Mapping[str, crypto.PublicKey]
 def _verify_signatures(
     shape: Shape, key_of: Callable[[SignatureInfo], crypto.PublicKey], batches: BatchCache
 ) -> None:
-    """Condition 9, then every signature (Algorithm 2), then coverage (its line 9)."""
+    """Condition 9, then every signature (Algorithm 2), then coverage (its line 9).
+
+    The ECDSA checks of one message run on two threads (the library releases the GIL), which
+    halves the latency of a long chain on a machine with a spare core; the first failure in
+    graph order is the one reported.
+    """
     _check_signers(shape)
-    verified: set[str] = set()
+    jobs = []
     for signed, sig in sorted(shape.signatures.items()):
         key = key_of(sig)
         try:
             raw = base64.b64decode(sig.value, validate=True)
         except ValueError:  # binascii.Error, or non-ASCII text
             raise SignatureError(f"graph <{sig.name}>: signature value is not base64") from None
-        try:
-            data = signing_input(shape.graphs[signed])
-            if sig.batch is None:
-                crypto.verify(key, raw, data)
-            else:
-                batches.verify(key, batch_root(data, sig.batch), raw, size=sig.batch.size)
-        except SignatureError:
+        jobs.append(_Check(sig, key, raw, signing_input(shape.graphs[signed]), batches))
+    held = _pool().map(_Check.holds, jobs) if len(jobs) > 1 else map(_Check.holds, jobs)
+    for job, ok in zip(jobs, list(held), strict=True):
+        if not ok:
             raise SignatureError(
-                f"signature graph <{sig.name}> does not verify graph <{signed}> "
-                f"under the key of <{sig.signer}>"
-            ) from None
-        verified |= {signed, sig.name}
+                f"signature graph <{job.sig.name}> does not verify graph "
+                f"<{job.sig.signed_graph}> under the key of <{job.sig.signer}>"
+            )
+    verified = {g for job in jobs for g in (job.sig.signed_graph, job.sig.name)}
     if verified != set(shape.graphs):  # Algorithm 2, line 9: |V| = |D|
         missing = sorted(set(shape.graphs) - verified)
         raise ProvenanceError(f"graph <{missing[0]}> is not covered by any signature")
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """One signature to check: over the graph's canonical form, or its batch's root."""
+
+    sig: SignatureInfo
+    key: crypto.PublicKey
+    raw: bytes
+    data: bytes
+    batches: BatchCache
+
+    def holds(self) -> bool:
+        try:
+            if self.sig.batch is None:
+                crypto.verify(self.key, self.raw, self.data)
+            else:
+                root = batch_root(self.data, self.sig.batch)
+                self.batches.verify(self.key, root, self.raw, size=self.sig.batch.size)
+        except SignatureError:
+            return False
+        return True
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="xdn-verify")
+    return _POOL
+
+
+def _forget_pool() -> None:
+    """A forked child has none of its parent's threads: it starts its own pool when needed."""
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
