@@ -19,10 +19,14 @@ Fragments are checked against the document they claim and the ontology; anything
 :class:`~xdn.errors.ProtocolError`. A document's provenance chain is verified before anything
 is routed or signed (Algorithm 2 under the certificates it carries, checked against the CA and
 the CRL in force: :class:`~xdn.provenance.ChainVerifier`): it must be signed by the publisher
-who signed the manifest, name exactly the manifest leaves that came with it and be addressed
+who signed the manifest, name every manifest leaf that came with it and be addressed
 to this site; otherwise a :class:`~xdn.errors.SignatureError` or
 :class:`~xdn.errors.ProvenanceError` names the graph at fault. Nothing here can read content:
 only cleartext headers are used.
+
+Work per document grows with its fragments once (:class:`~disseminator.payloads.DocumentParts`
+checks, segments and serializes them) and with destinations × concepts after that: routing
+chooses whole concepts, and each destination's delivery is assembled from the serialized runs.
 """
 
 from __future__ import annotations
