@@ -22,6 +22,8 @@ what it relays, which is exactly the power the threat model gives a dishonest si
 ``forge-provenance:ID`` alters the publisher's envelope (its timestamp) in the provenance chain of
                         document ID, in whatever it relays (to downlinks and subscribers alike),
                         and signs its own hop over the altered chain
+``relay-unverified``    relays documents without checking their provenance chains (it skips
+                        Algorithm 2 and the CRL for them), still relaying the CRL it has
 ``forge-receipt:NAME``  for every receipt a subscriber sends it, also passes upstream a forged
                         one: the same document relayed to its subscriber NAME and receipted in
                         NAME's name (NAME's certificate), signed with the site's own key
@@ -42,6 +44,7 @@ from xdn.grpc_fork import disable_grpc_fork_handlers
 FAULTS = (
     "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
     "list-member", "keep-members", "forge-provenance", "forge-receipt",
+    "relay-unverified",
 )
 
 Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
@@ -124,6 +127,16 @@ def _forge_provenance(document_id: str) -> Transform:
         return [delivery]
 
     return transform
+
+
+def _patch_relay_unverified() -> None:
+    from disseminator.planning import Planner
+    from xdn import provenance
+
+    def verified(self: Planner, diss: Any, leaves: Any) -> Any:
+        return provenance.Message.from_nquads(diss.provenance)
+
+    Planner.verified = verified  # type: ignore[method-assign]
 
 
 def _without(grants: Any, concept: str) -> None:
@@ -302,6 +315,8 @@ def install(fault: str) -> None:
         _patch_keep_members()
     elif name == "forge-provenance":
         _patch_pump(_forge_provenance(argument), links=True)
+    elif name == "relay-unverified":
+        _patch_relay_unverified()
     elif name == "forge-receipt":
         _patch_forge_receipt(argument)
     else:

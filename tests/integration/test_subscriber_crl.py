@@ -3,11 +3,15 @@
 The root d1 is dishonest (or lagging): it keeps the CRL it started with, so it goes on taking
 documents from a publisher the CA has since revoked (its key stolen, say). alice's site d2
 reloads the new CRL and relays it; alice then refuses the revoked publisher's next document
-although it is genuinely signed with the publisher's key and routed by both sites.
+although it is genuinely signed with the publisher's key and routed by both sites. An honest
+d2 would refuse that document itself (it checks every provenance chain against its CRL), so d2
+here relays documents without checking them: alice's refusal is hers alone. The honest d2's
+refusal is the second test.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -16,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
 
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, SiteSpec, wait_until
 
@@ -39,11 +44,15 @@ class _LaggingRoot(LocalNetwork):
         return path
 
 
-@pytest.fixture
-def network(tmp_path: Path) -> Iterator[LocalNetwork]:
+@pytest.fixture(params=["unchecking", "honest"])
+def network(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalNetwork]:
     net = _LaggingRoot(tmp_path / "net")
     net.workdir.mkdir(parents=True)
     net.prepare()
+    if request.param == "unchecking":
+        net.sites["d2"] = dataclasses.replace(
+            net.sites["d2"], launcher=launcher("relay-unverified")
+        )
     try:
         net.start_sites()
         yield net
@@ -56,6 +65,16 @@ def _refusals(network: LocalNetwork, name: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def _revoke_publisher(network: LocalNetwork) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(network.certs),
+         "--name", PUBLISHER],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("network", ["unchecking"], indirect=True)
 def test_a_revoked_publishers_document_is_refused_by_the_subscriber(
     network: LocalNetwork,
 ) -> None:
@@ -66,12 +85,7 @@ def test_a_revoked_publishers_document_is_refused_by_the_subscriber(
     network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]], wait_for=("alice",))
     assert wait_until(lambda: len(network.received("alice")) == 1)
 
-    done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(network.certs),
-         "--name", PUBLISHER],
-        capture_output=True, text=True, check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _revoke_publisher(network)
     # d2 notices the rewritten crl.pem by itself and relays it to alice, who puts it in force.
     assert wait_until(lambda: "from the site in force (1 certificates revoked" in
                       network.output("alice"), timeout=30)
@@ -87,3 +101,20 @@ def test_a_revoked_publishers_document_is_refused_by_the_subscriber(
 
     assert network.stop_subscriber("alice") == 2  # a run with a refusal exits with 2
     assert "(refusals: 1 revoked;" in network.output("alice")
+
+
+@pytest.mark.parametrize("network", ["honest"], indirect=True)
+def test_a_site_refuses_the_chain_of_a_publisher_its_crl_revokes(network: LocalNetwork) -> None:
+    network.start_subscriber("alice")
+    network.wait_subscribed("alice")
+    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]], wait_for=("alice",))
+    _revoke_publisher(network)
+    assert wait_until(lambda: "from the site in force (1 certificates revoked" in
+                      network.output("alice"), timeout=30)  # d2 has the new CRL in force
+    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]])  # d1 still takes it
+    assert wait_until(
+        lambda: network.metric("d2", "xdn_documents_refused_total", kind="provenance") >= 1,
+        timeout=60,
+    ), network.output("d2")
+    assert "was revoked" in network.output("d2")
+    assert len(network.received("alice")) == 1  # version 2 never reached her
