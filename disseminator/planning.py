@@ -25,7 +25,7 @@ to this site; otherwise a :class:`~xdn.errors.SignatureError` or
 only cleartext headers are used.
 
 Work per document grows with its fragments once (:class:`~disseminator.payloads.DocumentParts`
-checks, segments and serializes them) and with destinations × concepts after that: routing
+checks, segments and serializes them) and with destinations times concepts after that: routing
 chooses whole concepts, and each destination's delivery is assembled from the serialized runs.
 """
 

@@ -245,14 +245,21 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             standing=standing_to_pb(standing),
         )
 
+    def _asking_publisher(
+        self, request: Any, context: grpc.aio.ServicerContext, what: str
+    ) -> certs.Credential:
+        """The publisher calling, which may ask only about itself (``request.publisher``)."""
+        well_formed(request)
+        publisher = self._peer(context, role="publisher")
+        if request.publisher != publisher.name:
+            raise _Abort(grpc.StatusCode.PERMISSION_DENIED, f"ask for your own {what}")
+        return publisher
+
     async def GetMembership(
         self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
     ) -> pb.Membership:
         try:
-            well_formed(request)
-            publisher = self._peer(context, role="publisher")
-            if request.publisher != publisher.name:
-                raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own membership")
+            publisher = self._asking_publisher(request, context, "membership")
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
@@ -656,10 +663,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self, request: pb.ReceiptsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReceiptsReply:
         try:
-            well_formed(request)
-            publisher = self._peer(context, role="publisher")
-            if request.publisher != publisher.name:
-                raise _Abort(grpc.StatusCode.PERMISSION_DENIED, "ask for your own receipts")
+            publisher = self._asking_publisher(request, context, "receipts")
             if not self.receipts.root:
                 raise _Abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
