@@ -210,6 +210,9 @@ class Planner:
             for destination, segments, hop in routes
         ]
         relayed = provenance.relay_many(message, self.signer, hops, timestamp_ms=self.now_ms())
+        now = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
+        for first in range(0, len(relayed), provenance.MAX_BATCH):  # one signature per batch
+            self.chains.remember(relayed[first], at=now)  # the receipts will carry it back
         out = []
         for (destination, segments, _), extended in zip(routes, relayed, strict=True):
             payload = parts.delivery(segments, extended.to_nquads())

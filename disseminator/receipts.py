@@ -75,14 +75,23 @@ class SiteReceipts:
         node = self._node
         return node.site.uplink is None and not node.ontology.parents(node.site.block)
 
-    def _read(self, data: bytes) -> Receipt:
+    def read(self, data: bytes) -> Receipt:
+        """Parse and verify a receipt chain (pure CPU work on values: callers may run it on a
+        worker thread, off the site's event loop).
+
+        Raises:
+            ReceiptError, SignatureError, ProvenanceError: it is not a receipt that verifies.
+        """
         return read_receipt(
             data, self._node.planner.chains, at=self._node.now(),
             max_bytes=self._limits.max_receipt_bytes,
         )
 
-    def from_subscriber(self, subscriber: str, data: bytes) -> bool:
+    def from_subscriber(self, subscriber: str, data: bytes | Receipt) -> bool:
         """Accept the receipt local ``subscriber`` sent with an acknowledgement.
+
+        Args:
+            data: the receipt's bytes, or the receipt :meth:`read` from them.
 
         Returns:
             ``True`` if it was new (logged and queued), ``False`` for a duplicate.
@@ -95,7 +104,7 @@ class SiteReceipts:
         registration = self._node.table.local.get(subscriber) or self._node.ending(subscriber)
         if registration is None:
             raise ReceiptError(f"receipt from {subscriber!r}, which is not registered here")
-        receipt = self._read(data)
+        receipt = data if isinstance(data, Receipt) else self.read(data)
         registered = certs.credential_from_pem(registration.certificate).fingerprint
         if receipt.subscriber.fingerprint != registered:
             raise ReceiptError(
@@ -116,7 +125,7 @@ class SiteReceipts:
             )
         return self._accept(receipt, "subscriber")
 
-    def from_downlink(self, downlink: certs.Credential, data: bytes) -> bool:
+    def from_downlink(self, downlink: certs.Credential, data: bytes | Receipt) -> bool:
         """Accept a receipt the linked ``downlink`` passed up.
 
         Returns:
@@ -126,7 +135,7 @@ class SiteReceipts:
             ReceiptError: not a receipt, or its chain does not go from this site to the caller.
             SignatureError, ProvenanceError: it does not verify.
         """
-        receipt = self._read(data)
+        receipt = data if isinstance(data, Receipt) else self.read(data)
         if not receipt.passes_through(self._fingerprint(), downlink.fingerprint):
             raise ReceiptError(
                 f"the receipt's chain has no hop of {downlink.name!r} right after one of this "

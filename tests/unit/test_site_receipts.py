@@ -208,8 +208,12 @@ def test_a_refused_receipt_is_counted_and_never_fails_the_ack(
     pki: Pki, sites: dict[str, SiteNode]
 ) -> None:
     service = DisseminatorService(sites["d2"])
-    service._on_receipt(_member(pki, "carol"), chain(pki, "d1", "d2"))
-    service._on_receipt(_member(pki, "alice"), b"not n-quads")
+
+    async def acks() -> None:
+        await service._on_receipt(_member(pki, "carol"), chain(pki, "d1", "d2"))
+        await service._on_receipt(_member(pki, "alice"), b"not n-quads")
+
+    asyncio.run(acks())
     refused = sites["d2"].metrics.refused_receipts
     assert refused.labels(source="subscriber", reason="ReceiptError")._value.get() == 1
     assert refused.labels(source="subscriber", reason="ProvenanceError")._value.get() == 1

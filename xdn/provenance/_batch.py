@@ -86,11 +86,13 @@ def batch_root(signing_input: bytes, proof: BatchProof) -> bytes:
 
 
 class BatchCache:
-    """Remembers batch signatures already checked, so a verifier checks each batch once.
+    """Remembers signatures already checked, so that a verifier checks each one once: a batch
+    signature once per batch, and a plain signature once however many chains carry it (a site
+    meets the chain it routed again in the receipts that come back).
 
-    Keyed by (public key bytes, size, root, signature): a hit means this exact signature over
-    this exact root of a batch of this size verified under this exact key before. Bounded; the
-    oldest entries go first.
+    Keyed by (public key, batch size, root, signature), a plain signature by (public key, 0,
+    SHA-256 of the signed bytes, signature): a hit means this exact signature over these exact
+    bytes verified under this exact key before. Bounded; the oldest entries go first.
     """
 
     def __init__(self, capacity: int = 4096) -> None:
@@ -104,10 +106,36 @@ class BatchCache:
         Raises:
             SignatureError: it does not verify.
         """
-        entry = (crypto.public_key_to_pem(key), size, root, signature)
+        self._check((crypto.public_key_to_pem(key), size, root, signature), key, signed_root(
+            root, size
+        ))
+
+    def verify_plain(self, key: crypto.PublicKey, data: bytes, signature: bytes) -> None:
+        """Check a plain ``signature`` over ``data`` under ``key`` (or recall that it held).
+
+        Raises:
+            SignatureError: it does not verify.
+        """
+        entry = (crypto.public_key_to_pem(key), 0, crypto.sha256(data), signature)
+        self._check(entry, key, data)
+
+    def remember(
+        self, key: crypto.PublicKey, signed: bytes, signature: bytes, *, size: int = 0
+    ) -> None:
+        """Record a signature this party made itself (``signed``: the batch root, or for a
+        plain signature the signed bytes) as checked."""
+        digest = signed if size else crypto.sha256(signed)
+        self._add((crypto.public_key_to_pem(key), size, digest, signature))
+
+    def _check(
+        self, entry: tuple[bytes, int, bytes, bytes], key: crypto.PublicKey, data: bytes
+    ) -> None:
         if entry in self._seen:
             return
-        crypto.verify(key, signature, signed_root(root, size))
+        crypto.verify(key, entry[3], data)
+        self._add(entry)
+
+    def _add(self, entry: tuple[bytes, int, bytes, bytes]) -> None:
         if len(self._seen) >= self._capacity:
             del self._seen[next(iter(self._seen))]
         self._seen[entry] = None
