@@ -275,9 +275,10 @@ def _patch_forge_receipt(victim: str) -> None:
 
     honest = SiteReceipts.from_subscriber
 
-    def from_subscriber(self: SiteReceipts, subscriber: str, data: bytes) -> bool:
+    def from_subscriber(self: SiteReceipts, subscriber: str, data: Any) -> bool:
         fresh = honest(self, subscriber, data)
-        forged = _forged_receipt(self._node, data, victim) if fresh else None
+        raw = data if isinstance(data, bytes) else data.to_nquads()  # bytes or a read Receipt
+        forged = _forged_receipt(self._node, raw, victim) if fresh else None
         if forged is not None:  # queued as if accepted: the uplink is to check it
             self._node.store.accept_receipt(
                 receipt_id=hashlib.sha256(forged).hexdigest(),
