@@ -151,6 +151,14 @@ class DocumentParts:
             raise ProtocolError("no fragment chosen")
         return LeafRanges.of((s.first_leaf, s.first_leaf + s.end - s.start) for s in segments)
 
+    def dissemination(self, provenance: bytes) -> bytes:
+        """The whole document as a serialized ``Dissemination`` with ``provenance`` (what a
+        site retains for later subscribers)."""
+        parts = [self._manifest, *self._bytes]
+        if provenance:
+            parts.append(_field(_DISSEMINATION_PROVENANCE, provenance))
+        return b"".join(parts)
+
     def delivery(self, segments: Sequence[Segment], provenance: bytes) -> bytes:
         """The serialized ``Delivery`` of ``segments`` with ``provenance``."""
         parts = [self._manifest]

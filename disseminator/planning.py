@@ -60,6 +60,7 @@ class DocumentPlan:
     graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
     delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
     subscribers: int = 0  # registered here or behind downlinks, granted some fragment
+    retained: bytes = b""  # the document as received (serialized), for later subscribers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +123,7 @@ class Planner:
         plan = DocumentPlan(
             identity=identity, fragments=parts.count, concepts=parts.concepts,
             subscribers=self.table.reach(manifest.publisher, parts.concepts),
+            retained=parts.dissemination(diss.provenance),
         )
         routes = []
         for destination, concepts in self.table.granted(

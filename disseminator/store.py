@@ -164,6 +164,49 @@ class StoredRegistration:
     lease: bytes = b""  # the subscriber's signed membership lease (xdn.lease), if any
 
 
+_PAGE_SIZE = 65536  # SQLite's largest
+_RECENT_BYTES = 64 * 1024 * 1024  # deliveries just queued, kept in memory for the streams
+
+
+class _Recent:
+    """The payloads of deliveries just committed, by (kind, name, sequence), so that a stream
+    sends them without reading them back; bounded in bytes, the oldest dropped first (a
+    dropped or taken one is read from the store when it is needed again)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._size = 0
+        self._items: dict[tuple[str, str, int], bytes] = {}  # oldest first
+        self._sequences: dict[tuple[str, str], set[int]] = {}
+
+    def put(self, key: tuple[str, str, int], payload: bytes) -> None:
+        if len(payload) > self._capacity:
+            return
+        self._items[key] = payload
+        self._sequences.setdefault(key[:2], set()).add(key[2])
+        self._size += len(payload)
+        while self._size > self._capacity:
+            self._pop(next(iter(self._items)))
+
+    def take(self, key: tuple[str, str, int]) -> bytes | None:
+        return self._pop(key) if key in self._items else None
+
+    def discard(self, kind: str, name: str, upto: int | None = None) -> None:
+        """Forget a destination's payloads (up to sequence ``upto``; all when ``None``)."""
+        for seq in list(self._sequences.get((kind, name), ())):
+            if upto is None or seq <= upto:
+                self._pop((kind, name, seq))
+
+    def _pop(self, key: tuple[str, str, int]) -> bytes:
+        payload = self._items.pop(key)
+        self._size -= len(payload)
+        sequences = self._sequences[key[:2]]
+        sequences.discard(key[2])
+        if not sequences:
+            del self._sequences[key[:2]]
+        return payload
+
+
 class Store:
     """The SQLite-backed state of one site."""
 
@@ -171,8 +214,16 @@ class Store:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None)
+        # Queued deliveries are whole documents: with 64 KiB pages a multi-megabyte row takes
+        # a few dozen pages instead of hundreds, which makes writing, reading and deleting it
+        # about three times cheaper. (It applies to a new store; an older one keeps its size.)
+        self._recent = _Recent(_RECENT_BYTES)
+        self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A delivered row is ciphertext the site could never read: zero freed space only where
+        # that costs no extra writes (some SQLite builds zero every freed page by default).
+        self._db.execute("PRAGMA secure_delete=FAST")
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(registrations)")}
         if "lease" not in columns:  # a store written before leases: add the column
@@ -213,6 +264,7 @@ class Store:
         """
         last: dict[tuple[str, str], int] = {}
         full: list[tuple[str, str]] = []
+        recent: list[tuple[tuple[str, str, int], bytes]] = []
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             for item in appends:
@@ -236,6 +288,7 @@ class Store:
                     (next_seq + 1, *dest),
                 )
                 last[dest] = next_seq
+                recent.append(((*dest, next_seq), item.payload))
             if document is not None:
                 self._db.execute("INSERT OR IGNORE INTO routed VALUES (?, ?, ?)", document)
             self._db.executemany(
@@ -247,6 +300,8 @@ class Store:
                 self._retain(retained)
             if history is not None:
                 self._record_history(history)
+        for key, payload in recent:  # committed: the streams may send them from memory
+            self._recent.put(key, payload)
         return last, full
 
     def _record_history(self, history: History) -> None:
@@ -422,12 +477,25 @@ class Store:
         return int(count)
 
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
-        rows = self._db.execute(
-            "SELECT seq, payload FROM deliveries WHERE kind = ? AND name = ? AND seq > ? "
-            "ORDER BY seq LIMIT ?",
-            (kind, name, after, limit),
-        )
-        return [(seq, bytes(payload)) for seq, payload in rows]
+        """Queued deliveries after ``after``: the ones just queued come from memory (the
+        committed rows hold the same bytes), older ones are read back."""
+        seqs = [
+            seq for (seq,) in self._db.execute(
+                "SELECT seq FROM deliveries WHERE kind = ? AND name = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (kind, name, after, limit),
+            )
+        ]
+        out = []
+        for seq in seqs:
+            payload = self._recent.take((kind, name, seq))
+            if payload is None:
+                (payload,) = self._db.execute(
+                    "SELECT payload FROM deliveries WHERE kind = ? AND name = ? AND seq = ?",
+                    (kind, name, seq),
+                ).fetchone()
+            out.append((seq, bytes(payload)))
+        return out
 
     def ack(self, kind: str, name: str, seq: int) -> None:
         """Drop deliveries up to ``seq`` (never moves the acknowledgement backwards)."""
@@ -442,6 +510,7 @@ class Store:
                 "DELETE FROM deliveries WHERE kind = ? AND name = ? AND seq <= ?",
                 (kind, name, seq),
             )
+        self._recent.discard(kind, name, upto=seq)
 
     def drop_destination(self, kind: str, name: str) -> int:
         """Forget a destination and its queue; return how many deliveries were discarded."""
@@ -452,6 +521,7 @@ class Store:
             ).fetchone()
             self._db.execute("DELETE FROM deliveries WHERE kind = ? AND name = ?", (kind, name))
             self._db.execute("DELETE FROM destinations WHERE kind = ? AND name = ?", (kind, name))
+        self._recent.discard(kind, name)
         return int(count)
 
     # ---- registrations -------------------------------------------------------------------

@@ -65,6 +65,9 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
         leaves = {f.position for f in diss.fragments if f.concept in chosen}
         assert set(parts.leaves_of(segments)) == leaves
     assert parts.leaves == LeafRanges(((0, sum(n for _, n in runs)),))
+    assert pb.Dissemination.FromString(parts.dissemination(provenance)) == pb.Dissemination(
+        manifest=diss.manifest, fragments=diss.fragments, provenance=provenance
+    )
     assert parts.count == len(diss.fragments)
 
 
