@@ -40,7 +40,7 @@ from disseminator.payloads import DocumentParts, Segment
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append
 from xdn import certs, identity, provenance
-from xdn.errors import ProtocolError, SignatureError
+from xdn.errors import ProtocolError
 from xdn.ontology import Ontology
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -154,17 +154,12 @@ class Planner:
             diss.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
         )
         provenance.check_extendable(message, document_id=manifest.document_id, leaves=leaves)
-        chain = self.chains.verify(message, at=datetime.fromtimestamp(self.now_ms() / 1000, UTC))
-        publisher = certs.credential_from_pem(manifest.publisher_certificate)
-        if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
-            raise SignatureError(
-                "the provenance chain was not signed by the publisher who signed the manifest"
-            )
-        if message.recipient != self.signer.node_uri:
-            raise SignatureError(
-                f"the provenance chain's last hop is addressed to <{message.recipient}>, "
-                f"not to this site <{self.signer.node_uri}>"
-            )
+        self.chains.verify_received(
+            message,
+            at=datetime.fromtimestamp(self.now_ms() / 1000, UTC),
+            publisher_certificate=manifest.publisher_certificate,
+            recipient=self.signer.node_uri,
+        )
         return message
 
     def retained(

@@ -70,7 +70,7 @@ from subscriber.revocation import (
 from subscriber.store import CRL_WAIT, Held, Inbox, Keyring
 from xdn import certs, crypto, lease, provenance
 from xdn.codec import View, decode, fragment_concepts
-from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError, SignatureError
+from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.lkh import EpochGapError, MemberKeys, open_document_keys, verify_key_message
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -705,13 +705,9 @@ class Session:
         Raises:
             SignatureError, ProvenanceError: it does not hold (a PeerError: refused).
         """
-        chain = self.chains.verify(received, at=self.clock())
-        publisher = certs.credential_from_pem(manifest.publisher_certificate)
-        if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
-            raise SignatureError(
-                "the provenance chain was not signed by the publisher who signed the manifest"
-            )
-        if received.recipient != self.signer.node_uri:
-            raise SignatureError(
-                f"the provenance chain's last hop is addressed to <{received.recipient}>, not us"
-            )
+        self.chains.verify_received(
+            received,
+            at=self.clock(),
+            publisher_certificate=manifest.publisher_certificate,
+            recipient=self.signer.node_uri,
+        )

@@ -281,7 +281,7 @@ def test_the_ack_carries_the_whole_receipt_chain_which_verifies(  # type: ignore
     ("signed_by", "change", "reason"),
     [
         ("production-dept", {"recipient": "bob"},
-         "last hop is addressed to <https://bob.xdn.example/>, not us"),
+         "last hop is addressed to <https://bob.xdn.example/>, not to <https://alice.xdn.example/>"),
         ("production-dept", {"carry": False}, "carries no signer certificate"),
         ("qa-company", {}, "names publisher 'production-dept' but is signed by 'qa-company'"),
         ("qa-company", {"publisher": "qa-company"},

@@ -248,6 +248,29 @@ class ChainVerifier:
                 )
         return VerifiedChain(signers=tuple(signers), publisher=publisher)
 
+    def verify_received(
+        self, message: Message, *, at: datetime, publisher_certificate: bytes, recipient: str
+    ) -> VerifiedChain:
+        """:meth:`verify` a chain that came with a document, then check that the publisher who
+        signed it is the one whose certificate signed the document's manifest, and that its last
+        hop is addressed to ``recipient`` (the node checking it).
+
+        Raises:
+            SignatureError, ProvenanceError: any of it does not hold.
+        """
+        chain = self.verify(message, at=at)
+        publisher = certs.credential_from_pem(publisher_certificate)
+        if chain.publisher is None or chain.publisher.fingerprint != publisher.fingerprint:
+            raise SignatureError(
+                "the provenance chain was not signed by the publisher who signed the manifest"
+            )
+        if message.recipient != recipient:
+            raise SignatureError(
+                f"the provenance chain's last hop is addressed to <{message.recipient}>, "
+                f"not to <{recipient}>"
+            )
+        return chain
+
     def remember(self, message: Message, *, at: datetime) -> None:
         """Record the signature of ``message``'s outermost envelope as checked: a hop this
         party signed itself (so the receipts that come back through it cost no check of it).
