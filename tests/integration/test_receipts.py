@@ -29,7 +29,7 @@ from deploy.network import (
 )
 from xdn.paths import REPO_ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 PUBLISHER = "production-dept"
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
