@@ -76,8 +76,8 @@ def _fragment_records(fragments: Sequence[pb.Fragment]) -> list[bytes]:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Fragments ``[start, end)`` of the document (in message order), all of ``concept``,
-    which are manifest leaves ``[first_leaf, first_leaf + end - start)``."""
+    """Fragments ``[start, end)`` of the document (in message order): one run of leaves, all of
+    ``concept``, which are manifest leaves ``[first_leaf, first_leaf + end - start)``."""
 
     concept: str
     start: int
@@ -119,13 +119,14 @@ class DocumentParts:
             run = bisect_right(heads, index) - 1
             return starts[run] + index - heads[run]
 
-        cuts = [0, *(i for i in range(1, len(names)) if names[i] != names[i - 1]), len(names)]
+        changes = {i for i in range(1, len(names)) if names[i] != names[i - 1]}
         opened = set(heads)
-        if any(cut not in opened for cut in cuts[:-1]):
+        if not changes <= opened:
             raise ProtocolError(
                 "a run of leaves holds fragments of several concepts: a site forwards whole "
                 "concepts, so each needs a run (and range proof) of its own"
             )
+        cuts = [*heads, len(names)]  # a segment is one run: its leaves are consecutive
         self.segments = [
             Segment(names[begin], begin, end, leaf(begin)) for begin, end in pairwise(cuts)
         ]

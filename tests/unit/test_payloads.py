@@ -95,6 +95,14 @@ def test_fragments_of_another_document_or_an_unknown_concept_are_refused() -> No
         DocumentParts(short, IDENTITY, CONCEPTS)
 
 
+def test_two_runs_of_one_concept_name_their_own_leaves() -> None:
+    diss = _dissemination([("A", 2), ("A", 2)])
+    diss.fragments[2].range_proof.start, diss.fragments[2].range_proof.end = 10, 12
+    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    assert [(s.start, s.end, s.first_leaf) for s in parts.segments] == [(0, 2, 0), (2, 4, 10)]
+    assert str(parts.leaves_of(parts.chosen({"A"}))) == "0-2 10-12"
+
+
 def test_a_run_of_several_concepts_is_refused() -> None:
     merged = _dissemination([("A", 2), ("B", 2)])
     merged.fragments[2].ClearField("range_proof")
