@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
 
 from xdn import certs, identity, provenance
 from xdn.errors import ReceiptError
-from xdn.rdf import Quad
 
 __all__ = ["PathHop", "Receipt", "read_receipt"]
 
@@ -144,7 +142,7 @@ def read_receipt(
     if len(data) > max_bytes:
         raise ReceiptError(f"a receipt of {len(data)} bytes is over the limit of {max_bytes}")
     message = provenance.Message.from_nquads(data)
-    envelopes = _envelopes(message.quads)
+    envelopes = message.envelopes()
     if message.refusal is not None or envelopes[-1].kind != "receipt":
         raise ReceiptError(
             f"<{message.uri}> is not a receipt: its outermost envelope is a "
@@ -170,20 +168,6 @@ def read_receipt(
         fragments=message.leaves().count,
         hops=hops,
     )
-
-
-def _envelopes(quads: frozenset[Quad]) -> list[provenance.EnvelopeInfo]:
-    """The envelopes of a well-formed chain, innermost (numbered 1) first."""
-    graphs: dict[str, list[Quad]] = defaultdict(list)
-    for quad in quads:
-        if quad.g is not None:
-            graphs[quad.g.value].append(quad)
-    found = [
-        provenance.read_envelope(name, g)
-        for name, g in graphs.items()
-        if provenance.graph_type(name, g) == "envelope"
-    ]
-    return sorted(found, key=lambda env: env.number)
 
 
 def _version(publication: provenance.EnvelopeInfo, document_id: str) -> int | None:

@@ -239,13 +239,12 @@ def _patch_keep_members() -> None:
 def _forged_receipt(node: Any, data: bytes, victim: str) -> bytes | None:
     """``data`` (a subscriber's receipt of this site's hop) re-made as ``victim``'s receipt."""
     from xdn import certs, identity, provenance
-    from xdn.receipts import _envelopes
 
     registered = [reg for name, reg in node.table.local.items() if identity.person(name) == victim]
     if not registered:
         return None
     message = provenance.Message.from_nquads(data)
-    *_, served, received = _envelopes(message.quads)
+    *_, served, received = message.envelopes()
     dropped = {served.name, served.name + "s", received.name, received.name + "s"}
     inner = provenance.Message(
         quads=frozenset(q for q in message.quads if q.g is None or q.g.value not in dropped)

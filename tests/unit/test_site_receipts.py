@@ -315,7 +315,9 @@ def test_the_sender_retries_until_acknowledged_then_deletes(
     async def scenario() -> None:
         task = asyncio.ensure_future(ReceiptSender(desk, node).run(stub))
         await asyncio.wait_for(stub.done.wait(), 10)
-        await asyncio.sleep(0)  # the sender deletes the batch after the ack
+        deadline = asyncio.get_running_loop().time() + 10
+        while node.store.receipts_queued() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)  # polling with a deadline: the sender deletes after the ack
         task.cancel()
 
     asyncio.run(scenario())

@@ -285,18 +285,6 @@ def _graph_lines(quads: frozenset[Quad]) -> list[str]:
     return lines
 
 
-def _envelopes(quads: frozenset[Quad]) -> list[EnvelopeInfo]:
-    from xdn.provenance import graph_type, read_envelope
-
-    graphs = _by_graph(quads)
-    found = [
-        read_envelope(name, g)
-        for name, g in graphs.items()
-        if name is not None and graph_type(name, g) == "envelope"
-    ]
-    return sorted(found, key=lambda e: e.number)  # a well-formed chain: numbers 1, 2, 3…
-
-
 def _signatures(quads: frozenset[Quad]) -> list[SignatureInfo]:
     from xdn.provenance import graph_type, read_signature
 
@@ -389,7 +377,7 @@ def cmd_provenance_show(args: argparse.Namespace) -> int:
     certificates = _gather_certificates(args, found)
     lines = [f"message <{message.uri}>", *_what_lines(message)]
     lines += _graph_lines(quads)
-    lines += _hop_lines(_envelopes(quads))
+    lines += _hop_lines(message.envelopes())
     lines += _signer_lines(_signatures(quads), certificates)
     print("\n".join(lines))
     return 0

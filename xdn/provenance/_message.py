@@ -32,7 +32,7 @@ from xdn.errors import ProtocolError, ProvenanceError, UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._batch import MAX_BATCH, BatchProof, sign_batch
 from xdn.provenance._facts import ContentFacts, RefusalFacts, Signer
-from xdn.provenance._graphs import ContentSummary
+from xdn.provenance._graphs import ContentSummary, EnvelopeInfo
 from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
 from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
@@ -113,6 +113,10 @@ class Message:
         names = {outer.name, *outer.content}
         names |= {self._shape.signatures[n].name for n in list(names)}
         return canonicalise(q for q in self.quads if q.g is not None and q.g.value in names)
+
+    def envelopes(self) -> tuple[EnvelopeInfo, ...]:
+        """The hops of the chain, innermost (the publication, numbered 1) first."""
+        return self._shape.envelopes
 
     def leaves(self) -> LeafRanges:
         """The manifest leaves the outermost envelope says this message carries.
