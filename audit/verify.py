@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-A signature graph signs either one graph (``xdn``'s plain method: ECDSA P-384/SHA-384 over the
-graph's RDFC-1.0 canonical N-Quads) or a *batch* (``xdn:Rdfc10MerkleBatchEcdsaP384Sha384``: one
+A signature graph signs either one graph (``xdn``'s plain method: ECDSA over the
+graph's RDFC-1.0 canonical N-Quads) or a *batch* (``xdn:Rdfc10MerkleBatchEcdsa``: one
 signature over the Merkle root of up to 1,024 graphs, each signature graph giving its graph's
 inclusion path, :mod:`xdn.provenance._batch`). The audit verifies in two steps, so that the
 ECDSA check runs once per batch however many graphs it covers:

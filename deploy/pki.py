@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from xdn import certs
+from xdn import certs, crypto
 from xdn.errors import CertificateError, UsageError
 
 __all__ = [
@@ -70,14 +70,19 @@ def _write_private(path: Path, data: bytes) -> None:
         out.write(data)
 
 
-def ensure_ca(directory: Path, *, now: datetime, name: str = "xdn-dev-ca") -> Path:
-    """Create ``ca.pem``/``ca.key`` in ``directory`` unless present; return the CA cert path."""
+def ensure_ca(
+    directory: Path, *, now: datetime, name: str = "xdn-dev-ca", curve: str = crypto.DEFAULT_CURVE
+) -> Path:
+    """Create ``ca.pem``/``ca.key`` in ``directory`` unless present; return the CA cert path.
+
+    ``curve`` is the CA's (and so every issued key's); an existing CA keeps its own.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     cert_path, key_path = directory / "ca.pem", directory / "ca.key"
     if cert_path.exists() != key_path.exists():
         raise UsageError(f"{directory}: ca.pem and ca.key must both exist or both be absent")
     if not cert_path.exists():
-        cert_pem, key_pem = certs.create_ca(name, now=now)
+        cert_pem, key_pem = certs.create_ca(name, now=now, curve=curve)
         _write_private(key_path, key_pem)
         cert_path.write_bytes(cert_pem)
     return cert_path

@@ -7,7 +7,7 @@ to ``KEYDIR/<KeyName>`` — the ``KeyName`` the ``EncryptedData`` elements carry
 ``xmlsec1 --decrypt --aeskey:NAME KEYDIR/NAME`` opens them. That file layout exists for tests
 and operators' interop checks only: in the network, keys travel sealed to group members. The
 publisher's public key is written beside the export (``OUT`` minus ``.xml`` plus
-``.publisher.pem``); without ``--signing-key`` a fresh P-384 key signs.
+``.publisher.pem``); without ``--signing-key`` a fresh P-256 key signs.
 
 ``xdn decode`` verifies an export with the keys found in ``KEYDIR`` (every concept whose key is
 there must be complete) and writes the view those keys entitle to; fragments without a key are
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
                      help="directory for the per-document keys (one file per KeyName)")  # fmt: skip
     enc.add_argument("--publisher", help="publisher name (default: the mapping's schema name)")
     enc.add_argument("--signing-key", type=Path, metavar="KEY.pem",
-                     help="publisher's P-384 private key (default: a fresh one)")  # fmt: skip
+                     help="publisher's ECDSA private key (default: a fresh one)")  # fmt: skip
     enc.add_argument("--document-id", help="document id (default: the file's stem)")
     enc.add_argument("--version", type=int, default=1, help="document version (default 1)")
     _limit_argument(enc)

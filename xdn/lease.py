@@ -65,7 +65,7 @@ MAX_SKEW_MS = 60_000
 
 _STATEMENT_LABEL = b"xdn/lease/v1\x00"
 _WIRE_MAGIC = b"XLS1"
-_MAX_SIGNATURE = 128  # a DER ECDSA P-384 signature is at most 104 bytes
+_MAX_SIGNATURE = 128  # a DER ECDSA signature is at most 104 bytes (P-384; 72 on P-256)
 
 
 def millis(at: datetime) -> int:
@@ -156,7 +156,7 @@ class Lease:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignedLease:
-    """A lease and its subscriber's ECDSA P-384 / SHA-384 signature over :meth:`Lease.to_bytes`."""
+    """A lease and its subscriber's ECDSA signature over :meth:`Lease.to_bytes`."""
 
     lease: Lease
     signature: bytes

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdn.errors import ProvenanceError
 from xdn.rdf_syntax import iri_problem, language_tag_problem
@@ -63,6 +63,12 @@ _LITERAL_TOKEN = re.compile(
     rf"{_WS}{_STRING}(?:{_WS}\^\^{_WS}{_IRIREF}|{_WS}@({_LANGTAG.pattern}))?"
 )
 _END = re.compile(rf"{_WS}\.{_WS}(?:#.*)?")
+# The lines a node writes: single spaces, no escapes, a literal typed or plain (not tagged).
+_PLAIN_IRI = r"<([^\x00-\x20<>\"{}|^`\\]*)>"
+_PLAIN_LINE = re.compile(
+    rf"{_PLAIN_IRI} {_PLAIN_IRI} (?:{_PLAIN_IRI}|\"([^\"\\\n\r]*)\"(?:\^\^{_PLAIN_IRI})?)"
+    rf"(?: {_PLAIN_IRI})? \."
+)
 _BLANK_OR_COMMENT = re.compile(rf"{_WS}(?:#.*)?")
 _ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -92,12 +98,20 @@ class IRI:
     """
 
     value: str
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
             raise TypeError("IRI value must be a str")
         if (problem := iri_problem(self.value)) is not None:
             raise ValueError(f"IRI {self.value!r} {problem}")
+        object.__setattr__(self, "_hash", hash(self.value))
+
+    def __hash__(self) -> int:  # computed once: terms are hashed in every set of statements
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[IRI], tuple[str]]:  # another process hashes anew
+        return IRI, (self.value,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +124,14 @@ class Literal:
     value: str
     datatype: str = XSD_STRING
     language: str | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str) or not isinstance(self.datatype, str):
             raise TypeError("literal value and datatype must be str")
         if not self.value.isascii() and _SURROGATE.search(self.value):
             raise ValueError("literal contains an unpaired surrogate")
-        IRI(self.datatype)
+        _check_datatype(self.datatype)
         if self.language is not None:
             if not isinstance(self.language, str):
                 raise TypeError("language tag must be a str or None")
@@ -128,9 +143,22 @@ class Literal:
             object.__setattr__(self, "datatype", RDF_LANGSTRING)
         elif self.datatype == RDF_LANGSTRING:
             raise ValueError("an rdf:langString literal needs a language tag")
+        object.__setattr__(self, "_hash", hash((self.value, self.datatype, self.language)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Literal], tuple[str, str, str | None]]:
+        return Literal, (self.value, self.datatype, self.language)
 
 
 Term = IRI | Literal
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_datatype(iri: str) -> None:
+    """Raise ``ValueError`` unless ``iri`` is an IRI; checked once each (there are a handful)."""
+    IRI(iri)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +172,7 @@ class Quad:
     p: IRI
     o: Term
     g: IRI | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.s, IRI) or not isinstance(self.p, IRI):
@@ -152,6 +181,13 @@ class Quad:
             raise TypeError("object must be an IRI or a Literal")
         if self.g is not None and not isinstance(self.g, IRI):
             raise TypeError("graph name must be an IRI or None")
+        object.__setattr__(self, "_hash", hash((self.s, self.p, self.o, self.g)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Quad], tuple[IRI, IRI, Term, IRI | None]]:
+        return Quad, (self.s, self.p, self.o, self.g)
 
 
 # --------------------------------------------------------------------------- serialisation
@@ -184,8 +220,13 @@ def format_term(term: Term) -> str:
     return f"{text}^^<{term.datatype}>"
 
 
+@functools.lru_cache(maxsize=8192)
 def format_quad(quad: Quad) -> str:
-    """Canonical N-Quads line of ``quad``, without the line terminator."""
+    """Canonical N-Quads line of ``quad``, without the line terminator.
+
+    Cached: a node formats the same statements several times (to check a chain's signatures,
+    to sign over it, to send it on, and again when the receipt comes back through it).
+    """
     parts = [format_term(quad.s), format_term(quad.p), format_term(quad.o)]
     if quad.g is not None:
         parts.append(format_term(quad.g))
@@ -282,17 +323,32 @@ def parse_line(line: str, line_no: int = 1) -> Quad | None:
     if _BLANK_OR_COMMENT.fullmatch(line):
         return None
     try:
-        s, pos = _parse_iri(line, 0, "subject")
-        p, pos = _parse_iri(line, pos, "predicate")
-        o, pos = _parse_object(line, pos)
-        g: IRI | None = None
-        if _END.fullmatch(line, pos) is None:
-            g, pos = _parse_iri(line, pos, "graph name")
-            if _END.fullmatch(line, pos) is None:
-                raise ValueError(f"expected '.' at column {pos + 1}")
-        return Quad(s, p, o, g)
+        return _parse_statement(line)
     except ValueError as exc:
         raise ProvenanceError(f"N-Quads line {line_no}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_statement(line: str) -> Quad:
+    """The statement on a line that is not blank; cached (a chain's lines come back through a
+    node in the receipt), raising ``ValueError`` for a malformed one (never cached)."""
+    if plain := _PLAIN_LINE.fullmatch(line):  # one match instead of one per token
+        subject, predicate, iri, value, datatype, graph = plain.groups()
+        return Quad(
+            _iri_token(subject),
+            _iri_token(predicate),
+            _iri_token(iri) if value is None else Literal(value, datatype or XSD_STRING),
+            None if graph is None else _iri_token(graph),
+        )
+    s, pos = _parse_iri(line, 0, "subject")
+    p, pos = _parse_iri(line, pos, "predicate")
+    o, pos = _parse_object(line, pos)
+    g: IRI | None = None
+    if _END.fullmatch(line, pos) is None:
+        g, pos = _parse_iri(line, pos, "graph name")
+        if _END.fullmatch(line, pos) is None:
+            raise ValueError(f"expected '.' at column {pos + 1}")
+    return Quad(s, p, o, g)
 
 
 def parse_nquads(data: bytes | str) -> tuple[Quad, ...]:

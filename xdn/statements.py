@@ -5,7 +5,7 @@ checkpoints, entitlements and key messages, a subscriber for its membership leas
 statement type owns its deterministic encoding, its *signed bytes*, which starts with a domain
 label naming the type and version (:mod:`xdn.binary`, :func:`xdn.codec._encoding.frame`), so a
 signature over one kind of statement never passes for another. This module is the one place
-those bytes are signed and checked: ECDSA P-384 / SHA-384 through :mod:`xdn.crypto`, DER
+those bytes are signed and checked: ECDSA (hash by curve) through :mod:`xdn.crypto`, DER
 signatures, every failure a :class:`~xdn.errors.SignatureError` without detail.
 
 A statement is anything with a ``signed_bytes()`` method (:class:`Statement`), or the signed
@@ -40,7 +40,7 @@ def _data(statement: Signable) -> bytes:
 
 
 def sign(statement: Signable, key: crypto.PrivateKey) -> bytes:
-    """The DER-encoded ECDSA P-384 / SHA-384 signature of ``statement`` by ``key``."""
+    """The DER-encoded ECDSA signature of ``statement`` by ``key``."""
     return crypto.sign(key, _data(statement))
 
 

@@ -1,8 +1,8 @@
 """Site records: who serves which block, where, until when — signed by the site itself.
 
 A :class:`SiteRecord` says "site S, reachable at ADDRESS, serves the maximum conceptual block
-of concept BLOCK from ISSUED until EXPIRES". The site signs it with its own key (ECDSA P-384 /
-SHA-384) and ships its certificate along, so any node storing or returning the record can
+of concept BLOCK from ISSUED until EXPIRES". The site signs it with its own key (ECDSA,
+hash by curve) and ships its certificate along, so any node storing or returning the record can
 check it without trusting whoever handed it over:
 
 1. the certificate was issued by the network CA, is valid now, is not revoked (the CRL the
@@ -162,7 +162,7 @@ class SiteCredentials:
         return cls(certificate_pem=cert_pem, private_key=crypto.load_private_key_pem(key_pem))
 
     def sign(self, payload: bytes) -> bytes:
-        """ECDSA P-384 / SHA-384 signature of ``payload``."""
+        """ECDSA (SHA-256 on P-256, SHA-384 on P-384) signature of ``payload``."""
         return crypto.sign(self.private_key, payload)
 
 

@@ -2,7 +2,7 @@
 
 XML Encryption's AES-GCM carries no associated data, so nothing in a ciphertext says which
 document, publisher, concept or position it belongs to. The manifest does: it commits, under the
-publisher's ECDSA P-384 / SHA-384 signature, to
+publisher's ECDSA signature (SHA-256 on P-256, SHA-384 on P-384), to
 
 * the root of a Merkle tree whose leaves are the fragments' headers and ciphertext hashes (see
   :func:`xdn.codec._fragments.fragment_leaf`), in *leaf order*: sorted by concept, then by
@@ -216,7 +216,7 @@ class Manifest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignedManifest:
-    """A manifest with the publisher's DER-encoded ECDSA P-384 / SHA-384 signature."""
+    """A manifest with the publisher's DER-encoded ECDSA signature (``xdn.crypto.sign``)."""
 
     manifest: Manifest
     signature: bytes

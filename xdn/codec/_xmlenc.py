@@ -19,7 +19,7 @@ http://www.w3.org/2001/04/xmlenc#, ``ds`` http://www.w3.org/2000/09/xmldsig#)::
         <xdn:root>base64</xdn:root>
         <xdn:range concept="…" epoch="…" first="…" count="…"><xdn:hash>base64</xdn:hash>…
         </xdn:range>                                  (the range table, with each run's proof)
-        <xdn:signature>base64 (DER ECDSA P-384 / SHA-384)</xdn:signature>
+        <xdn:signature>base64 (DER ECDSA, SHA-256/384 by curve)</xdn:signature>
       </xdn:manifest>
     </xdn:encrypted-document>
 

@@ -89,7 +89,7 @@ class Checkpoint:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignedCheckpoint:
-    """A checkpoint with the publisher's DER-encoded ECDSA P-384 / SHA-384 signature."""
+    """A checkpoint with the publisher's DER-encoded ECDSA signature (``xdn.crypto.sign``)."""
 
     checkpoint: Checkpoint
     signature: bytes

@@ -108,7 +108,7 @@ class Entitlement:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignedEntitlement:
-    """An entitlement with the publisher's DER-encoded ECDSA P-384 / SHA-384 signature."""
+    """An entitlement with the publisher's DER-encoded ECDSA signature (``xdn.crypto.sign``)."""
 
     entitlement: Entitlement
     signature: bytes

@@ -4,7 +4,7 @@ Theory of operation. Rekeys are broadcast and enrolments and document-key grants
 one member, but all of them pass through disseminators that may be dishonest. AES key wrap and
 HPKE base mode authenticate nothing about the *sender*: anyone may seal a path to a member's
 public key, and a flipped byte in a rekey is indistinguishable from "you were removed". So the
-key service signs each message with the publisher's certificate key (ECDSA P-384 / SHA-384,
+key service signs each message with the publisher's certificate key (ECDSA,
 the key that signs the publisher's manifests), and a member checks, before it touches any
 state, that
 

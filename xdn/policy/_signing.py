@@ -1,4 +1,4 @@
-"""Detached policy signatures: ``<policy>.toml.sig`` holds base64 of an ECDSA P-384 signature.
+"""Detached policy signatures: ``<policy>.toml.sig`` holds base64 of an ECDSA signature.
 
 The publisher signs the exact bytes of the policy file (``xdn policy sign``); a disseminator
 accepts a policy only through :func:`load_signed_policy`, which verifies first and then parses

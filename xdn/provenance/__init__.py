@@ -14,7 +14,7 @@ A dissemination message is an RDF dataset of named graphs only:
   signature value* (``<M#eN-ref1>`` — a hash URI where the paper has a blank node), so the
   signatures chain;
 * ``<GRAPHs>`` — the signature of graph ``<GRAPH>``: signer node URI, the signer's certificate,
-  signing method, base64 ECDSA P-384/SHA-384 signature over the graph's RDFC-1.0 canonical
+  signing method, base64 ECDSA signature over the graph's RDFC-1.0 canonical
   N-Quads, or over the Merkle root of a batch of such graphs with the graph's inclusion path
   (:func:`relay_many`).
 

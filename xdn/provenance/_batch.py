@@ -1,7 +1,7 @@
 """Batch signatures: one ECDSA signature over the Merkle root of many graphs.
 
 A site that routes one document to many destinations signs one envelope per destination. Instead
-of one P-384 signature each, it may sign a batch: the RFC 9162 Merkle tree whose leaves are the
+of one ECDSA signature each, it may sign a batch: the RFC 9162 Merkle tree whose leaves are the
 graphs' signing inputs (their RDFC-1.0 canonical N-Quads), at most :data:`MAX_BATCH` of them, and
 give each graph's signature graph the same signature value plus its leaf index, the batch size
 and its inclusion path. A verifier rebuilds the root from the graph and the path and checks the

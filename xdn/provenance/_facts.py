@@ -25,7 +25,7 @@ class Signer:
     Attributes:
         node_uri: e.g. ``"https://d1.xdn.example/"``; the signature graphs name it as
             ``sig:hasVerificationCertificate`` and verifiers look its public key up by it.
-        private_key: the node's ECDSA P-384 key (the one its certificate certifies).
+        private_key: the node's ECDSA key (the one its certificate certifies).
         certificate: the node's certificate (PEM). Given, every signature graph carries it
             (``xdn:signerCertificate``), so that a verifier needs only the message and the CA
             (:class:`~xdn.provenance.ChainVerifier`); every network party gives it.

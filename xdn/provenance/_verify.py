@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -99,9 +97,8 @@ def _verify_signatures(
 ) -> None:
     """Condition 9, then every signature (Algorithm 2), then coverage (its line 9).
 
-    The ECDSA checks of one message run on two threads (the library releases the GIL), which
-    halves the latency of a long chain on a machine with a spare core; the first failure in
-    graph order is the one reported.
+    Signatures are checked in graph order on the caller's thread: a P-256 check takes ~0.08 ms,
+    less than handing it to a thread and back; the first failure is the one reported.
     """
     _check_signers(shape)
     jobs = []
@@ -112,9 +109,8 @@ def _verify_signatures(
         except ValueError:  # binascii.Error, or non-ASCII text
             raise SignatureError(f"graph <{sig.name}>: signature value is not base64") from None
         jobs.append(_Check(sig, key, raw, signing_input(shape.graphs[signed]), batches))
-    held = _pool().map(_Check.holds, jobs) if len(jobs) > 1 else map(_Check.holds, jobs)
-    for job, ok in zip(jobs, list(held), strict=True):
-        if not ok:
+    for job in jobs:
+        if not job.holds():
             raise SignatureError(
                 f"signature graph <{job.sig.name}> does not verify graph "
                 f"<{job.sig.signed_graph}> under the key of <{job.sig.signer}>"
@@ -145,25 +141,6 @@ class _Check:
         except SignatureError:
             return False
         return True
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="xdn-verify")
-    return _POOL
-
-
-def _forget_pool() -> None:
-    """A forked child has none of its parent's threads: it starts its own pool when needed."""
-    global _POOL
-    _POOL = None
-
-
-os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,12 +40,13 @@ SIGNATURE: Final = IRI(SIG + "Signature")
 HAS_SIGNATURE_VALUE: Final = IRI(SIG + "hasSignatureValue")
 HAS_VERIFICATION_CERTIFICATE: Final = IRI(SIG + "hasVerificationCertificate")
 HAS_GRAPH_SIGNING_METHOD: Final = IRI(SIG + "hasGraphSigningMethod")
-#: RDFC-1.0 canonical N-Quads of the signed graph, ECDSA P-384 over SHA-384, DER, base64.
-SIGNING_METHOD: Final = IRI(XDN + "Rdfc10EcdsaP384Sha384")
-#: A batch signature: ECDSA P-384/SHA-384 over the RFC 9162 Merkle root of a batch whose
+#: RDFC-1.0 canonical N-Quads of the signed graph, ECDSA with the hash of the signer
+#: certificate's curve (P-256 / SHA-256, P-384 / SHA-384), DER, base64.
+SIGNING_METHOD: Final = IRI(XDN + "Rdfc10Ecdsa")
+#: A batch signature: ECDSA (hash as above) over the RFC 9162 Merkle root of a batch whose
 #: leaves are the signed graphs' RDFC-1.0 canonical N-Quads; the graph's signature carries its
 #: leaf index, the batch size and the inclusion path (:mod:`._batch`).
-BATCH_SIGNING_METHOD: Final = IRI(XDN + "Rdfc10MerkleBatchEcdsaP384Sha384")
+BATCH_SIGNING_METHOD: Final = IRI(XDN + "Rdfc10MerkleBatchEcdsa")
 #: The signer's X.509 certificate (DER, base64): a verifier needs only the message and the CA.
 SIGNER_CERTIFICATE: Final = IRI(XDN + "signerCertificate")
 BATCH_INDEX: Final = IRI(XDN + "batchIndex")
