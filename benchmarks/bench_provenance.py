@@ -149,10 +149,10 @@ def _bytes_per_hop(net: LocalNetwork, diss: pb.Dissemination) -> tuple[float, fl
     cpu_ms = (time.process_time() - started) * 1000
     added, payload, other = [], [], []
     for append in plan.appends:
-        out = pb.Delivery.FromString(append.payload).dissemination
+        out = pb.Delivery.FromString(append.delivery()).dissemination
         added.append(len(out.provenance) - len(diss.provenance))
         payload.append(sum(len(f.cipher_value) for f in out.fragments))
-        other.append(len(append.payload) - payload[-1])
+        other.append(len(append.delivery()) - payload[-1])
     if len(added) != 2 or min(payload) == 0:
         raise RuntimeError(f"expected 2 destinations carrying fragments, got {payload}")
     note = (
@@ -277,7 +277,7 @@ def _hop_cpu(
     net.prepare()
     diss = asyncio.run(_publish_to_stand_in(net, doc, workdir / "hop-publisher"))
     to_d2 = _planner(net, "d1", {"d2": ONTOLOGY.block("WorkOrder")}).document(diss)
-    message = to_d2.appends[0].payload  # the Delivery d1 queues for d2
+    message = to_d2.appends[0].delivery()  # the Delivery d1 queues for d2
     mb = len(message) / 1e6
     bare = _BareHop(net)
     site_ms, bare_ms = [], []
@@ -310,7 +310,7 @@ def _hop_cpu(
         f"{documents} documents x {repetitions} repetitions; d2's idle CPU "
         f"({idle * 1000:.1f} ms/s over {idle_s:g} s, heartbeats and housekeeping) subtracted "
         f"over each run's wall time; d2 receives {mb:.2f} MB per "
-        f"document ({len(to_d2.appends[0].payload)} B Delivery, each subscriber accepted {got} "
+        f"document ({len(to_d2.appends[0].delivery())} B Delivery, each subscriber accepted {got} "
         f"of {len(diss.fragments)} fragments); per repetition ms/MB site {_fmt(site_ms)}, "
         f"bare {_fmt(bare_ms)}, ratio {_fmt(ratios, 2)}"
     )

@@ -273,7 +273,7 @@ class SiteNode:
                 publisher, document, version = planned.identity
                 retained = Retained(
                     publisher=publisher, document=document, version=version,
-                    payload=planned.retained,
+                    body=planned.body, pieces=planned.retained,
                 )
         if checkpoint is not None:
             appends += self.planner.checkpoint(checkpoint)

@@ -8,9 +8,12 @@ length-delimited record each, simply concatenated, so a delivery is assembled he
 
 * :class:`DocumentParts` serializes each fragment once per document, grouped into
   :class:`Segment` values (maximal runs of one concept);
-* :meth:`DocumentParts.delivery` joins the chosen segments' records between the manifest and
-  the provenance and wraps them as a ``Delivery`` — bytes that parse exactly as the message
-  built field by field would (a unit test checks it);
+* :meth:`DocumentParts.delivery` lays the chosen segments' records out between the manifest
+  and the provenance and wraps them as a ``Delivery`` — bytes that parse exactly as the message
+  built field by field would (a unit test checks it). The layout is *pieces*: spans of the
+  document's :class:`~disseminator.store.Body` (its manifest and fragment records, in message
+  order) and literal bytes (framing, provenance), so the store keeps the document once
+  however many destinations it has;
 * :class:`Outgoing` sends a queued delivery as it was stored: its sequence number is one more
   field appended to the stored bytes, and a subscriber's ``ServerMessage`` one more wrapper,
   so a stream never parses and re-serializes a document it only forwards.
@@ -25,6 +28,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from disseminator.store import Body, Piece
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -133,9 +137,13 @@ class DocumentParts:
         self.count = len(fragments)
         self.concepts = frozenset(names)
         records = _fragment_records(fragments)
-        self._bytes = [b"".join(records[s.start:s.end]) for s in self.segments]
-        self._index = {s: i for i, s in enumerate(self.segments)}
-        self._manifest = _field(_DISSEMINATION_MANIFEST, diss.manifest.SerializeToString())
+        manifest = _field(_DISSEMINATION_MANIFEST, diss.manifest.SerializeToString())
+        self.body = Body(b"".join([manifest, *records]))
+        offsets = [len(manifest)]
+        for record in records:
+            offsets.append(offsets[-1] + len(record))
+        self._manifest = (0, len(manifest))
+        self._spans = {s: (offsets[s.start], offsets[s.end]) for s in self.segments}
 
     def chosen(self, concepts: Collection[str]) -> list[Segment]:
         """The segments of ``concepts``, in message order."""
@@ -152,23 +160,28 @@ class DocumentParts:
             raise ProtocolError("no fragment chosen")
         return LeafRanges.of((s.first_leaf, s.first_leaf + s.end - s.start) for s in segments)
 
-    def dissemination(self, provenance: bytes) -> bytes:
+    def dissemination(self, provenance: bytes) -> tuple[Piece, ...]:
         """The whole document as a serialized ``Dissemination`` with ``provenance`` (what a
-        site retains for later subscribers)."""
-        parts = [self._manifest, *self._bytes]
+        site retains for later subscribers), as pieces of :attr:`body`."""
+        pieces: list[Piece] = [(0, len(self.body.data))]
         if provenance:
-            parts.append(_field(_DISSEMINATION_PROVENANCE, provenance))
-        return b"".join(parts)
+            pieces.append(_field(_DISSEMINATION_PROVENANCE, provenance))
+        return tuple(pieces)
 
-    def delivery(self, segments: Sequence[Segment], provenance: bytes) -> bytes:
-        """The serialized ``Delivery`` of ``segments`` with ``provenance``."""
-        parts = [self._manifest]
-        parts += [self._bytes[self._index[s]] for s in segments]
-        if provenance:
-            parts.append(_field(_DISSEMINATION_PROVENANCE, provenance))
-        size = sum(len(p) for p in parts)
+    def delivery(self, segments: Sequence[Segment], provenance: bytes) -> tuple[Piece, ...]:
+        """The serialized ``Delivery`` of ``segments`` with ``provenance``, as pieces of
+        :attr:`body` (adjacent spans merged)."""
+        spans = [self._manifest]
+        for segment in segments:
+            start, end = self._spans[segment]
+            if spans[-1][1] == start:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+        tail = _field(_DISSEMINATION_PROVENANCE, provenance) if provenance else b""
+        size = sum(end - start for start, end in spans) + len(tail)
         head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
-        return b"".join([head, *parts])  # one copy of the document's bytes
+        return (head, *spans, *([tail] if tail else []))
 
 
 @dataclass(frozen=True, slots=True)

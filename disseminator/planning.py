@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 
 from disseminator.payloads import DocumentParts, Segment
 from disseminator.routing import Destination, RoutingTable
-from disseminator.store import Append
+from disseminator.store import Append, Body, Piece
 from xdn import certs, identity, provenance
 from xdn.errors import ProtocolError
 from xdn.ontology import Ontology
@@ -60,7 +60,8 @@ class DocumentPlan:
     graphs: list[bytes] = field(default_factory=list)  # the provenance hops signed here
     delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
     subscribers: int = 0  # registered here or behind downlinks, granted some fragment
-    retained: bytes = b""  # the document as received (serialized), for later subscribers
+    body: Body | None = None  # the document's bytes its deliveries (and retained copy) share
+    retained: tuple[Piece, ...] = ()  # the document as received (serialized), for later
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +124,7 @@ class Planner:
         plan = DocumentPlan(
             identity=identity, fragments=parts.count, concepts=parts.concepts,
             subscribers=self.table.reach(manifest.publisher, parts.concepts),
-            retained=parts.dissemination(diss.provenance),
+            body=parts.body, retained=parts.dissemination(diss.provenance),
         )
         routes = []
         for destination, concepts in self.table.granted(
@@ -193,7 +194,8 @@ class Planner:
         Without ``message`` (provenance switched off, a benchmark) nothing is signed."""
         if message is None:
             return [
-                (Append(kind=d.kind, name=d.name, payload=parts.delivery(segments, b"")), b"")
+                (Append(kind=d.kind, name=d.name, body=parts.body,
+                        pieces=parts.delivery(segments, b"")), b"")
                 for d, segments, _ in routes
             ]
         hops = [
@@ -212,8 +214,10 @@ class Planner:
             self.chains.remember(relayed[first], at=now)  # the receipts will carry it back
         out = []
         for (destination, segments, _), extended in zip(routes, relayed, strict=True):
-            payload = parts.delivery(segments, extended.to_nquads())
-            append = Append(kind=destination.kind, name=destination.name, payload=payload)
+            pieces = parts.delivery(segments, extended.to_nquads())
+            append = Append(
+                kind=destination.kind, name=destination.name, body=parts.body, pieces=pieces
+            )
             out.append((append, extended.latest_graphs_nquads()))
         return out
 

@@ -24,6 +24,12 @@ The last ``retain`` documents of each publisher (latest version of each, as this
 them) are retained in the same transaction, for new subscribers that ask for the state at
 subscribe time.
 
+A document goes to many destinations, each a selection of its fragments with a provenance hop
+of its own. Its bytes are stored once, as a :class:`Body` in ``bodies``; each delivery (and the
+retained copy) stores only its *pieces*: literal bytes (its framing, its provenance) and spans
+of the body. A body counts the rows that refer to it and goes with the last of them, so a
+document costs one multi-megabyte write and one delete however many destinations it has.
+
 ``Store(":memory:")`` is the in-memory implementation for tests.
 """
 
@@ -37,7 +43,9 @@ from pathlib import Path
 
 __all__ = [
     "Append",
+    "Body",
     "History",
+    "Piece",
     "QueueFull",
     "QueuedReceipt",
     "Retained",
@@ -54,8 +62,12 @@ CREATE TABLE IF NOT EXISTS destinations (
 );
 CREATE TABLE IF NOT EXISTS deliveries (
     kind TEXT NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,
+    body INTEGER,
     PRIMARY KEY (kind, name, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (
+    id INTEGER PRIMARY KEY, data BLOB NOT NULL, refs INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS registrations (
     kind TEXT NOT NULL, owner TEXT NOT NULL, subscriber TEXT NOT NULL,
     certificate BLOB NOT NULL, grants TEXT NOT NULL, seen_ms INTEGER NOT NULL,
@@ -81,7 +93,7 @@ CREATE TABLE IF NOT EXISTS policy_versions (
 CREATE TABLE IF NOT EXISTS retained (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     publisher TEXT NOT NULL, document TEXT NOT NULL, version INTEGER NOT NULL,
-    payload BLOB NOT NULL,
+    payload BLOB NOT NULL, body INTEGER,
     UNIQUE (publisher, document)
 );
 CREATE TABLE IF NOT EXISTS crl (
@@ -103,23 +115,80 @@ class QueueFull(Exception):
     """A destination's queue reached its bound."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Body:
+    """Bytes several rows share (a document's fragments), stored once per routing step."""
+
+    data: bytes
+
+
+#: Part of a stored message: literal bytes, or the span ``[start, end)`` of its :class:`Body`.
+Piece = bytes | tuple[int, int]
+
+
+def _assemble(body: bytes | None, pieces: Sequence[Piece]) -> bytes:
+    if body is None:
+        return b"".join(p for p in pieces if isinstance(p, bytes))
+    view = memoryview(body)
+    return b"".join(p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces)
+
+
+def _encode_pieces(pieces: Sequence[Piece]) -> bytes:
+    """Pieces as a row stores them: ``L`` length data, or ``S`` start end (8-byte big-endian)."""
+    out = []
+    for piece in pieces:
+        if isinstance(piece, bytes):
+            out.append(b"L" + len(piece).to_bytes(8, "big") + piece)
+        else:
+            out.append(b"S" + piece[0].to_bytes(8, "big") + piece[1].to_bytes(8, "big"))
+    return b"".join(out)
+
+
+def _decode_pieces(data: bytes) -> list[Piece]:
+    pieces: list[Piece] = []
+    pos = 0
+    while pos < len(data):
+        first = int.from_bytes(data[pos + 1:pos + 9], "big")
+        if data[pos:pos + 1] == b"L":
+            pieces.append(data[pos + 9:pos + 9 + first])
+            pos += 9 + first
+        else:
+            pieces.append((first, int.from_bytes(data[pos + 9:pos + 17], "big")))
+            pos += 17
+    return pieces
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Append:
-    """One delivery to queue for one destination."""
+    """One delivery to queue for one destination: ``payload``, or ``pieces`` of a shared
+    ``body`` (the deliveries of one document)."""
 
     kind: str
     name: str
-    payload: bytes
+    payload: bytes = b""
+    body: Body | None = None
+    pieces: tuple[Piece, ...] = ()
+
+    def delivery(self) -> bytes:
+        """The delivery's bytes."""
+        return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Retained:
-    """A document kept for new subscribers: the serialised Dissemination this site received."""
+    """A document kept for new subscribers: the serialised Dissemination this site received
+    (``payload``, or ``pieces`` of the ``body`` its deliveries share)."""
 
     publisher: str
     document: str
     version: int
-    payload: bytes
+    payload: bytes = b""
+    body: Body | None = None
+    pieces: tuple[Piece, ...] = ()
+
+    def dissemination(self) -> bytes:
+        """The serialised Dissemination."""
+        return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,42 +238,45 @@ _RECENT_BYTES = 64 * 1024 * 1024  # deliveries just queued, kept in memory for t
 
 
 class _Recent:
-    """The payloads of deliveries just committed, by (kind, name, sequence), so that a stream
-    sends them without reading them back; bounded in bytes, the oldest dropped first (a
-    dropped or taken one is read from the store when it is needed again)."""
+    """The deliveries just committed, by (kind, name, sequence), so that a stream sends them
+    without reading them back; bounded in bytes, the oldest dropped first (a dropped or taken
+    one is read from the store when it is needed again)."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._size = 0
-        self._items: dict[tuple[str, str, int], bytes] = {}  # oldest first
+        self._items: dict[tuple[str, str, int], tuple[Append, int]] = {}  # oldest first
         self._sequences: dict[tuple[str, str], set[int]] = {}
 
-    def put(self, key: tuple[str, str, int], payload: bytes) -> None:
-        if len(payload) > self._capacity:
+    def put(self, key: tuple[str, str, int], item: Append) -> None:
+        size = len(item.payload) + sum(
+            len(p) if isinstance(p, bytes) else p[1] - p[0] for p in item.pieces
+        )
+        if size > self._capacity:
             return
-        self._items[key] = payload
+        self._items[key] = (item, size)
         self._sequences.setdefault(key[:2], set()).add(key[2])
-        self._size += len(payload)
+        self._size += size
         while self._size > self._capacity:
             self._pop(next(iter(self._items)))
 
     def take(self, key: tuple[str, str, int]) -> bytes | None:
-        return self._pop(key) if key in self._items else None
+        return self._pop(key).delivery() if key in self._items else None
 
     def discard(self, kind: str, name: str, upto: int | None = None) -> None:
-        """Forget a destination's payloads (up to sequence ``upto``; all when ``None``)."""
+        """Forget a destination's deliveries (up to sequence ``upto``; all when ``None``)."""
         for seq in list(self._sequences.get((kind, name), ())):
             if upto is None or seq <= upto:
                 self._pop((kind, name, seq))
 
-    def _pop(self, key: tuple[str, str, int]) -> bytes:
-        payload = self._items.pop(key)
-        self._size -= len(payload)
+    def _pop(self, key: tuple[str, str, int]) -> Append:
+        item, size = self._items.pop(key)
+        self._size -= size
         sequences = self._sequences[key[:2]]
         sequences.discard(key[2])
         if not sequences:
             del self._sequences[key[:2]]
-        return payload
+        return item
 
 
 class Store:
@@ -230,6 +302,9 @@ class Store:
             self._db.execute(
                 "ALTER TABLE registrations ADD COLUMN lease BLOB NOT NULL DEFAULT x''"
             )
+        for table in ("deliveries", "retained"):  # a store written before shared bodies
+            if "body" not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN body INTEGER")
         self._max_queue = max_queue
         self.retain = retain
 
@@ -264,7 +339,7 @@ class Store:
         """
         last: dict[tuple[str, str], int] = {}
         full: list[tuple[str, str]] = []
-        recent: list[tuple[tuple[str, str, int], bytes]] = []
+        rows: list[tuple[tuple[str, str, int], Append]] = []
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             for item in appends:
@@ -281,14 +356,19 @@ class Store:
                     full.append(dest)
                     continue
                 self._db.execute(
-                    "INSERT INTO deliveries VALUES (?, ?, ?, ?)", (*dest, next_seq, item.payload)
-                )
-                self._db.execute(
                     "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",
                     (next_seq + 1, *dest),
                 )
                 last[dest] = next_seq
-                recent.append(((*dest, next_seq), item.payload))
+                rows.append(((*dest, next_seq), item))
+            keep = retained if retained is not None and self.retain > 0 else None
+            bodies = self._store_bodies([item.body for _, item in rows]
+                                        + [keep.body if keep else None])  # fmt: skip
+            self._db.executemany(
+                "INSERT INTO deliveries (kind, name, seq, payload, body) VALUES (?, ?, ?, ?, ?)",
+                [(*key, *self._row(item.payload, item.body, item.pieces, bodies))
+                 for key, item in rows],
+            )  # fmt: skip
             if document is not None:
                 self._db.execute("INSERT OR IGNORE INTO routed VALUES (?, ?, ?)", document)
             self._db.executemany(
@@ -296,13 +376,55 @@ class Store:
             )
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
-            if retained is not None and self.retain > 0:
-                self._retain(retained)
+            if keep is not None:
+                self._retain(keep, bodies)
             if history is not None:
                 self._record_history(history)
-        for key, payload in recent:  # committed: the streams may send them from memory
-            self._recent.put(key, payload)
+        for key, item in rows:  # committed: the streams may send them from memory
+            self._recent.put(key, item)
         return last, full
+
+    def _store_bodies(self, uses: Sequence[Body | None]) -> dict[int, int]:
+        """Insert each body used (once, counting its uses); return ``id(body)`` → row id."""
+        counts: dict[int, tuple[Body, int]] = {}
+        for body in uses:
+            if body is not None:
+                counts[id(body)] = (body, counts.get(id(body), (body, 0))[1] + 1)
+        return {
+            key: int(self._db.execute(
+                "INSERT INTO bodies (data, refs) VALUES (?, ?)", (body.data, refs)
+            ).lastrowid or 0)
+            for key, (body, refs) in counts.items()
+        }  # fmt: skip
+
+    @staticmethod
+    def _row(
+        payload: bytes, body: Body | None, pieces: Sequence[Piece], bodies: dict[int, int]
+    ) -> tuple[bytes, int | None]:
+        """(payload column, body column) of a stored message."""
+        if body is None:
+            return payload, None
+        return _encode_pieces(pieces), bodies[id(body)]
+
+    def _release(self, uses: Iterable[tuple[int, int]]) -> None:
+        """Drop ``count`` references to each body ``(id, count)``; delete the unused ones."""
+        uses = list(uses)
+        self._db.executemany(
+            "UPDATE bodies SET refs = refs - ? WHERE id = ?", [(n, i) for i, n in uses]
+        )
+        self._db.executemany(
+            "DELETE FROM bodies WHERE id = ? AND refs <= 0", [(i,) for i, _ in uses]
+        )
+
+    def _assembled(self, payload: bytes, body: int | None, cache: dict[int, bytes]) -> bytes:
+        """A stored message's bytes (``cache``: the bodies read so far by this call)."""
+        if body is None:
+            return bytes(payload)
+        if body not in cache:
+            (cache[body],) = self._db.execute(
+                "SELECT data FROM bodies WHERE id = ?", (body,)
+            ).fetchone()
+        return _assemble(cache[body], _decode_pieces(bytes(payload)))
 
     def _record_history(self, history: History) -> None:
         self._db.executemany(
@@ -333,28 +455,38 @@ class Store:
             out.setdefault(publisher, {})[concept] = int(count)
         return out
 
-    def _retain(self, doc: Retained) -> None:
-        self._db.execute(
-            "DELETE FROM retained WHERE publisher = ? AND document = ?",
-            (doc.publisher, doc.document),
+    def _retain(self, doc: Retained, bodies: dict[int, int]) -> None:
+        replaced = "publisher = ? AND document = ?"
+        trimmed = (
+            "publisher = ? AND seq NOT IN "
+            "(SELECT seq FROM retained WHERE publisher = ? ORDER BY seq DESC LIMIT ?)"
         )
+        self._drop_retained(replaced, (doc.publisher, doc.document))
         self._db.execute(
-            "INSERT INTO retained (publisher, document, version, payload) VALUES (?, ?, ?, ?)",
-            (doc.publisher, doc.document, doc.version, doc.payload),
-        )
-        self._db.execute(
-            "DELETE FROM retained WHERE publisher = ? AND seq NOT IN "
-            "(SELECT seq FROM retained WHERE publisher = ? ORDER BY seq DESC LIMIT ?)",
-            (doc.publisher, doc.publisher, self.retain),
-        )
+            "INSERT INTO retained (publisher, document, version, payload, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (doc.publisher, doc.document, doc.version,
+             *self._row(doc.payload, doc.body, doc.pieces, bodies)),
+        )  # fmt: skip
+        self._drop_retained(trimmed, (doc.publisher, doc.publisher, self.retain))
+
+    def _drop_retained(self, where: str, args: tuple[str | int, ...]) -> None:
+        uses = self._db.execute(
+            f"SELECT body, COUNT(*) FROM retained WHERE {where} AND body IS NOT NULL "
+            "GROUP BY body", args,
+        ).fetchall()  # fmt: skip
+        self._db.execute(f"DELETE FROM retained WHERE {where}", args)
+        self._release(uses)
 
     def retained(self) -> list[Retained]:
         """The retained documents of every publisher, oldest first."""
         rows = self._db.execute(
-            "SELECT publisher, document, version, payload FROM retained ORDER BY seq"
-        )
+            "SELECT publisher, document, version, payload, body FROM retained ORDER BY seq"
+        ).fetchall()
+        cache: dict[int, bytes] = {}
         return [
-            Retained(publisher=p, document=d, version=v, payload=bytes(b)) for p, d, v, b in rows
+            Retained(publisher=p, document=d, version=v, payload=self._assembled(b, i, cache))
+            for p, d, v, b, i in rows
         ]
 
     def counter(self, name: str) -> int:
@@ -487,14 +619,16 @@ class Store:
             )
         ]
         out = []
+        bodies: dict[int, bytes] = {}
         for seq in seqs:
             payload = self._recent.take((kind, name, seq))
             if payload is None:
-                (payload,) = self._db.execute(
-                    "SELECT payload FROM deliveries WHERE kind = ? AND name = ? AND seq = ?",
+                stored, body = self._db.execute(
+                    "SELECT payload, body FROM deliveries WHERE kind = ? AND name = ? AND seq = ?",
                     (kind, name, seq),
                 ).fetchone()
-            out.append((seq, bytes(payload)))
+                payload = self._assembled(stored, body, bodies)
+            out.append((seq, payload))
         return out
 
     def ack(self, kind: str, name: str, seq: int) -> None:
@@ -506,20 +640,24 @@ class Store:
                 "AND ? < next_seq",
                 (seq, kind, name, seq),
             )
-            self._db.execute(
-                "DELETE FROM deliveries WHERE kind = ? AND name = ? AND seq <= ?",
-                (kind, name, seq),
-            )
+            self._drop_deliveries("kind = ? AND name = ? AND seq <= ?", (kind, name, seq))
         self._recent.discard(kind, name, upto=seq)
+
+    def _drop_deliveries(self, where: str, args: tuple[str | int, ...]) -> int:
+        """Delete the deliveries ``where`` holds and release their bodies; return how many."""
+        uses = self._db.execute(
+            f"SELECT body, COUNT(*) FROM deliveries WHERE {where} AND body IS NOT NULL "
+            "GROUP BY body", args,
+        ).fetchall()  # fmt: skip
+        count = self._db.execute(f"DELETE FROM deliveries WHERE {where}", args).rowcount
+        self._release(uses)
+        return int(count)
 
     def drop_destination(self, kind: str, name: str) -> int:
         """Forget a destination and its queue; return how many deliveries were discarded."""
         with self._db:
             self._db.execute("BEGIN")
-            (count,) = self._db.execute(
-                "SELECT COUNT(*) FROM deliveries WHERE kind = ? AND name = ?", (kind, name)
-            ).fetchone()
-            self._db.execute("DELETE FROM deliveries WHERE kind = ? AND name = ?", (kind, name))
+            count = self._drop_deliveries("kind = ? AND name = ?", (kind, name))
             self._db.execute("DELETE FROM destinations WHERE kind = ? AND name = ?", (kind, name))
         self._recent.discard(kind, name)
         return int(count)
@@ -587,7 +725,8 @@ class Store:
                     "SELECT next_seq FROM destinations WHERE kind = ? AND name = ?", dest
                 ).fetchone()
                 self._db.execute(
-                    "INSERT INTO deliveries VALUES (?, ?, ?, ?)", (*dest, seq, control.payload)
+                    "INSERT INTO deliveries (kind, name, seq, payload) VALUES (?, ?, ?, ?)",
+                    (*dest, seq, control.payload),
                 )
                 self._db.execute(
                     "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",

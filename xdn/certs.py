@@ -306,12 +306,14 @@ def credential_from_pem(cert_pem: bytes) -> Credential:
     )
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=65536)
 def _issuer_refusal(cert_pem: bytes, ca_pem: bytes) -> str | None:
     """Why the CA did not issue ``cert_pem`` (``None``: it did).
 
-    Depends on the bytes alone, so it is cached: the same few certificates come with every
-    publication, and each check costs an ECDSA verify (~0.1 ms on P-256, ~1 ms on P-384).
+    Depends on the bytes alone, so it is cached: the same certificates come with every
+    publication, and each check costs an ECDSA verify (~0.1 ms on P-256, ~1 ms on P-384). The
+    cache holds a site's whole membership: a key service checks every member in turn, and an
+    LRU cache smaller than the sweep would miss on every one.
     """
     cert, ca = _load(cert_pem), _load(ca_pem)
     if cert.issuer != ca.subject:

@@ -86,7 +86,7 @@ SPKI = serialization.PublicFormat.SubjectPublicKeyInfo
 class _Curve:
     """What a curve implies: its key type, its signature hash and its HPKE suite."""
 
-    def __init__(self, curve: ec.EllipticCurve, hash_type: type[hashes.HashAlgorithm],
+    def __init__(self, curve: ec.EllipticCurve, hash_type: type[hashes.SHA256 | hashes.SHA384],
                  kem: hpke.KEM, kdf: hpke.KDF) -> None:  # fmt: skip
         self.curve = curve
         self.hash_type = hash_type
@@ -111,11 +111,11 @@ def curve_of(key: PrivateKey | PublicKey) -> str:
     return name
 
 
-def _hash(key: PrivateKey | PublicKey) -> hashes.HashAlgorithm:
+def _hash(key: PrivateKey | PublicKey) -> hashes.SHA256 | hashes.SHA384:
     return CURVES[curve_of(key)].hash_type()
 
 
-def certificate_hash(signer: PrivateKey) -> hashes.HashAlgorithm:
+def certificate_hash(signer: PrivateKey) -> hashes.SHA256 | hashes.SHA384:
     """The hash a certificate or CRL signed by ``signer`` uses (the one matching its curve)."""
     return _hash(signer)
 

@@ -220,17 +220,29 @@ def format_term(term: Term) -> str:
     return f"{text}^^<{term.datatype}>"
 
 
-@functools.lru_cache(maxsize=8192)
-def format_quad(quad: Quad) -> str:
-    """Canonical N-Quads line of ``quad``, without the line terminator.
+# Canonical lines of statements formatted or parsed lately: a node formats the same statements
+# several times (to check a chain's signatures, to sign over it, to send it on, and again when
+# the receipt comes back through it), and a line it parsed is often canonical already.
+_LINES: dict[Quad, str] = {}
+_LINES_MAX = 16384
 
-    Cached: a node formats the same statements several times (to check a chain's signatures,
-    to sign over it, to send it on, and again when the receipt comes back through it).
-    """
-    parts = [format_term(quad.s), format_term(quad.p), format_term(quad.o)]
-    if quad.g is not None:
-        parts.append(format_term(quad.g))
-    return " ".join(parts) + " ."
+
+def _remember_line(quad: Quad, line: str) -> None:
+    if len(_LINES) >= _LINES_MAX:
+        _LINES.clear()  # (cheaper than LRU bookkeeping on every hit; refilled in one message)
+    _LINES[quad] = line
+
+
+def format_quad(quad: Quad) -> str:
+    """Canonical N-Quads line of ``quad``, without the line terminator."""
+    line = _LINES.get(quad)
+    if line is None:
+        parts = [format_term(quad.s), format_term(quad.p), format_term(quad.o)]
+        if quad.g is not None:
+            parts.append(format_term(quad.g))
+        line = " ".join(parts) + " ."
+        _remember_line(quad, line)
+    return line
 
 
 def serialise(quads: Iterable[Quad]) -> bytes:
@@ -334,12 +346,15 @@ def _parse_statement(line: str) -> Quad:
     node in the receipt), raising ``ValueError`` for a malformed one (never cached)."""
     if plain := _PLAIN_LINE.fullmatch(line):  # one match instead of one per token
         subject, predicate, iri, value, datatype, graph = plain.groups()
-        return Quad(
+        quad = Quad(
             _iri_token(subject),
             _iri_token(predicate),
             _iri_token(iri) if value is None else Literal(value, datatype or XSD_STRING),
             None if graph is None else _iri_token(graph),
         )
+        if value is None or (datatype != XSD_STRING and not _NEEDS_ESCAPE.search(value)):
+            _remember_line(quad, line)  # the line is the quad's canonical form
+        return quad
     s, pos = _parse_iri(line, 0, "subject")
     p, pos = _parse_iri(line, pos, "predicate")
     o, pos = _parse_object(line, pos)

@@ -91,3 +91,19 @@ def test_unknown_role_and_field_are_usage_errors(ca: tuple[bytes, bytes]) -> Non
         certs.issue(*ca, name="x", role="admin", now=NOW)
     with pytest.raises(UsageError, match="unknown subject field"):
         certs.issue(*ca, name="x", role="subscriber", attributes={"nope": "1"}, now=NOW)
+
+
+def test_a_sweep_over_hundreds_of_members_checks_each_ca_signature_once(
+    ca: tuple[bytes, bytes],
+) -> None:
+    members = [
+        certs.issue(*ca, name=f"m{i}", role="subscriber", now=NOW)[0] for i in range(300)
+    ]
+    for pem in members:  # the first sweep checks each
+        certs.verify_certificate(pem, ca[0], at=NOW, role="subscriber")
+    before = certs._issuer_refusal.cache_info()
+    for pem in members:  # a key service's next sweep, in the same order
+        certs.verify_certificate(pem, ca[0], at=NOW, role="subscriber")
+    after = certs._issuer_refusal.cache_info()
+    assert after.hits - before.hits == 300
+    assert after.misses == before.misses

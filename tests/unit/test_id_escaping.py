@@ -92,7 +92,7 @@ def _relayed(pki: dict[str, tuple[bytes, bytes]], diss: pb.Dissemination) -> pb.
                       chains=provenance.ChainVerifier(pki["ca"][0]))
     plan = planner.document(diss)
     (append,) = plan.appends
-    delivered: pb.Dissemination = pb.Delivery.FromString(append.payload).dissemination
+    delivered: pb.Dissemination = pb.Delivery.FromString(append.delivery()).dissemination
     return delivered
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from disseminator.payloads import DocumentParts
+from disseminator.store import Append, Piece
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -45,6 +46,11 @@ def _expected(diss: pb.Dissemination, concepts: set[str], provenance: bytes) -> 
     return pb.Delivery(dissemination=out)
 
 
+def _bytes(parts: DocumentParts, pieces: tuple[Piece, ...]) -> bytes:
+    """What the store sends for ``pieces`` of the document's shared body."""
+    return Append(kind="subscriber", name="s", body=parts.body, pieces=pieces).delivery()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     runs=st.lists(
@@ -59,13 +65,14 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
     diss = _dissemination(runs)
     parts = DocumentParts(diss, IDENTITY, CONCEPTS)
     segments = parts.chosen(chosen)
-    payload = parts.delivery(segments, provenance)
+    payload = _bytes(parts, parts.delivery(segments, provenance))
     assert pb.Delivery.FromString(payload) == _expected(diss, chosen, provenance)
     if segments:
         leaves = {f.position for f in diss.fragments if f.concept in chosen}
         assert set(parts.leaves_of(segments)) == leaves
     assert parts.leaves == LeafRanges(((0, sum(n for _, n in runs)),))
-    assert pb.Dissemination.FromString(parts.dissemination(provenance)) == pb.Dissemination(
+    whole = pb.Dissemination.FromString(_bytes(parts, parts.dissemination(provenance)))
+    assert whole == pb.Dissemination(
         manifest=diss.manifest, fragments=diss.fragments, provenance=provenance
     )
     assert parts.count == len(diss.fragments)
@@ -124,7 +131,7 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
 
     diss = _dissemination([("A", 3), ("B", 2)])
     parts = DocumentParts(diss, IDENTITY, CONCEPTS)
-    stored = parts.delivery(parts.segments, b"prov")
+    stored = _bytes(parts, parts.delivery(parts.segments, b"prov"))
     expected = _expected(diss, {"A", "B"}, b"prov")
     expected.sequence = sequence
     out = Outgoing(sequence, stored)

@@ -73,7 +73,7 @@ def test_each_destination_gets_only_its_granted_fragments_with_its_own_hop(
     table.set_link_members("d2", [_member("bob", set(concepts[1:3]))])
     plan = _planner(table, pki).document(diss)
 
-    by_destination = {(a.kind, a.name): a.payload for a in plan.appends}
+    by_destination = {(a.kind, a.name): a.delivery() for a in plan.appends}
     assert set(by_destination) == {("subscriber", "alice"), ("link", "d2")}
     assert set(_payload_fragments(by_destination["subscriber", "alice"])) == {concepts[0]}
     assert set(_payload_fragments(by_destination["link", "d2"])) == set(concepts[1:3])
@@ -90,7 +90,7 @@ def test_each_hop_names_the_leaves_it_forwards_and_verifies_for_its_recipient(
     verifier = provenance.ChainVerifier(pki["ca"][0])
     ranges = {(r.concept): (r.first, r.first + r.count) for r in diss.manifest.ranges}
     for append in plan.appends:
-        sent = pb.Delivery.FromString(append.payload).dissemination
+        sent = pb.Delivery.FromString(append.delivery()).dissemination
         message = provenance.Message.from_nquads(sent.provenance)
         expected = provenance.LeafRanges.of(ranges[c] for c in {f.concept for f in sent.fragments})
         assert message.leaves() == expected
@@ -228,7 +228,7 @@ def test_a_document_cut_short_upstream_goes_on_naming_only_what_came(
     plan = _planner(_fan_out_table(diss), pki).document(fewer)
     assert plan.appends
     for append in plan.appends:
-        out = pb.Delivery.FromString(append.payload).dissemination
+        out = pb.Delivery.FromString(append.delivery()).dissemination
         hop = provenance.Message.from_nquads(out.provenance)
         assert hop.leaves() == leaf_ranges(out.fragments)
         assert hop.leaves().issubset(came)  # the shortfall shows in the chain
@@ -274,9 +274,9 @@ def test_a_retained_document_goes_restricted_to_the_new_subscribers_grants(
     assert planned is not None
     append, graph = planned
     assert (append.kind, append.name) == ("subscriber", "carol")
-    assert set(_payload_fragments(append.payload)) == {first}
+    assert set(_payload_fragments(append.delivery())) == {first}
     assert b"retained-carol" in graph
-    sent = pb.Delivery.FromString(append.payload).dissemination
+    sent = pb.Delivery.FromString(append.delivery()).dissemination
     message = provenance.Message.from_nquads(sent.provenance)
     provenance.ChainVerifier(pki["ca"][0]).verify(message, at=NOW)
     (run,) = [(r.first, r.first + r.count) for r in diss.manifest.ranges if r.concept == first]

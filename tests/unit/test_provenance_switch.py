@@ -100,11 +100,11 @@ def test_a_site_refuses_a_document_without_provenance_unless_switched_off(
         return
     plan = planner.document(bare)
     assert {(a.kind, a.name) for a in plan.appends} == {("subscriber", "alice"), ("link", "d2")}
-    assert [_relayed_provenance(a.payload) for a in plan.appends] == [b"", b""]
+    assert [_relayed_provenance(a.delivery()) for a in plan.appends] == [b"", b""]
     assert plan.graphs == []  # nothing signed, nothing for the log
     retained = planner.retained(bare, "carol", ONTOLOGY.concepts)
     assert retained is not None and retained[1] == b""
-    assert _relayed_provenance(retained[0].payload) == b""
+    assert _relayed_provenance(retained[0].delivery()) == b""
 
 
 def test_switched_off_a_site_still_signs_a_hop_on_provenance_it_receives(
@@ -114,7 +114,7 @@ def test_switched_off_a_site_still_signs_a_hop_on_provenance_it_receives(
     plan = _planner(pki).document(published[0])
     assert len(plan.graphs) == 2
     for append in plan.appends:
-        relayed = provenance.Message.from_nquads(_relayed_provenance(append.payload))
+        relayed = provenance.Message.from_nquads(_relayed_provenance(append.delivery()))
         assert relayed.uri.startswith(certs.node_uri("d1"))  # a hop minted (and signed) by d1
 
 

@@ -281,3 +281,31 @@ def test_canonical_form_is_byte_identical_to_pyoxigraph(dataset: list[Quad]) -> 
     # issue #14: RDFC-1.0 of a blank-node-free dataset, checked against an independent writer.
     assert canonicalise(dataset) == oracle_canonical(dataset)
     assert oracle(canonicalise(dataset)) == parse_nquads(canonicalise(dataset))
+
+
+def _loose_term(term: IRI | Literal, typed: bool) -> str:
+    """A term as N-Quads allows but the canonical form does not always write it: controls and
+    noncharacters raw, ``xsd:string`` spelled out."""
+    if isinstance(term, IRI):
+        return f"<{term.value}>"
+    escaped = "".join({'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r"}.get(c, c)
+                      for c in term.value)  # fmt: skip
+    if term.language is not None:
+        return f'"{escaped}"@{term.language}'
+    if term.datatype == XSD_STRING and not typed:
+        return f'"{escaped}"'
+    return f'"{escaped}"^^<{term.datatype}>'
+
+
+@given(datasets, st.booleans())
+def test_parsed_lines_that_are_not_canonical_are_written_canonically(
+    dataset: list[Quad], typed: bool
+) -> None:
+    # A parsed line is remembered as a statement's canonical form only when it is one.
+    text = "".join(
+        " ".join(_loose_term(t, typed) for t in (q.s, q.p, q.o, *([q.g] if q.g else []))) + " .\n"
+        for q in dataset
+    )
+    parsed = parse_nquads(text)
+    assert parsed == tuple(dataset)
+    assert canonicalise(parsed) == oracle_canonical(dataset)
