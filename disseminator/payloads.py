@@ -6,8 +6,9 @@ protobuf message per destination, and serializing each, costs more than everythi
 does. Protocol Buffers define a repeated message field on the wire as its elements, one
 length-delimited record each, simply concatenated, so a delivery is assembled here as bytes:
 
-* :class:`DocumentParts` serializes each fragment once per document, grouped into
-  :class:`Segment` values (maximal runs of one concept);
+* :class:`DocumentParts` serializes the document once and finds each fragment's record in it
+  from the sizes of the records before it, grouped into :class:`Segment` values (maximal runs
+  of one concept);
 * :meth:`DocumentParts.delivery` lays the chosen segments' records out between the manifest
   and the provenance and wraps them as a ``Delivery`` — bytes that parse exactly as the message
   built field by field would (a unit test checks it). The layout is *pieces*: spans of the
@@ -26,7 +27,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 from disseminator.store import Body, Piece
 from xdn.errors import ProtocolError
@@ -59,23 +60,11 @@ def _field(number: int, data: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(data)) + data
 
 
-# Record prefixes of fragments (tag and length), by length: thousands per document, few sizes.
-_FRAGMENT_PREFIXES: dict[int, bytes] = {}
+def _varint_size(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
 
 
-def _fragment_records(fragments: Sequence[pb.Fragment]) -> list[bytes]:
-    """Each fragment as a ``Dissemination.fragments`` record."""
-    prefixes = _FRAGMENT_PREFIXES
-    out = []
-    for fragment in fragments:
-        data = fragment.SerializeToString()
-        prefix = prefixes.get(len(data))
-        if prefix is None:
-            prefix = _varint(_DISSEMINATION_FRAGMENTS << 3 | 2) + _varint(len(data))
-            if len(prefixes) < 65536:
-                prefixes[len(data)] = prefix
-        out.append(prefix + data)
-    return out
+_RECORD_TAG_BYTES = 1  # the tag of fields 1 to 15 of wire type 2 is one byte
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,17 +95,23 @@ class DocumentParts:
         self, diss: pb.Dissemination, identity: tuple[str, str], concepts: Collection[str]
     ) -> None:
         fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
-        names = [f.concept for f in fragments]
-        if {(f.publisher, f.document_id) for f in fragments} - {identity}:
-            bad = next(f for f in fragments if (f.publisher, f.document_id) != identity)
-            raise ProtocolError(f"fragment {bad.fragment_id!r} is not of this document")
+        publisher, document = identity
+        names, sizes, heads, strays = [], [], [], []
+        for index, fragment in enumerate(fragments):  # one pass: thousands of fragments
+            names.append(fragment.concept)
+            sizes.append(fragment.ByteSize())
+            if fragment.publisher != publisher or fragment.document_id != document:
+                strays.append(fragment)
+            if fragment.HasField("range_proof"):
+                heads.append(index)
+        if strays:
+            raise ProtocolError(f"fragment {strays[0].fragment_id!r} is not of this document")
         unknown = set(names).difference(concepts)
         if unknown:
             bad = next(f for f in fragments if f.concept in unknown)
             raise ProtocolError(f"fragment {bad.fragment_id!r}: unknown concept {bad.concept!r}")
-        runs = leaf_runs(fragments)  # checks the runs are filled
+        runs = leaf_runs(fragments, heads)  # checks the runs are filled
         self.leaves = ranges_of_runs(runs)
-        heads = [head for head, _, _ in runs]
         starts = [start for _, start, _ in runs]
 
         def leaf(index: int) -> int:
@@ -124,8 +119,7 @@ class DocumentParts:
             return starts[run] + index - heads[run]
 
         changes = {i for i in range(1, len(names)) if names[i] != names[i - 1]}
-        opened = set(heads)
-        if not changes <= opened:
+        if not changes <= set(heads):
             raise ProtocolError(
                 "a run of leaves holds fragments of several concepts: a site forwards whole "
                 "concepts, so each needs a run (and range proof) of its own"
@@ -136,13 +130,19 @@ class DocumentParts:
         ]
         self.count = len(fragments)
         self.concepts = frozenset(names)
-        records = _fragment_records(fragments)
-        manifest = _field(_DISSEMINATION_MANIFEST, diss.manifest.SerializeToString())
-        self.body = Body(b"".join([manifest, *records]))
-        offsets = [len(manifest)]
-        for record in records:
-            offsets.append(offsets[-1] + len(record))
-        self._manifest = (0, len(manifest))
+        # The message serialized once (fields in number order: manifest, fragments,
+        # provenance); each record's place follows from the sizes of those before it.
+        manifest_size = diss.manifest.ByteSize()
+        manifest_end = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
+        offsets = list(accumulate(
+            (_RECORD_TAG_BYTES + _varint_size(size) + size for size in sizes),
+            initial=manifest_end,
+        ))  # fmt: skip
+        self.body = Body(diss.SerializeToString())  # (its provenance last, not in any span)
+        if len(self.body.data) < offsets[-1]:
+            raise ProtocolError("the dissemination's fields are not laid out as expected")
+        self._manifest = (0, offsets[0])
+        self._fragments_end = offsets[-1]
         self._spans = {s: (offsets[s.start], offsets[s.end]) for s in self.segments}
 
     def chosen(self, concepts: Collection[str]) -> list[Segment]:
@@ -163,7 +163,7 @@ class DocumentParts:
     def dissemination(self, provenance: bytes) -> tuple[Piece, ...]:
         """The whole document as a serialized ``Dissemination`` with ``provenance`` (what a
         site retains for later subscribers), as pieces of :attr:`body`."""
-        pieces: list[Piece] = [(0, len(self.body.data))]
+        pieces: list[Piece] = [(0, self._fragments_end)]
         if provenance:
             pieces.append(_field(_DISSEMINATION_PROVENANCE, provenance))
         return tuple(pieces)

@@ -143,17 +143,21 @@ def dissemination_to_pb(
     )
 
 
-def leaf_runs(fragments: Sequence[pb.Fragment]) -> list[tuple[int, int, int]]:
+def leaf_runs(
+    fragments: Sequence[pb.Fragment], heads: Sequence[int] | None = None
+) -> list[tuple[int, int, int]]:
     """The runs of leaves a message's fragments open: ``(index of the run's first fragment,
     first leaf, end leaf)`` per fragment carrying a range proof, in message order.
 
     Only the run boundaries are read here; the subscriber's codec checks the proofs themselves.
+    ``heads``: the indexes of the fragments with a range proof, if the caller has them.
 
     Raises:
         ProtocolError: no fragment, a fragment before any run, a run whose fragment count
             differs from its length, or runs that overlap.
     """
-    heads = [i for i, f in enumerate(fragments) if f.HasField("range_proof")]
+    if heads is None:
+        heads = [i for i, f in enumerate(fragments) if f.HasField("range_proof")]
     if not fragments:
         raise ProtocolError("the fragments do not fill their runs of leaves (none came)")
     if not heads or heads[0] != 0:
