@@ -439,7 +439,7 @@ class SiteNode:
         while self._generation.get(destination) == generation:
             batch = []
             if cursor.room:
-                batch = self.store.pending(
+                batch = self.store.pending_chunks(
                     destination.kind, destination.name,
                     after=cursor.sent, limit=min(_BATCH, cursor.room),
                 )

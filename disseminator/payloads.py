@@ -187,18 +187,29 @@ class DocumentParts:
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     """A queued delivery on its way out: its sequence number and its stored bytes (a
-    serialized ``Delivery`` without sequence number)."""
+    serialized ``Delivery`` without sequence number), whole or in the chunks the store keeps
+    (joined once, into the message a stream sends)."""
 
     sequence: int
-    payload: bytes
+    payload: bytes | Sequence[bytes | memoryview]
+
+    def _chunks(self) -> list[bytes | memoryview]:
+        chunks: list[bytes | memoryview] = (
+            [self.payload] if isinstance(self.payload, bytes) else list(self.payload)
+        )
+        chunks.append(_varint(_DELIVERY_SEQUENCE << 3) + _varint(self.sequence))
+        return chunks
 
     def delivery_bytes(self) -> bytes:
         """The serialized ``Delivery`` with its sequence number (a Link stream message)."""
-        return self.payload + _varint(_DELIVERY_SEQUENCE << 3) + _varint(self.sequence)
+        return b"".join(self._chunks())
 
     def server_message_bytes(self) -> bytes:
         """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
-        return _field(_SERVER_MESSAGE_DELIVERY, self.delivery_bytes())
+        chunks = self._chunks()
+        size = sum(len(c) for c in chunks)
+        head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(size)
+        return b"".join([head, *chunks])
 
     def parsed(self) -> pb.Delivery:
         """The delivery as a message (for inspection; sending uses the bytes)."""

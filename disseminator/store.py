@@ -126,11 +126,16 @@ class Body:
 Piece = bytes | tuple[int, int]
 
 
-def _assemble(body: bytes | None, pieces: Sequence[Piece]) -> bytes:
+def _chunks(body: bytes | None, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
+    """The byte chunks ``pieces`` of ``body`` stand for (views of the body: no copy)."""
     if body is None:
-        return b"".join(p for p in pieces if isinstance(p, bytes))
+        return [p for p in pieces if isinstance(p, bytes)]
     view = memoryview(body)
-    return b"".join(p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces)
+    return [p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces]
+
+
+def _assemble(body: bytes | None, pieces: Sequence[Piece]) -> bytes:
+    return b"".join(_chunks(body, pieces))
 
 
 def _encode_pieces(pieces: Sequence[Piece]) -> bytes:
@@ -172,6 +177,10 @@ class Append:
     def delivery(self) -> bytes:
         """The delivery's bytes."""
         return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
+
+    def chunks(self) -> list[bytes | memoryview]:
+        """The delivery's bytes in the chunks it is stored as (views of the body)."""
+        return [self.payload] if self.body is None else _chunks(self.body.data, self.pieces)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,8 +269,8 @@ class _Recent:
         while self._size > self._capacity:
             self._pop(next(iter(self._items)))
 
-    def take(self, key: tuple[str, str, int]) -> bytes | None:
-        return self._pop(key).delivery() if key in self._items else None
+    def take(self, key: tuple[str, str, int]) -> list[bytes | memoryview] | None:
+        return self._pop(key).chunks() if key in self._items else None
 
     def discard(self, kind: str, name: str, upto: int | None = None) -> None:
         """Forget a destination's deliveries (up to sequence ``upto``; all when ``None``)."""
@@ -416,15 +425,17 @@ class Store:
             "DELETE FROM bodies WHERE id = ? AND refs <= 0", [(i,) for i, _ in uses]
         )
 
-    def _assembled(self, payload: bytes, body: int | None, cache: dict[int, bytes]) -> bytes:
-        """A stored message's bytes (``cache``: the bodies read so far by this call)."""
+    def _stored_chunks(
+        self, payload: bytes, body: int | None, cache: dict[int, bytes]
+    ) -> list[bytes | memoryview]:
+        """A stored message's chunks (``cache``: the bodies read so far by this call)."""
         if body is None:
-            return bytes(payload)
+            return [bytes(payload)]
         if body not in cache:
             (cache[body],) = self._db.execute(
                 "SELECT data FROM bodies WHERE id = ?", (body,)
             ).fetchone()
-        return _assemble(cache[body], _decode_pieces(bytes(payload)))
+        return _chunks(cache[body], _decode_pieces(bytes(payload)))
 
     def _record_history(self, history: History) -> None:
         self._db.executemany(
@@ -485,7 +496,8 @@ class Store:
         ).fetchall()
         cache: dict[int, bytes] = {}
         return [
-            Retained(publisher=p, document=d, version=v, payload=self._assembled(b, i, cache))
+            Retained(publisher=p, document=d, version=v,
+                     payload=b"".join(self._stored_chunks(b, i, cache)))
             for p, d, v, b, i in rows
         ]
 
@@ -609,8 +621,18 @@ class Store:
         return int(count)
 
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
-        """Queued deliveries after ``after``: the ones just queued come from memory (the
-        committed rows hold the same bytes), older ones are read back."""
+        """Queued deliveries after ``after``, as bytes (see :meth:`pending_chunks`)."""
+        return [
+            (seq, b"".join(chunks))
+            for seq, chunks in self.pending_chunks(kind, name, after=after, limit=limit)
+        ]
+
+    def pending_chunks(
+        self, kind: str, name: str, *, after: int, limit: int
+    ) -> list[tuple[int, list[bytes | memoryview]]]:
+        """Queued deliveries after ``after``, each as the chunks of bytes it is stored as: the
+        ones just queued come from memory (the committed rows hold the same bytes), older ones
+        are read back."""
         seqs = [
             seq for (seq,) in self._db.execute(
                 "SELECT seq FROM deliveries WHERE kind = ? AND name = ? AND seq > ? "
@@ -621,14 +643,14 @@ class Store:
         out = []
         bodies: dict[int, bytes] = {}
         for seq in seqs:
-            payload = self._recent.take((kind, name, seq))
-            if payload is None:
+            chunks = self._recent.take((kind, name, seq))
+            if chunks is None:
                 stored, body = self._db.execute(
                     "SELECT payload, body FROM deliveries WHERE kind = ? AND name = ? AND seq = ?",
                     (kind, name, seq),
                 ).fetchone()
-                payload = self._assembled(stored, body, bodies)
-            out.append((seq, payload))
+                chunks = self._stored_chunks(stored, body, bodies)
+            out.append((seq, chunks))
         return out
 
     def ack(self, kind: str, name: str, seq: int) -> None:

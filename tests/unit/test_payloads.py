@@ -131,12 +131,13 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
 
     diss = _dissemination([("A", 3), ("B", 2)])
     parts = DocumentParts(diss, IDENTITY, CONCEPTS)
-    stored = _bytes(parts, parts.delivery(parts.segments, b"prov"))
+    pieces = parts.delivery(parts.segments, b"prov")
     expected = _expected(diss, {"A", "B"}, b"prov")
     expected.sequence = sequence
-    out = Outgoing(sequence, stored)
-    assert pb.Delivery.FromString(out.delivery_bytes()) == expected
-    assert pb.ServerMessage.FromString(out.server_message_bytes()) == pb.ServerMessage(
-        delivery=expected
-    )
-    assert out.parsed() == expected
+    chunks = Append(kind="subscriber", name="s", body=parts.body, pieces=pieces).chunks()
+    for out in (Outgoing(sequence, _bytes(parts, pieces)), Outgoing(sequence, chunks)):
+        assert pb.Delivery.FromString(out.delivery_bytes()) == expected
+        assert pb.ServerMessage.FromString(out.server_message_bytes()) == pb.ServerMessage(
+            delivery=expected
+        )
+        assert out.parsed() == expected
