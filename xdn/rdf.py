@@ -220,17 +220,21 @@ def format_term(term: Term) -> str:
     return f"{text}^^<{term.datatype}>"
 
 
-# Canonical lines of statements formatted or parsed lately: a node formats the same statements
-# several times (to check a chain's signatures, to sign over it, to send it on, and again when
-# the receipt comes back through it), and a line it parsed is often canonical already.
-_LINES: dict[Quad, str] = {}
-_LINES_MAX = 16384
+# Statements formatted or parsed lately, both ways: a node formats the same statements several
+# times (to check a chain's signatures, to sign over it, to send it on), and parses them again
+# when the receipt comes back through it; a line it parsed is often canonical already.
+_LINES: dict[Quad, str] = {}  # statement → its canonical line
+_QUADS: dict[str, Quad] = {}  # line → its statement (lines parsed or written canonically)
+_MEMO_MAX = 16384
 
 
 def _remember_line(quad: Quad, line: str) -> None:
-    if len(_LINES) >= _LINES_MAX:
+    """Remember that ``line`` is the canonical form of ``quad``."""
+    if len(_LINES) >= _MEMO_MAX or len(_QUADS) >= _MEMO_MAX:
         _LINES.clear()  # (cheaper than LRU bookkeeping on every hit; refilled in one message)
+        _QUADS.clear()
     _LINES[quad] = line
+    _QUADS[line] = quad
 
 
 def format_quad(quad: Quad) -> str:
@@ -334,16 +338,17 @@ def parse_line(line: str, line_no: int = 1) -> Quad | None:
     """
     if _BLANK_OR_COMMENT.fullmatch(line):
         return None
+    quad = _QUADS.get(line)
+    if quad is not None:
+        return quad
     try:
         return _parse_statement(line)
     except ValueError as exc:
         raise ProvenanceError(f"N-Quads line {line_no}: {exc}") from None
 
 
-@functools.lru_cache(maxsize=8192)
 def _parse_statement(line: str) -> Quad:
-    """The statement on a line that is not blank; cached (a chain's lines come back through a
-    node in the receipt), raising ``ValueError`` for a malformed one (never cached)."""
+    """The statement on a line that is not blank, raising ``ValueError`` if it is malformed."""
     if plain := _PLAIN_LINE.fullmatch(line):  # one match instead of one per token
         subject, predicate, iri, value, datatype, graph = plain.groups()
         quad = Quad(

@@ -14,9 +14,10 @@ receipt.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from xdn import ids
 from xdn.errors import ProvenanceError
@@ -112,6 +113,25 @@ class Shape:
     @property
     def outermost(self) -> EnvelopeInfo:
         return self.envelopes[-1]
+
+
+# What each graph says, by its name and statements: a node reads the same graphs again when the
+# receipt of a document it relayed comes back through it. Readers raise on a malformed graph,
+# which is never remembered; what they return is immutable.
+_READ: dict[tuple[Callable[..., object], str, frozenset[Quad]], object] = {}
+_READ_MAX = 4096
+_T = TypeVar("_T")
+
+
+def _read(reader: Callable[[str, list[Quad]], _T], name: str, quads: list[Quad]) -> _T:
+    key = (reader, name, frozenset(quads))
+    known = _READ.get(key)
+    if known is None:
+        known = reader(name, quads)
+        if len(_READ) >= _READ_MAX:
+            _READ.clear()
+        _READ[key] = known
+    return known  # type: ignore[return-value]
 
 
 def _group(quads: Iterable[Quad]) -> dict[str, list[Quad]]:
@@ -243,7 +263,7 @@ def _signatures(
     for name, kind in kinds.items():
         if kind != "signature":
             continue
-        sig = read_signature(name, graphs[name])
+        sig = _read(read_signature, name, graphs[name])
         if kinds.get(sig.signed_graph) in (None, "signature"):
             raise ProvenanceError(
                 f"condition 8: signature graph <{name}> signs <{sig.signed_graph}>, "
@@ -260,10 +280,10 @@ def analyse(quads: Iterable[Quad]) -> Shape:
         ProvenanceError: naming the condition and the graph that violates it.
     """
     graphs = _group(quads)
-    kinds = {name: graph_type(name, g) for name, g in graphs.items()}
+    kinds = {name: _read(graph_type, name, g) for name, g in graphs.items()}
     if "node" in kinds.values():
         raise ProvenanceError("a node description is not part of a message")
-    envelopes = {n: read_envelope(n, graphs[n]) for n, k in kinds.items() if k == "envelope"}
+    envelopes = {n: _read(read_envelope, n, graphs[n]) for n, k in kinds.items() if k == "envelope"}
     chain = _chain(envelopes)
     sigs = _signatures(graphs, kinds)
     unsigned = sorted(n for n, k in kinds.items() if k != "signature" and n not in sigs)
@@ -302,11 +322,11 @@ def extend(shape: Shape, quads: Iterable[Quad]) -> Shape:
         ProvenanceError: the new graphs are not one envelope around the outermost one, signed.
     """
     graphs = _group(quads)
-    kinds = {name: graph_type(name, g) for name, g in graphs.items()}
+    kinds = {name: _read(graph_type, name, g) for name, g in graphs.items()}
     envelopes = [name for name, kind in kinds.items() if kind == "envelope"]
     if sorted(kinds.values()) != ["envelope", "signature"] or set(graphs) & set(shape.graphs):
         raise ProvenanceError("a hop must add exactly one new envelope graph and its signature")
-    envelope = read_envelope(envelopes[0], graphs[envelopes[0]])
+    envelope = _read(read_envelope, envelopes[0], graphs[envelopes[0]])
     added = _signatures(graphs, kinds)
     if envelope.name not in added:
         raise ProvenanceError(f"condition 3: graph <{envelope.name}> is not signed")
