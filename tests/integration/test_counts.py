@@ -70,6 +70,7 @@ def _unsubscribe(network: LocalNetwork, name: str, site: str) -> subprocess.Comp
     )
 
 
+@pytest.mark.long  # (~14 s: a dozen parties and many documents)
 def test_p_publishers_s_subscribers_d_documents_give_exactly_the_expected_deliveries(
     network: LocalNetwork,
 ) -> None:

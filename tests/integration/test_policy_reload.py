@@ -166,6 +166,7 @@ def test_a_policy_cannot_roll_back_across_a_restart(network: LocalNetwork) -> No
     assert "install version 2 or a newer one" in message
 
 
+@pytest.mark.long  # (~16 s: it waits for the policy to expire)
 def test_an_expiring_policy_ends_the_subscription_after_its_queue(network: LocalNetwork) -> None:
     """``valid_until`` passes while alice is connected: the site's timer ends her subscription
     (what was queued before still arrives), and she cannot subscribe again."""
