@@ -65,6 +65,7 @@ def _varint_size(value: int) -> int:
 
 
 _RECORD_TAG_BYTES = 1  # the tag of fields 1 to 15 of wire type 2 is one byte
+_FRAGMENT_TAG = _DISSEMINATION_FRAGMENTS << 3 | 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +140,10 @@ class DocumentParts:
             initial=manifest_end,
         ))  # fmt: skip
         self.body = Body(diss.SerializeToString())  # (its provenance last, not in any span)
-        if len(self.body.data) < offsets[-1]:
+        data = self.body.data
+        if len(data) < offsets[-1] or any(
+            data[offsets[s.start]] != _FRAGMENT_TAG for s in self.segments
+        ):  # (the library writes fields in number order, unknown ones last)
             raise ProtocolError("the dissemination's fields are not laid out as expected")
         self._manifest = (0, offsets[0])
         self._fragments_end = offsets[-1]

@@ -141,3 +141,12 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
             delivery=expected
         )
         assert out.parsed() == expected
+
+
+def test_a_field_this_site_does_not_know_is_left_out_of_the_deliveries() -> None:
+    diss = _dissemination([("A", 3), ("B", 2)])
+    unknown = b"\x7a\x03abc"  # field 15, length-delimited: from a newer publisher
+    received = pb.Dissemination.FromString(unknown + diss.SerializeToString())
+    parts = DocumentParts(received, IDENTITY, CONCEPTS)
+    delivered = pb.Delivery.FromString(_bytes(parts, parts.delivery(parts.chosen({"B"}), b"p")))
+    assert delivered == _expected(diss, {"B"}, b"p")
