@@ -55,17 +55,25 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _field(number: int, data: bytes) -> bytes:
-    """One length-delimited field record: tag, length, bytes."""
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
-
-
 def _varint_size(value: int) -> int:
     return max(1, (value.bit_length() + 6) // 7)
 
 
 _RECORD_TAG_BYTES = 1  # the tag of fields 1 to 15 of wire type 2 is one byte
 _FRAGMENT_TAG = _DISSEMINATION_FRAGMENTS << 3 | 2
+_PROVENANCE_TAG = _DISSEMINATION_PROVENANCE << 3 | 2
+
+
+def _size(piece: Piece) -> int:
+    return len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
+
+
+def _provenance_field(pieces: Sequence[Piece]) -> tuple[Piece, ...]:
+    """The ``provenance`` field made of ``pieces`` (nothing when they are empty)."""
+    size = sum(_size(p) for p in pieces)
+    if not size:
+        return ()
+    return (_varint(_PROVENANCE_TAG) + _varint(size), *(p for p in pieces if _size(p)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,14 @@ class DocumentParts:
         self._manifest = (0, offsets[0])
         self._fragments_end = offsets[-1]
         self._spans = {s: (offsets[s.start], offsets[s.end]) for s in self.segments}
+        self.received_provenance: tuple[Piece, ...] = ()
+        if diss.provenance:  # the chain as it came, which every outgoing chain starts with
+            size = len(diss.provenance)
+            start = offsets[-1] + _RECORD_TAG_BYTES + _varint_size(size)
+            if data[offsets[-1]] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
+                raise ProtocolError("the dissemination's fields are not laid out as expected")
+            newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
+            self.received_provenance = ((start, start + size), *newline)
 
     def chosen(self, concepts: Collection[str]) -> list[Segment]:
         """The segments of ``concepts``, in message order."""
@@ -164,16 +180,16 @@ class DocumentParts:
             raise ProtocolError("no fragment chosen")
         return LeafRanges.of((s.first_leaf, s.first_leaf + s.end - s.start) for s in segments)
 
-    def dissemination(self, provenance: bytes) -> tuple[Piece, ...]:
-        """The whole document as a serialized ``Dissemination`` with ``provenance`` (what a
-        site retains for later subscribers), as pieces of :attr:`body`."""
-        pieces: list[Piece] = [(0, self._fragments_end)]
-        if provenance:
-            pieces.append(_field(_DISSEMINATION_PROVENANCE, provenance))
-        return tuple(pieces)
+    def dissemination(self, provenance: Sequence[Piece]) -> tuple[Piece, ...]:
+        """The whole document as a serialized ``Dissemination`` with ``provenance`` (pieces:
+        what a site retains for later subscribers), as pieces of :attr:`body`."""
+        return ((0, self._fragments_end), *_provenance_field(provenance))
 
-    def delivery(self, segments: Sequence[Segment], provenance: bytes) -> tuple[Piece, ...]:
-        """The serialized ``Delivery`` of ``segments`` with ``provenance``, as pieces of
+    def delivery(
+        self, segments: Sequence[Segment], provenance: Sequence[Piece]
+    ) -> tuple[Piece, ...]:
+        """The serialized ``Delivery`` of ``segments`` with ``provenance`` (pieces: usually
+        :attr:`received_provenance` and the lines of this site's hop), as pieces of
         :attr:`body` (adjacent spans merged)."""
         spans = [self._manifest]
         for segment in segments:
@@ -182,10 +198,10 @@ class DocumentParts:
                 spans[-1] = (spans[-1][0], end)
             else:
                 spans.append((start, end))
-        tail = _field(_DISSEMINATION_PROVENANCE, provenance) if provenance else b""
-        size = sum(end - start for start, end in spans) + len(tail)
+        tail = _provenance_field(provenance)
+        size = sum(end - start for start, end in spans) + sum(_size(p) for p in tail)
         head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
-        return (head, *spans, *([tail] if tail else []))
+        return (head, *spans, *tail)
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,7 +124,7 @@ class Planner:
         plan = DocumentPlan(
             identity=identity, fragments=parts.count, concepts=parts.concepts,
             subscribers=self.table.reach(manifest.publisher, parts.concepts),
-            body=parts.body, retained=parts.dissemination(diss.provenance),
+            body=parts.body, retained=parts.dissemination(parts.received_provenance),
         )
         routes = []
         for destination, concepts in self.table.granted(
@@ -195,7 +195,7 @@ class Planner:
         if message is None:
             return [
                 (Append(kind=d.kind, name=d.name, body=parts.body,
-                        pieces=parts.delivery(segments, b"")), b"")
+                        pieces=parts.delivery(segments, ())), b"")
                 for d, segments, _ in routes
             ]
         hops = [
@@ -214,11 +214,12 @@ class Planner:
             self.chains.remember(relayed[first], at=now)  # the receipts will carry it back
         out = []
         for (destination, segments, _), extended in zip(routes, relayed, strict=True):
-            pieces = parts.delivery(segments, extended.to_nquads())
+            hop = extended.latest_graphs_nquads()  # after the chain as it came, stored once
+            pieces = parts.delivery(segments, (*parts.received_provenance, hop))
             append = Append(
                 kind=destination.kind, name=destination.name, body=parts.body, pieces=pieces
             )
-            out.append((append, extended.latest_graphs_nquads()))
+            out.append((append, hop))
         return out
 
 

@@ -65,13 +65,13 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
     diss = _dissemination(runs)
     parts = DocumentParts(diss, IDENTITY, CONCEPTS)
     segments = parts.chosen(chosen)
-    payload = _bytes(parts, parts.delivery(segments, provenance))
+    payload = _bytes(parts, parts.delivery(segments, (provenance,)))
     assert pb.Delivery.FromString(payload) == _expected(diss, chosen, provenance)
     if segments:
         leaves = {f.position for f in diss.fragments if f.concept in chosen}
         assert set(parts.leaves_of(segments)) == leaves
     assert parts.leaves == LeafRanges(((0, sum(n for _, n in runs)),))
-    whole = pb.Dissemination.FromString(_bytes(parts, parts.dissemination(provenance)))
+    whole = pb.Dissemination.FromString(_bytes(parts, parts.dissemination((provenance,))))
     assert whole == pb.Dissemination(
         manifest=diss.manifest, fragments=diss.fragments, provenance=provenance
     )
@@ -131,7 +131,7 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
 
     diss = _dissemination([("A", 3), ("B", 2)])
     parts = DocumentParts(diss, IDENTITY, CONCEPTS)
-    pieces = parts.delivery(parts.segments, b"prov")
+    pieces = parts.delivery(parts.segments, (b"prov",))
     expected = _expected(diss, {"A", "B"}, b"prov")
     expected.sequence = sequence
     chunks = Append(kind="subscriber", name="s", body=parts.body, pieces=pieces).chunks()
@@ -148,5 +148,23 @@ def test_a_field_this_site_does_not_know_is_left_out_of_the_deliveries() -> None
     unknown = b"\x7a\x03abc"  # field 15, length-delimited: from a newer publisher
     received = pb.Dissemination.FromString(unknown + diss.SerializeToString())
     parts = DocumentParts(received, IDENTITY, CONCEPTS)
-    delivered = pb.Delivery.FromString(_bytes(parts, parts.delivery(parts.chosen({"B"}), b"p")))
+    delivered = pb.Delivery.FromString(_bytes(parts, parts.delivery(parts.chosen({"B"}), (b"p",))))
     assert delivered == _expected(diss, {"B"}, b"p")
+
+
+@settings(max_examples=40, deadline=None)
+@given(received=st.binary(max_size=200), added=st.binary(max_size=200))
+def test_an_outgoing_chain_is_the_received_one_stored_once_then_the_hop(
+    received: bytes, added: bytes
+) -> None:
+    diss = _dissemination([("A", 2), ("B", 1)])
+    diss.provenance = received
+    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    pieces = parts.delivery(parts.chosen({"A"}), (*parts.received_provenance, added))
+    if received:  # a span of the body, not a copy, followed by a line break if it lacks one
+        assert parts.received_provenance[0] in pieces
+    expected = received + (b"\n" if received and not received.endswith(b"\n") else b"") + added
+    assert pb.Delivery.FromString(_bytes(parts, pieces)) == _expected(diss, {"A"}, expected)
+    retained = parts.dissemination(parts.received_provenance)
+    kept = pb.Dissemination.FromString(_bytes(parts, retained))
+    assert kept.provenance == expected[: len(expected) - len(added)]  # what a site retains
