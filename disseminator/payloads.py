@@ -139,20 +139,25 @@ class DocumentParts:
         ]
         self.count = len(fragments)
         self.concepts = frozenset(names)
-        # The message serialized once (fields in number order: manifest, fragments,
-        # provenance); each record's place follows from the sizes of those before it.
+        self._lay_out(diss, sizes)
+
+    def _lay_out(self, diss: pb.Dissemination, sizes: Sequence[int]) -> None:
+        """Serialize the message once (the library writes fields in number order: manifest,
+        fragments, provenance, then unknown ones) and place each record from the sizes of
+        those before it."""
         manifest_size = diss.manifest.ByteSize()
         manifest_end = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
         offsets = list(accumulate(
             (_RECORD_TAG_BYTES + _varint_size(size) + size for size in sizes),
             initial=manifest_end,
         ))  # fmt: skip
-        self.body = Body(diss.SerializeToString())  # (its provenance last, not in any span)
+        self.body = Body(diss.SerializeToString())
         data = self.body.data
+        misplaced = ProtocolError("the dissemination's fields are not laid out as expected")
         if len(data) < offsets[-1] or any(
             data[offsets[s.start]] != _FRAGMENT_TAG for s in self.segments
-        ):  # (the library writes fields in number order, unknown ones last)
-            raise ProtocolError("the dissemination's fields are not laid out as expected")
+        ):
+            raise misplaced
         self._manifest = (0, offsets[0])
         self._fragments_end = offsets[-1]
         self._spans = {s: (offsets[s.start], offsets[s.end]) for s in self.segments}
@@ -161,7 +166,7 @@ class DocumentParts:
             size = len(diss.provenance)
             start = offsets[-1] + _RECORD_TAG_BYTES + _varint_size(size)
             if data[offsets[-1]] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
-                raise ProtocolError("the dissemination's fields are not laid out as expected")
+                raise misplaced
             newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
             self.received_provenance = ((start, start + size), *newline)
 
