@@ -61,7 +61,7 @@ class DocumentPlan:
     delivered: dict[str, set[str]] = field(default_factory=dict)  # local subscriber → concepts
     subscribers: int = 0  # registered here or behind downlinks, granted some fragment
     body: Body | None = None  # the document's bytes its deliveries (and retained copy) share
-    retained: tuple[Piece, ...] = ()  # the document as received (serialized), for later
+    retained: tuple[Piece, ...] = ()  # pieces of the document as received, for new subscribers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
