@@ -29,7 +29,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
-from disseminator.store import Body, Piece
+from disseminator.store import Body, Piece, piece_size
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -64,16 +64,12 @@ _FRAGMENT_TAG = _DISSEMINATION_FRAGMENTS << 3 | 2
 _PROVENANCE_TAG = _DISSEMINATION_PROVENANCE << 3 | 2
 
 
-def _size(piece: Piece) -> int:
-    return len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
-
-
 def _provenance_field(pieces: Sequence[Piece]) -> tuple[Piece, ...]:
     """The ``provenance`` field made of ``pieces`` (nothing when they are empty)."""
-    size = sum(_size(p) for p in pieces)
+    size = sum(piece_size(p) for p in pieces)
     if not size:
         return ()
-    return (_varint(_PROVENANCE_TAG) + _varint(size), *(p for p in pieces if _size(p)))
+    return (_varint(_PROVENANCE_TAG) + _varint(size), *(p for p in pieces if piece_size(p)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +200,7 @@ class DocumentParts:
             else:
                 spans.append((start, end))
         tail = _provenance_field(provenance)
-        size = sum(end - start for start, end in spans) + sum(_size(p) for p in tail)
+        size = sum(end - start for start, end in spans) + sum(piece_size(p) for p in tail)
         head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
         return (head, *spans, *tail)
 

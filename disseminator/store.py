@@ -51,6 +51,7 @@ __all__ = [
     "Retained",
     "Store",
     "StoredRegistration",
+    "piece_size",
 ]
 
 _SCHEMA = """
@@ -126,15 +127,18 @@ class Body:
 Piece = bytes | tuple[int, int]
 
 
-def _chunks(body: bytes | None, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
+def piece_size(piece: Piece) -> int:
+    """How many bytes ``piece`` stands for."""
+    return len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
+
+
+def _chunks(body: bytes, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
     """The byte chunks ``pieces`` of ``body`` stand for (views of the body: no copy)."""
-    if body is None:
-        return [p for p in pieces if isinstance(p, bytes)]
     view = memoryview(body)
     return [p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces]
 
 
-def _assemble(body: bytes | None, pieces: Sequence[Piece]) -> bytes:
+def _assemble(body: bytes, pieces: Sequence[Piece]) -> bytes:
     return b"".join(_chunks(body, pieces))
 
 
@@ -258,9 +262,7 @@ class _Recent:
         self._sequences: dict[tuple[str, str], set[int]] = {}
 
     def put(self, key: tuple[str, str, int], item: Append) -> None:
-        size = len(item.payload) + sum(
-            len(p) if isinstance(p, bytes) else p[1] - p[0] for p in item.pieces
-        )
+        size = len(item.payload) + sum(piece_size(p) for p in item.pieces)
         if size > self._capacity:
             return
         self._items[key] = (item, size)
