@@ -6,9 +6,9 @@ protobuf message per destination, and serializing each, costs more than everythi
 does. Protocol Buffers define a repeated message field on the wire as its elements, one
 length-delimited record each, simply concatenated, so a delivery is assembled here as bytes:
 
-* :class:`DocumentParts` serializes the document once and finds each fragment's record in it
-  from the sizes of the records before it, grouped into :class:`Segment` values (maximal runs
-  of one concept);
+* :class:`DocumentParts` reads the document as serialized records (``DisseminationRecords``,
+  the same wire form), parses only the first fragment of each run and finds each run's
+  records from the sizes of those before it: one :class:`Segment` per run, of one concept;
 * :meth:`DocumentParts.delivery` lays the chosen segments' records out between the manifest
   and the provenance and wraps them as a ``Delivery`` — bytes that parse exactly as the message
   built field by field would (a unit test checks it). The layout is *pieces*: spans of the
@@ -24,18 +24,18 @@ Segments also know the manifest leaves they are, for the provenance hop that nam
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
+
+from google.protobuf.message import DecodeError
 
 from disseminator.store import Body, Piece, piece_size
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wireconv import leaf_runs, ranges_of_runs
+from xdn.wireconv import ranges_of_runs
 
-__all__ = ["DocumentParts", "Outgoing", "Segment"]
+__all__ = ["DocumentParts", "Outgoing", "Segment", "records_of"]
 
 # Field numbers (length-delimited, wire type 2) of the messages assembled here.
 _DISSEMINATION_MANIFEST = 1
@@ -72,6 +72,77 @@ def _provenance_field(pieces: Sequence[Piece]) -> tuple[Piece, ...]:
     return (_varint(_PROVENANCE_TAG) + _varint(size), *(p for p in pieces if piece_size(p)))
 
 
+def records_of(diss: pb.Dissemination | pb.DisseminationRecords) -> pb.DisseminationRecords:
+    """``diss`` read as records, what a site routes (the same wire form)."""
+    if isinstance(diss, pb.DisseminationRecords):
+        return diss
+    records: pb.DisseminationRecords = pb.DisseminationRecords.FromString(diss.SerializeToString())
+    return records
+
+
+# A record's length takes one more varint byte above each of these (records stay < 256 MiB).
+_VARINT_STEPS = tuple((1 << 7 * k) - 1 for k in range(1, 5))
+
+
+def _records_size(lengths: Sequence[int]) -> int:
+    """Bytes of the length-delimited records (one-byte tags) of payloads of ``lengths``,
+    summed by the interpreter's C loops rather than one Python step per record."""
+    longer = sum(sum(map(step.__lt__, lengths)) for step in _VARINT_STEPS)
+    return sum(lengths) + 2 * len(lengths) + longer
+
+
+def _runs(
+    diss: pb.DisseminationRecords,
+    sizes: Sequence[int],
+    identity: tuple[str, str],
+    concepts: Collection[str],
+) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """The runs of ``diss`` (``(index of the run's first fragment, first leaf, end leaf)``,
+    as :func:`~xdn.wireconv.leaf_runs`) and each run's concept, reading only the fragments
+    that open them: a run's proof says how many fragments it has, so the next run starts
+    after them."""
+    ranges = {r.concept: (r.first, r.first + r.count) for r in diss.manifest.ranges}
+    runs, names, head = [], [], 0
+    if not sizes:
+        raise ProtocolError("the fragments do not fill their runs of leaves (none came)")
+    while head < len(sizes):
+        fragment = _fragment(diss.fragments[head])
+        if (fragment.publisher, fragment.document_id) != identity:
+            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
+        if fragment.concept not in concepts:
+            raise ProtocolError(
+                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
+            )
+        if not fragment.HasField("range_proof"):
+            raise ProtocolError(
+                f"fragment {fragment.fragment_id!r} lies outside every run of leaves"
+            )
+        start, end = fragment.range_proof.start, fragment.range_proof.end
+        if end <= start:
+            raise ProtocolError(f"empty run of leaves {start}-{end}")
+        first, after = ranges.get(fragment.concept, (0, 0))
+        if not first <= start < end <= after:
+            raise ProtocolError(
+                f"run of leaves {start}-{end} is not all of concept {fragment.concept!r} in "
+                "the manifest's range table: a site forwards whole concepts, so each needs a "
+                "run (and range proof) of its own"
+            )
+        if head + end - start > len(sizes):
+            raise ProtocolError("the fragments do not fill their runs of leaves")
+        runs.append((head, start, end))
+        names.append(fragment.concept)
+        head += end - start
+    return runs, names
+
+
+def _fragment(record: bytes) -> pb.Fragment:
+    try:
+        fragment: pb.Fragment = pb.Fragment.FromString(record)
+    except DecodeError:
+        raise ProtocolError("a fragment is not a valid Fragment message") from None
+    return fragment
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """Fragments ``[start, end)`` of the document (in message order): one run of leaves, all of
@@ -84,84 +155,66 @@ class Segment:
 
 
 class DocumentParts:
-    """One document's fragments, checked, segmented by concept and serialized once.
+    """One document's runs of fragments, checked, segmented by concept and serialized once.
+
+    A site forwards whole runs, so it reads only what routing needs: each run's first
+    fragment (its concept, its document, its range proof) and the size of every fragment's
+    record, which Python reads from the message's serialized records without building a
+    message per fragment. What is inside the other fragments travels unread; the subscriber
+    checks every fragment against the publisher's signed Merkle root, which binds its
+    document, concept and position.
 
     Args:
-        diss: the dissemination as received.
-        identity: the (publisher, document id) every fragment must name.
-        concepts: the ontology's concepts; a fragment of another is refused.
+        diss: the dissemination as received, read as records.
+        identity: the (publisher, document id) every run must name.
+        concepts: the ontology's concepts; a run of another is refused.
 
     Raises:
-        ProtocolError: a fragment of another document or of an unknown concept, or fragments
+        ProtocolError: a run of another document or of an unknown concept, a run whose
+            leaves are not all of its concept in the manifest's range table, or fragments
             that do not fill their runs of leaves.
     """
 
     def __init__(
-        self, diss: pb.Dissemination, identity: tuple[str, str], concepts: Collection[str]
+        self,
+        diss: pb.DisseminationRecords,
+        identity: tuple[str, str],
+        concepts: Collection[str],
     ) -> None:
-        fragments = list(diss.fragments)  # each access to the repeated field builds a wrapper
-        publisher, document = identity
-        names, sizes, heads, strays = [], [], [], []
-        for index, fragment in enumerate(fragments):  # one pass: thousands of fragments
-            names.append(fragment.concept)
-            sizes.append(fragment.ByteSize())
-            if fragment.publisher != publisher or fragment.document_id != document:
-                strays.append(fragment)
-            if fragment.HasField("range_proof"):
-                heads.append(index)
-        if strays:
-            raise ProtocolError(f"fragment {strays[0].fragment_id!r} is not of this document")
-        unknown = set(names).difference(concepts)
-        if unknown:
-            bad = next(f for f in fragments if f.concept in unknown)
-            raise ProtocolError(f"fragment {bad.fragment_id!r}: unknown concept {bad.concept!r}")
-        runs = leaf_runs(fragments, heads)  # checks the runs are filled
+        self.body = Body(diss.SerializeToString())
+        sizes = list(map(len, diss.fragments))  # no Python per fragment
+        runs, names = _runs(diss, sizes, identity, concepts)
         self.leaves = ranges_of_runs(runs)
-        starts = [start for _, start, _ in runs]
-
-        def leaf(index: int) -> int:
-            run = bisect_right(heads, index) - 1
-            return starts[run] + index - heads[run]
-
-        changes = {i for i in range(1, len(names)) if names[i] != names[i - 1]}
-        if not changes <= set(heads):
-            raise ProtocolError(
-                "a run of leaves holds fragments of several concepts: a site forwards whole "
-                "concepts, so each needs a run (and range proof) of its own"
-            )
-        cuts = [*heads, len(names)]  # a segment is one run: its leaves are consecutive
         self.segments = [
-            Segment(names[begin], begin, end, leaf(begin)) for begin, end in pairwise(cuts)
+            Segment(name, head, head + end - start, start)
+            for (head, start, end), name in zip(runs, names, strict=True)
         ]
-        self.count = len(fragments)
+        self.count = len(sizes)
         self.concepts = frozenset(names)
         self._lay_out(diss, sizes)
 
-    def _lay_out(self, diss: pb.Dissemination, sizes: Sequence[int]) -> None:
-        """Serialize the message once (the library writes fields in number order: manifest,
-        fragments, provenance, then unknown ones) and place each record from the sizes of
-        those before it."""
+    def _lay_out(self, diss: pb.DisseminationRecords, sizes: Sequence[int]) -> None:
+        """Place each segment's records in the serialized message (the library writes fields
+        in number order: manifest, fragments, provenance, then unknown ones) from the sizes
+        of the records before it."""
         manifest_size = diss.manifest.ByteSize()
-        manifest_end = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
-        offsets = list(accumulate(
-            (_RECORD_TAG_BYTES + _varint_size(size) + size for size in sizes),
-            initial=manifest_end,
-        ))  # fmt: skip
-        self.body = Body(diss.SerializeToString())
+        offset = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
+        self._manifest = (0, offset)
+        self._spans: dict[Segment, tuple[int, int]] = {}
+        for segment in self.segments:
+            end = offset + _records_size(sizes[segment.start : segment.end])
+            self._spans[segment] = (offset, end)
+            offset = end
         data = self.body.data
         misplaced = ProtocolError("the dissemination's fields are not laid out as expected")
-        if len(data) < offsets[-1] or any(
-            data[offsets[s.start]] != _FRAGMENT_TAG for s in self.segments
-        ):
+        if len(data) < offset or any(data[s] != _FRAGMENT_TAG for s, _ in self._spans.values()):
             raise misplaced
-        self._manifest = (0, offsets[0])
-        self._fragments_end = offsets[-1]
-        self._spans = {s: (offsets[s.start], offsets[s.end]) for s in self.segments}
+        self._fragments_end = offset
         self.received_provenance: tuple[Piece, ...] = ()
         if diss.provenance:  # the chain as it came, which every outgoing chain starts with
             size = len(diss.provenance)
-            start = offsets[-1] + _RECORD_TAG_BYTES + _varint_size(size)
-            if data[offsets[-1]] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
+            start = offset + _RECORD_TAG_BYTES + _varint_size(size)
+            if data[offset] != _PROVENANCE_TAG or data[start : start + size] != diss.provenance:
                 raise misplaced
             newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
             self.received_provenance = ((start, start + size), *newline)

@@ -24,9 +24,10 @@ to this site; otherwise a :class:`~xdn.errors.SignatureError` or
 :class:`~xdn.errors.ProvenanceError` names the graph at fault. Nothing here can read content:
 only cleartext headers are used.
 
-Work per document grows with its fragments once (:class:`~disseminator.payloads.DocumentParts`
-checks, segments and serializes them) and with destinations times concepts after that: routing
-chooses whole concepts, and each destination's delivery is assembled from the serialized runs.
+Work per document grows with its runs of fragments (:class:`~disseminator.payloads.DocumentParts`
+reads the first fragment of each and the sizes of the others' records) and with destinations
+times concepts: routing chooses whole concepts, and each destination's delivery is assembled
+from the serialized runs.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from disseminator.payloads import DocumentParts, Segment
+from disseminator.payloads import DocumentParts, Segment, records_of
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append, Body, Piece
 from xdn import certs, identity, provenance
@@ -115,8 +116,10 @@ class Planner:
         ]
         return out
 
-    def document(self, diss: pb.Dissemination) -> DocumentPlan:
-        """One relayed message (and signed provenance hop) per destination of a document."""
+    def document(self, received: pb.Dissemination | pb.DisseminationRecords) -> DocumentPlan:
+        """One relayed message (and signed provenance hop) per destination of a document
+        (read as records: see :class:`~disseminator.payloads.DocumentParts`)."""
+        diss = records_of(received)
         manifest = diss.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
         parts = DocumentParts(diss, identity[:2], self.ontology.concepts)
@@ -142,7 +145,7 @@ class Planner:
         return plan
 
     def verified(
-        self, diss: pb.Dissemination, leaves: provenance.LeafRanges
+        self, diss: pb.DisseminationRecords, leaves: provenance.LeafRanges
     ) -> provenance.Message:
         """The dissemination's provenance, verified and checked to be extendable here with
         the manifest ``leaves`` that came with it.
@@ -164,12 +167,16 @@ class Planner:
         return message
 
     def retained(
-        self, diss: pb.Dissemination, subscriber: str, granted: Collection[str]
+        self,
+        received: pb.Dissemination | pb.DisseminationRecords,
+        subscriber: str,
+        granted: Collection[str],
     ) -> tuple[Append, bytes] | None:
         """A retained document for a new local subscriber: its granted concepts, or nothing.
 
         Its chain was verified when it was routed; what is kept is what this site received.
         """
+        diss = records_of(received)
         manifest = diss.manifest
         parts = DocumentParts(
             diss, (manifest.publisher, manifest.document_id), self.ontology.concepts
@@ -223,7 +230,7 @@ class Planner:
         return out
 
 
-def _switched_off(diss: pb.Dissemination) -> bool:
+def _switched_off(diss: pb.DisseminationRecords) -> bool:
     """Whether ``diss`` comes without provenance because provenance is switched off
     (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing signed.
     With the switch on, empty provenance is refused like any malformed chain."""

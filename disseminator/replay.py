@@ -32,7 +32,7 @@ def retained(
     for doc in documents:
         granted = registration.grants.get(doc.publisher, frozenset())
         planned = planner.retained(
-            pb.Dissemination.FromString(doc.payload), registration.subscriber, granted
+            pb.DisseminationRecords.FromString(doc.payload), registration.subscriber, granted
         )
         if planned is not None:
             appends.append(planned[0])
@@ -59,7 +59,7 @@ def missing(
     for doc in documents:
         if doc.publisher != publisher:
             continue
-        diss = pb.Dissemination.FromString(doc.payload)
+        diss = pb.DisseminationRecords.FromString(doc.payload)
         if diss.manifest.sequence not in wanted:
             continue
         planned = planner.retained(diss, subscriber, granted)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disseminator.payloads import DocumentParts
+from disseminator.payloads import DocumentParts, _varint
 from disseminator.store import Append, Piece
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
@@ -17,14 +17,22 @@ IDENTITY = ("pub", "doc-1")
 CONCEPTS = frozenset({"A", "B", "C", "D"})
 
 
-def _dissemination(runs: list[tuple[str, int]], *, first_leaf: int = 0) -> pb.Dissemination:
-    """One run per (concept, length), in order, each opened by a range proof."""
+def _dissemination(
+    runs: list[tuple[str, int]], *, first_leaf: int = 0, gaps: dict[int, int] | None = None
+) -> pb.Dissemination:
+    """One run per (concept, length), in order, each opened by a range proof; a concept's runs
+    are consecutive (the manifest's range table gives each concept one range of leaves);
+    ``gaps``: leaves skipped before run i (not carried here)."""
     diss = pb.Dissemination(
-        manifest=pb.Manifest(document_id="doc-1", publisher="pub", version=3, leaf_count=999),
+        manifest=pb.Manifest(document_id="doc-1", publisher="pub", version=3),
         provenance=b"<a> <b> <c> <d> .\n",
     )
     leaf = first_leaf
-    for concept, length in runs:
+    ranges: dict[str, list[int]] = {}
+    for run, (concept, length) in enumerate(runs):
+        leaf += (gaps or {}).get(run, 0)
+        span = ranges.setdefault(concept, [leaf, leaf])
+        span[1] = leaf + length
         for index in range(length):
             fragment = diss.fragments.add(
                 fragment_id=f"f{leaf}", document_id="doc-1", publisher="pub", concept=concept,
@@ -34,7 +42,18 @@ def _dissemination(runs: list[tuple[str, int]], *, first_leaf: int = 0) -> pb.Di
                 fragment.range_proof.start, fragment.range_proof.end = leaf, leaf + length
                 fragment.range_proof.path.append(b"\x01" * 32)
             leaf += 1
+    for concept, (first, end) in ranges.items():
+        diss.manifest.ranges.add(concept=concept, first=first, count=end - first)
+    diss.manifest.leaf_count = leaf
     return diss
+
+
+def _records(diss: pb.Dissemination) -> pb.DisseminationRecords:
+    return pb.DisseminationRecords.FromString(diss.SerializeToString())
+
+
+def _parts(diss: pb.Dissemination) -> DocumentParts:
+    return DocumentParts(_records(diss), IDENTITY, CONCEPTS)
 
 
 def _expected(diss: pb.Dissemination, concepts: set[str], provenance: bytes) -> pb.Delivery:
@@ -54,8 +73,11 @@ def _bytes(parts: DocumentParts, pieces: tuple[Piece, ...]) -> bytes:
 @settings(max_examples=60, deadline=None)
 @given(
     runs=st.lists(
-        st.tuples(st.sampled_from(sorted(CONCEPTS)), st.integers(1, 40)), min_size=1, max_size=8
-    ),
+        st.tuples(
+            st.sampled_from(sorted(CONCEPTS)), st.lists(st.integers(1, 40), min_size=1, max_size=3)
+        ),
+        min_size=1, max_size=4, unique_by=lambda run: run[0],
+    ).map(lambda concepts: [(c, n) for c, lengths in concepts for n in lengths]),
     chosen=st.sets(st.sampled_from(sorted(CONCEPTS)), min_size=1),
     provenance=st.binary(max_size=300),
 )
@@ -63,7 +85,7 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
     runs: list[tuple[str, int]], chosen: set[str], provenance: bytes
 ) -> None:
     diss = _dissemination(runs)
-    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    parts = _parts(diss)
     segments = parts.chosen(chosen)
     payload = _bytes(parts, parts.delivery(segments, (provenance,)))
     assert pb.Delivery.FromString(payload) == _expected(diss, chosen, provenance)
@@ -79,33 +101,56 @@ def test_an_assembled_delivery_is_the_message_built_field_by_field(
 
 
 def test_segments_follow_the_concept_runs_and_their_leaves() -> None:
-    diss = _dissemination([("A", 3), ("B", 2), ("A", 1)], first_leaf=5)
-    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    diss = _dissemination([("A", 3), ("A", 1), ("B", 2)], first_leaf=5, gaps={1: 2})
+    parts = _parts(diss)
     assert [(s.concept, s.start, s.end, s.first_leaf) for s in parts.segments] == [
-        ("A", 0, 3, 5), ("B", 3, 5, 8), ("A", 5, 6, 10),
+        ("A", 0, 3, 5), ("A", 3, 4, 10), ("B", 4, 6, 11),
     ]
     assert str(parts.leaves_of(parts.chosen({"A"}))) == "5-8 10-11"
     assert parts.concepts == {"A", "B"}
 
 
-def test_fragments_of_another_document_or_an_unknown_concept_are_refused() -> None:
-    other = _dissemination([("A", 2)])
-    other.fragments[1].document_id = "doc-2"
-    with pytest.raises(ProtocolError, match="fragment 'f1' is not of this document"):
-        DocumentParts(other, IDENTITY, CONCEPTS)
+def test_runs_of_another_document_or_an_unknown_concept_are_refused() -> None:
+    other = _dissemination([("A", 2), ("B", 1)])
+    other.fragments[2].document_id = "doc-2"
+    with pytest.raises(ProtocolError, match="fragment 'f2' is not of this document"):
+        _parts(other)
     unknown = _dissemination([("A", 2), ("Z", 1)])
     with pytest.raises(ProtocolError, match="fragment 'f2': unknown concept 'Z'"):
-        DocumentParts(unknown, IDENTITY, CONCEPTS)
+        _parts(unknown)
     short = _dissemination([("A", 2)])
     del short.fragments[1]
     with pytest.raises(ProtocolError, match="do not fill their runs"):
-        DocumentParts(short, IDENTITY, CONCEPTS)
+        _parts(short)
+    early = _dissemination([("A", 2), ("B", 2)])
+    del early.fragments[1]  # B's run starts where A's should go on
+    with pytest.raises(ProtocolError, match="fragment 'f3' lies outside every run"):
+        _parts(early)
+    garbled = _records(_dissemination([("A", 2)]))
+    garbled.fragments[0] = b"\xff\xff"
+    with pytest.raises(ProtocolError, match="not a valid Fragment"):
+        DocumentParts(garbled, IDENTITY, CONCEPTS)
+
+
+def test_a_site_reads_only_the_fragment_that_opens_each_run() -> None:
+    """What is inside the other fragments travels unread, as bytes: the subscriber checks each
+    against the publisher's Merkle root (which binds its document and concept)."""
+    diss = _dissemination([("A", 3), ("B", 2)])
+    diss.fragments[1].document_id = "doc-2"
+    diss.fragments[4].concept = "A"
+    records = _records(diss)
+    records.fragments[2] = b"\xff\xff"  # not even a Fragment
+    parts = DocumentParts(records, IDENTITY, CONCEPTS)
+    assert [(s.concept, s.start, s.end) for s in parts.segments] == [("A", 0, 3), ("B", 3, 5)]
+    expected = pb.DisseminationRecords(manifest=records.manifest, fragments=records.fragments[:3])
+    payload = _bytes(parts, parts.delivery(parts.chosen({"A"}), ()))
+    wrapped = expected.SerializeToString()
+    assert payload == bytes([2 << 3 | 2]) + _varint(len(wrapped)) + wrapped
 
 
 def test_two_runs_of_one_concept_name_their_own_leaves() -> None:
-    diss = _dissemination([("A", 2), ("A", 2)])
-    diss.fragments[2].range_proof.start, diss.fragments[2].range_proof.end = 10, 12
-    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    diss = _dissemination([("A", 2), ("A", 2)], gaps={1: 8})
+    parts = _parts(diss)
     assert [(s.start, s.end, s.first_leaf) for s in parts.segments] == [(0, 2, 0), (2, 4, 10)]
     assert str(parts.leaves_of(parts.chosen({"A"}))) == "0-2 10-12"
 
@@ -114,12 +159,16 @@ def test_a_run_of_several_concepts_is_refused() -> None:
     merged = _dissemination([("A", 2), ("B", 2)])
     merged.fragments[2].ClearField("range_proof")
     merged.fragments[0].range_proof.end = 4  # one run, one proof, two concepts
-    with pytest.raises(ProtocolError, match="holds fragments of several concepts"):
-        DocumentParts(merged, IDENTITY, CONCEPTS)
+    with pytest.raises(ProtocolError, match="run of leaves 0-4 is not all of concept 'A'"):
+        _parts(merged)
+    unlisted = _dissemination([("A", 2)])
+    del unlisted.manifest.ranges[:]
+    with pytest.raises(ProtocolError, match="run of leaves 0-2 is not all of concept 'A'"):
+        _parts(unlisted)
 
 
 def test_no_segment_names_no_leaves() -> None:
-    parts = DocumentParts(_dissemination([("A", 2)]), IDENTITY, CONCEPTS)
+    parts = _parts(_dissemination([("A", 2)]))
     assert parts.chosen({"B"}) == []
     with pytest.raises(ProtocolError, match="no fragment chosen"):
         parts.leaves_of([])
@@ -130,7 +179,7 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
     from disseminator.payloads import Outgoing
 
     diss = _dissemination([("A", 3), ("B", 2)])
-    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    parts = _parts(diss)
     pieces = parts.delivery(parts.segments, (b"prov",))
     expected = _expected(diss, {"A", "B"}, b"prov")
     expected.sequence = sequence
@@ -146,7 +195,7 @@ def test_a_queued_delivery_goes_out_as_stored_with_its_sequence_number(sequence:
 def test_a_field_this_site_does_not_know_is_left_out_of_the_deliveries() -> None:
     diss = _dissemination([("A", 3), ("B", 2)])
     unknown = b"\x7a\x03abc"  # field 15, length-delimited: from a newer publisher
-    received = pb.Dissemination.FromString(unknown + diss.SerializeToString())
+    received = pb.DisseminationRecords.FromString(unknown + diss.SerializeToString())
     parts = DocumentParts(received, IDENTITY, CONCEPTS)
     delivered = pb.Delivery.FromString(_bytes(parts, parts.delivery(parts.chosen({"B"}), (b"p",))))
     assert delivered == _expected(diss, {"B"}, b"p")
@@ -159,7 +208,7 @@ def test_an_outgoing_chain_is_the_received_one_stored_once_then_the_hop(
 ) -> None:
     diss = _dissemination([("A", 2), ("B", 1)])
     diss.provenance = received
-    parts = DocumentParts(diss, IDENTITY, CONCEPTS)
+    parts = _parts(diss)
     pieces = parts.delivery(parts.chosen({"A"}), (*parts.received_provenance, added))
     if received:  # a span of the body, not a copy, followed by a line break if it lacks one
         assert parts.received_provenance[0] in pieces

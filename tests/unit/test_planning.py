@@ -128,12 +128,15 @@ def test_nobody_granted_means_nothing_queued(pki: Pki, published: Published) -> 
     [("document_id", "another-doc", "not of this document"),
      ("concept", "NoSuchConcept", "unknown concept")],
 )
-def test_a_fragment_that_does_not_belong_is_refused(
+def test_a_run_that_does_not_belong_is_refused(
     pki: Pki, published: Published, field: str, value: str, message: str
 ) -> None:
+    """A site reads the fragment that opens each run (the others travel unread, for the
+    subscriber to check against the Merkle root)."""
     tampered = pb.Dissemination()
     tampered.CopyFrom(published[0])
-    setattr(tampered.fragments[1], field, value)
+    head = next(i for i, f in enumerate(tampered.fragments) if i and f.HasField("range_proof"))
+    setattr(tampered.fragments[head], field, value)
     with pytest.raises(ProtocolError, match=message):
         _planner(RoutingTable(), pki).document(tampered)
 

@@ -143,6 +143,16 @@ class Dissemination(_message.Message):
     provenance: bytes
     def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., fragments: _Optional[_Iterable[_Union[Fragment, _Mapping]]] = ..., provenance: _Optional[bytes] = ...) -> None: ...
 
+class DisseminationRecords(_message.Message):
+    __slots__ = ("manifest", "fragments", "provenance")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTS_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    manifest: Manifest
+    fragments: _containers.RepeatedScalarFieldContainer[bytes]
+    provenance: bytes
+    def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., fragments: _Optional[_Iterable[bytes]] = ..., provenance: _Optional[bytes] = ...) -> None: ...
+
 class KeyMessage(_message.Message):
     __slots__ = ("publisher", "concept", "epoch", "subscriber", "sealed", "signature", "publisher_certificate")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
