@@ -24,6 +24,7 @@ Segments also know the manifest leaves they are, for the provenance hop that nam
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -80,15 +81,13 @@ def records_of(diss: pb.Dissemination | pb.DisseminationRecords) -> pb.Dissemina
     return records
 
 
-# A record's length takes one more varint byte above each of these (records stay < 256 MiB).
-_VARINT_STEPS = tuple((1 << 7 * k) - 1 for k in range(1, 5))
-
-
 def _records_size(lengths: Sequence[int]) -> int:
     """Bytes of the length-delimited records (one-byte tags) of payloads of ``lengths``,
-    summed by the interpreter's C loops rather than one Python step per record."""
-    longer = sum(sum(map(step.__lt__, lengths)) for step in _VARINT_STEPS)
-    return sum(lengths) + 2 * len(lengths) + longer
+    counted by the interpreter's C loops rather than one Python step per record: a length of
+    ``b`` bits takes ``ceil(b / 7)`` varint bytes (at least one)."""
+    bits = Counter(map(int.bit_length, lengths))
+    varints = sum(n * max(1, (b + 6) // 7) for b, n in bits.items())
+    return sum(lengths) + len(lengths) + varints
 
 
 def _runs(

@@ -43,7 +43,7 @@ from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
-__all__ = ["Uplink", "interest_chunks"]
+__all__ = ["Uplink", "interest_chunks", "read_delivery"]
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,11 @@ class Uplink:
                     yield await self._outgoing.get()
 
             watch = Heartbeats(self._heartbeat_s)
-            call = stub.Link(watch.outgoing(outgoing(), _heartbeat, opening=1))
+            link = channel.stream_stream(
+                _LINK, request_serializer=pb.LinkMessage.SerializeToString,
+                response_deserializer=read_delivery,
+            )  # fmt: skip
+            call = link(watch.outgoing(outgoing(), _heartbeat, opening=1))
             self.connected.set()
             log.info("linked to uplink %s", self._address)
             receipts = None if self._receipts is None else asyncio.ensure_future(
@@ -176,7 +180,7 @@ class Uplink:
             )
             try:
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
-                    if delivery.WhichOneof("body") == "heartbeat":
+                    if _kind(delivery) == "heartbeat":
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
                     else:
                         self._apply(delivery)
@@ -184,9 +188,9 @@ class Uplink:
                 if receipts is not None:  # what was not acknowledged stays queued
                     receipts.cancel()
 
-    def _apply(self, delivery: pb.Delivery) -> None:
+    def _apply(self, delivery: pb.Delivery | pb.DeliveryRecords) -> None:
         counter = (_APPLIED, delivery.sequence)
-        kind = delivery.WhichOneof("body")
+        kind = _kind(delivery)
         try:
             if kind == "key":
                 self._node.route(keys=[delivery.key], counter=counter)
@@ -204,6 +208,27 @@ class Uplink:
             log.warning("refused delivery %d from uplink: %s", delivery.sequence, exc)
             self._node.route(counter=counter)  # skip it for good, and say so upstream
         self._outgoing.put_nowait(pb.LinkMessage(ack=pb.Ack(sequence=delivery.sequence)))
+
+
+# The Link method, called with our own reader of what the uplink sends.
+_LINK = "/{}/Link".format(pb.DESCRIPTOR.services_by_name["Disseminator"].full_name)
+
+
+def read_delivery(data: bytes) -> pb.Delivery | pb.DeliveryRecords:
+    """A Delivery from the uplink, parsed whole (which checks every field); one that carries
+    a document comes as records, what routing reads (see :mod:`disseminator.payloads`)."""
+    delivery: pb.Delivery = pb.Delivery.FromString(data)
+    if delivery.WhichOneof("body") != "dissemination":
+        return delivery
+    records: pb.DeliveryRecords = pb.DeliveryRecords.FromString(data)
+    return records
+
+
+def _kind(delivery: pb.Delivery | pb.DeliveryRecords) -> str | None:
+    if isinstance(delivery, pb.DeliveryRecords):
+        return "dissemination"
+    kind: str | None = delivery.WhichOneof("body")
+    return kind
 
 
 def interest_chunks(members: list[pb.Member], limits: Limits) -> list[pb.LinkMessage]:

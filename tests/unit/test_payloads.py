@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disseminator.payloads import DocumentParts, _varint
+from disseminator.payloads import DocumentParts, _records_size, _varint
 from disseminator.store import Append, Piece
 from xdn.errors import ProtocolError
 from xdn.provenance import LeafRanges
@@ -217,3 +217,26 @@ def test_an_outgoing_chain_is_the_received_one_stored_once_then_the_hop(
     retained = parts.dissemination(parts.received_provenance)
     kept = pb.Dissemination.FromString(_bytes(parts, retained))
     assert kept.provenance == expected[: len(expected) - len(added)]  # what a site retains
+
+
+@given(st.lists(st.one_of(st.integers(0, 300), st.integers(0, 2**28 - 1)), max_size=50))
+def test_record_sizes_are_counted_as_the_wire_writes_them(lengths: list[int]) -> None:
+    assert _records_size(lengths) == sum(1 + len(_varint(n)) + n for n in lengths)
+
+
+def test_a_site_reads_a_document_from_its_uplink_as_records_after_a_whole_parse() -> None:
+    from google.protobuf.message import DecodeError
+
+    from disseminator.uplink import read_delivery
+
+    diss = _dissemination([("A", 3), ("B", 2)])
+    data = pb.Delivery(sequence=7, dissemination=diss).SerializeToString()
+    read = read_delivery(data)
+    assert isinstance(read, pb.DeliveryRecords)
+    assert read.sequence == 7 and read.dissemination == _records(diss)
+    heartbeat = pb.Delivery(heartbeat=pb.Heartbeat(interval_ms=5))
+    assert read_delivery(heartbeat.SerializeToString()) == heartbeat
+    garbled = _records(diss)
+    garbled.fragments[4] = b"\xff\xff"  # a fragment the whole parse refuses
+    with pytest.raises(DecodeError):
+        read_delivery(pb.DeliveryRecords(sequence=8, dissemination=garbled).SerializeToString())

@@ -153,6 +153,14 @@ class DisseminationRecords(_message.Message):
     provenance: bytes
     def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., fragments: _Optional[_Iterable[bytes]] = ..., provenance: _Optional[bytes] = ...) -> None: ...
 
+class DeliveryRecords(_message.Message):
+    __slots__ = ("sequence", "dissemination")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    dissemination: DisseminationRecords
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[DisseminationRecords, _Mapping]] = ...) -> None: ...
+
 class KeyMessage(_message.Message):
     __slots__ = ("publisher", "concept", "epoch", "subscriber", "sealed", "signature", "publisher_certificate")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
