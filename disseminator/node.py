@@ -57,6 +57,8 @@ __all__ = ["SiteIdentity", "SiteNode"]
 log = logging.getLogger(__name__)
 
 _BATCH = 256
+#: Acknowledgements that arrive within this many seconds are committed together.
+ACK_WINDOW_S = 0.01
 _MAX_MISSING = 1024  # missing documents one request may ask for
 
 
@@ -112,6 +114,8 @@ class SiteNode:
         self.refreshes = RefreshRequests()
         self._ended: dict[str, str] = {}
         self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
+        self._acks: dict[Destination, int] = {}  # acknowledged, not yet committed
+        self._ack_flush: asyncio.TimerHandle | None = None
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self.crl_pem = b""  # that CRL as the CA signed it: relayed to local subscribers
         self._recover()
@@ -394,6 +398,7 @@ class SiteNode:
 
     def connect(self, destination: Destination, applied: int, window: int) -> StreamCursor:
         """Start a connection to ``destination``; supersede any earlier one."""
+        self.flush_acks()
         assigned, acked = self.store.cursor(destination.kind, destination.name)
         start = resume_point(acked=acked, assigned=assigned, applied=applied)
         if start > acked:
@@ -422,13 +427,34 @@ class SiteNode:
         self.wake(destination)
 
     def on_ack(self, destination: Destination, cursor: StreamCursor, seq: int) -> None:
+        """A destination acknowledged up to ``seq``: the stream may send more at once; the
+        store drops what was acknowledged with the other acknowledgements of the next
+        :data:`ACK_WINDOW_S` (one commit for them all). Until then a restart sends those
+        deliveries again, which a receiver tells from new ones by their sequence numbers."""
         if cursor.on_ack(seq):
             self.metrics.acks.labels(kind=destination.kind).inc()
-            self.store.ack(destination.kind, destination.name, seq)
+            self._acks[destination] = max(seq, self._acks.get(destination, 0))
             ending = self._ending.get(destination.name)
             if destination.kind == "subscriber" and ending and seq >= ending.sequence:
+                self.flush_acks()
                 self._finish_ending(destination.name)
+            elif self._ack_flush is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop to wait on (a synchronous caller)
+                    self.flush_acks()
+                else:
+                    self._ack_flush = loop.call_later(ACK_WINDOW_S, self.flush_acks)
             self.wake(destination)
+
+    def flush_acks(self) -> None:
+        """Commit the acknowledgements received since the last flush, in one transaction."""
+        if self._ack_flush is not None:
+            self._ack_flush.cancel()
+            self._ack_flush = None
+        acks, self._acks = self._acks, {}
+        if acks:
+            self.store.ack_many({(d.kind, d.name): seq for d, seq in acks.items()})
 
     async def pump(
         self, destination: Destination, cursor: StreamCursor, generation: int

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -657,15 +657,22 @@ class Store:
 
     def ack(self, kind: str, name: str, seq: int) -> None:
         """Drop deliveries up to ``seq`` (never moves the acknowledgement backwards)."""
+        self.ack_many({(kind, name): seq})
+
+    def ack_many(self, acks: Mapping[tuple[str, str], int]) -> None:
+        """:meth:`ack` each destination ``(kind, name)`` up to its sequence number, all in one
+        transaction (one commit for the acknowledgements of many destinations)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute(
-                "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
-                "AND ? < next_seq",
-                (seq, kind, name, seq),
-            )
-            self._drop_deliveries("kind = ? AND name = ? AND seq <= ?", (kind, name, seq))
-        self._recent.discard(kind, name, upto=seq)
+            for (kind, name), seq in acks.items():
+                self._db.execute(
+                    "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
+                    "AND ? < next_seq",
+                    (seq, kind, name, seq),
+                )
+                self._drop_deliveries("kind = ? AND name = ? AND seq <= ?", (kind, name, seq))
+        for (kind, name), seq in acks.items():
+            self._recent.discard(kind, name, upto=seq)
 
     def _drop_deliveries(self, where: str, args: tuple[str | int, ...]) -> int:
         """Delete the deliveries ``where`` holds and release their bodies; return how many."""

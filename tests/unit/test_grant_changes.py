@@ -235,3 +235,36 @@ def test_a_new_registration_keeps_what_the_certificate_received(site: _Site) -> 
     assert "WorkOrder" in decided.grants["production-dept"]  # the policy alone would grant it
     assert "WorkOrder" not in kept.grants.get("production-dept", frozenset())
     assert node.table.local["alice"] == kept
+
+
+def test_acknowledgements_are_committed_together_after_a_short_window(site: _Site) -> None:
+    """The stream may send more at once; the store drops what was acknowledged a moment later,
+    every acknowledgement of the window in one commit."""
+    import asyncio
+
+    from disseminator.node import ACK_WINDOW_S
+
+    node = site.node(site.policies(POLICY, 1))
+    _subscribed(site, node)
+    node.store.commit_routing(document=None, appends=[
+        Append(kind="subscriber", name="alice", payload=b""),
+        Append(kind="subscriber", name="alice", payload=b""),
+    ])  # fmt: skip
+    commits: list[str] = []
+
+    async def acknowledge() -> None:
+        cursor = node.connect(ALICE, 0, 1024)
+        node.store._db.set_trace_callback(
+            lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
+        )
+        for seq, _ in _queue(node):
+            cursor.on_sent(seq)
+            node.on_ack(ALICE, cursor, seq)
+        assert cursor.room == 1024 and len(_queue(node)) == 2  # room at once, rows later
+        deadline = asyncio.get_running_loop().time() + 30
+        while _queue(node) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(ACK_WINDOW_S)  # waits for the window's commit, with a deadline
+
+    asyncio.run(acknowledge())
+    assert _queue(node) == [] and node.store.cursor("subscriber", "alice")[1] == 2
+    assert len(commits) == 1
