@@ -66,9 +66,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
     body INTEGER,
     PRIMARY KEY (kind, name, seq)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bodies (
-    id INTEGER PRIMARY KEY, data BLOB NOT NULL, refs INTEGER NOT NULL
-);
+CREATE TABLE IF NOT EXISTS bodies (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS registrations (
     kind TEXT NOT NULL, owner TEXT NOT NULL, subscriber TEXT NOT NULL,
     certificate BLOB NOT NULL, grants TEXT NOT NULL, seen_ms INTEGER NOT NULL,
@@ -316,6 +314,14 @@ class Store:
         for table in ("deliveries", "retained"):  # a store written before shared bodies
             if "body" not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN body INTEGER")
+            self._db.execute(  # which rows use a body, for its release
+                f"CREATE INDEX IF NOT EXISTS {table}_by_body ON {table} (body) "
+                "WHERE body IS NOT NULL"
+            )
+        if "refs" in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
+            # a store that counted a body's references in its row: updating that count
+            # rewrote the whole multi-megabyte row (SQLite writes a row whole)
+            self._db.execute("ALTER TABLE bodies DROP COLUMN refs")
         self._max_queue = max_queue
         self.retain = retain
 
@@ -396,16 +402,13 @@ class Store:
         return last, full
 
     def _store_bodies(self, uses: Sequence[Body | None]) -> dict[int, int]:
-        """Insert each body used (once, counting its uses); return ``id(body)`` → row id."""
-        counts: dict[int, tuple[Body, int]] = {}
-        for body in uses:
-            if body is not None:
-                counts[id(body)] = (body, counts.get(id(body), (body, 0))[1] + 1)
+        """Insert each body used, once; return ``id(body)`` → row id."""
+        used = {id(body): body for body in uses if body is not None}
         return {
             key: int(self._db.execute(
-                "INSERT INTO bodies (data, refs) VALUES (?, ?)", (body.data, refs)
+                "INSERT INTO bodies (data) VALUES (?)", (body.data,)
             ).lastrowid or 0)
-            for key, (body, refs) in counts.items()
+            for key, body in used.items()
         }  # fmt: skip
 
     @staticmethod
@@ -417,14 +420,13 @@ class Store:
             return payload, None
         return _encode_pieces(pieces), bodies[id(body)]
 
-    def _release(self, uses: Iterable[tuple[int, int]]) -> None:
-        """Drop ``count`` references to each body ``(id, count)``; delete the unused ones."""
-        uses = list(uses)
+    def _release(self, bodies: Iterable[int]) -> None:
+        """Delete those of ``bodies`` no delivery or retained document uses any more."""
         self._db.executemany(
-            "UPDATE bodies SET refs = refs - ? WHERE id = ?", [(n, i) for i, n in uses]
-        )
-        self._db.executemany(
-            "DELETE FROM bodies WHERE id = ? AND refs <= 0", [(i,) for i, _ in uses]
+            "DELETE FROM bodies WHERE id = ?1 "
+            "AND NOT EXISTS (SELECT 1 FROM deliveries WHERE body = ?1) "
+            "AND NOT EXISTS (SELECT 1 FROM retained WHERE body = ?1)",
+            [(body,) for body in set(bodies)],
         )
 
     def _stored_chunks(
@@ -484,12 +486,11 @@ class Store:
         self._drop_retained(trimmed, (doc.publisher, doc.publisher, self.retain))
 
     def _drop_retained(self, where: str, args: tuple[str | int, ...]) -> None:
-        uses = self._db.execute(
-            f"SELECT body, COUNT(*) FROM retained WHERE {where} AND body IS NOT NULL "
-            "GROUP BY body", args,
-        ).fetchall()  # fmt: skip
+        bodies = [b for (b,) in self._db.execute(
+            f"SELECT DISTINCT body FROM retained WHERE {where} AND body IS NOT NULL", args
+        )]  # fmt: skip
         self._db.execute(f"DELETE FROM retained WHERE {where}", args)
-        self._release(uses)
+        self._release(bodies)
 
     def retained(self) -> list[Retained]:
         """The retained documents of every publisher, oldest first."""
@@ -676,12 +677,11 @@ class Store:
 
     def _drop_deliveries(self, where: str, args: tuple[str | int, ...]) -> int:
         """Delete the deliveries ``where`` holds and release their bodies; return how many."""
-        uses = self._db.execute(
-            f"SELECT body, COUNT(*) FROM deliveries WHERE {where} AND body IS NOT NULL "
-            "GROUP BY body", args,
-        ).fetchall()  # fmt: skip
+        bodies = [b for (b,) in self._db.execute(
+            f"SELECT DISTINCT body FROM deliveries WHERE {where} AND body IS NOT NULL", args
+        )]  # fmt: skip
         count = self._db.execute(f"DELETE FROM deliveries WHERE {where}", args).rowcount
-        self._release(uses)
+        self._release(bodies)
         return int(count)
 
     def drop_destination(self, kind: str, name: str) -> int:

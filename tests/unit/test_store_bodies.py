@@ -33,10 +33,13 @@ def _route(store: Store, body: Body = BODY, *, document: str = "doc", version: i
 
 
 def _bodies(path: Path) -> list[tuple[int, int]]:
-    """(size, references) of each stored body."""
+    """(size, rows using it) of each stored body."""
     with sqlite3.connect(path) as db:
-        return [(int(n), int(r)) for n, r in db.execute(
-            "SELECT length(data), refs FROM bodies ORDER BY id")]  # fmt: skip
+        rows = db.execute(
+            "SELECT length(data), (SELECT COUNT(*) FROM deliveries WHERE body = b.id) "
+            "+ (SELECT COUNT(*) FROM retained WHERE body = b.id) FROM bodies b ORDER BY id"
+        )
+        return [(int(n), int(r)) for n, r in rows]
 
 
 def _kind(name: str) -> str:
@@ -101,3 +104,24 @@ def test_a_store_written_before_shared_bodies_still_serves_its_queue(tmp_path: P
     ]
     store.ack("subscriber", "alice", 2)
     assert store.pending("subscriber", "alice", after=0, limit=5) == []
+
+
+def test_a_store_that_counted_references_in_the_body_row_is_migrated(tmp_path: Path) -> None:
+    """Counting in the row rewrote the whole multi-megabyte row at every acknowledgement."""
+    path = tmp_path / "counted.sqlite"
+    Store(path, retain=1).close()  # today's tables, then the body table as it was
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "DROP TABLE bodies;"
+            "CREATE TABLE bodies (id INTEGER PRIMARY KEY, data BLOB NOT NULL, "
+            "refs INTEGER NOT NULL);"
+        )
+    store = Store(path, retain=1)
+    _route(store)
+    assert _bodies(path) == [(len(BODY.data), 4)]
+    for name in VIEWS:
+        store.ack(_kind(name), name, 1)
+    _route(store, Body(b"MANIFEST" + b"y" * 900), version=2)  # the retained copy is replaced
+    assert [size for size, _ in _bodies(path)] == [len(b"MANIFEST") + 900]
+    with sqlite3.connect(path) as db:
+        assert "refs" not in {row[1] for row in db.execute("PRAGMA table_info(bodies)")}
