@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -196,6 +197,10 @@ class SiteReceipts:
         return queued[: runs[0]], len(queued) > runs[0]
 
 
+#: How long a site lets receipts gather before passing them upstream in one call.
+LINGER_S = 0.05
+
+
 class ReceiptSender:
     """Passes a site's queued receipts to its uplink, reliably, while the link is up.
 
@@ -204,15 +209,23 @@ class ReceiptSender:
         node: the site (its store keeps the queue; receipts are deleted once acknowledged).
     """
 
-    def __init__(self, receipts: SiteReceipts, node: SiteNode) -> None:
+    def __init__(
+        self,
+        receipts: SiteReceipts,
+        node: SiteNode,
+        *,
+        linger: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(LINGER_S),
+    ) -> None:
         self._receipts = receipts
         self._node = node
+        self._linger = linger
 
     async def run(self, stub: Any, *, timeout_s: float = 30.0) -> None:
         """Send batches through ``stub`` (a ``DisseminatorStub``) until cancelled.
 
-        A failed call is retried with exponential backoff (0.2 s to 5 s); nothing is deleted
-        before the uplink acknowledged it.
+        Receipts that arrive while it lingers (:data:`LINGER_S`) go in one call. A failed call
+        is retried with exponential backoff (0.2 s to 5 s); nothing is deleted before the
+        uplink acknowledged it.
         """
         delay = 0.2
         while True:
@@ -220,6 +233,8 @@ class ReceiptSender:
             if not batch:
                 self._receipts.queued.clear()
                 await self._receipts.queued.wait()
+                # the other recipients of a document acknowledge it about now: one call
+                await self._linger()
                 continue
             request = pb.ReceiptBatch(receipts=[r.data for r in batch])
             try:

@@ -332,3 +332,46 @@ def test_the_sender_retries_until_acknowledged_then_deletes(
     # batches of two; the failed one is sent again (nothing deleted before its ack)
     assert stub.calls == [[b"0", b"1"], [b"0", b"1"], [b"2"]]
     assert node.store.receipts_queued() == 0
+
+
+def test_receipts_that_come_while_the_sender_lingers_go_in_one_call(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    node = sites["d2"]
+    desk = SiteReceipts(node, Limits())
+    stub = _Stub(failures=0)
+    lingering, release = asyncio.Event(), asyncio.Event()
+
+    async def linger() -> None:
+        lingering.set()
+        await release.wait()
+
+    def accept(n: int) -> None:
+        node.store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"%d" % n,
+                                  log_graphs=b"")
+        desk.queued.set()
+
+    idle = asyncio.Event()
+    batch = desk.batch
+
+    def batching() -> Any:  # the sender found nothing to send: it waits to be woken
+        found = batch()
+        if not found:
+            idle.set()
+        return found
+
+    desk.batch = batching  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(ReceiptSender(desk, node, linger=linger).run(stub))
+        await asyncio.wait_for(idle.wait(), 10)
+        accept(0)  # the first recipient's receipt wakes the sender, which lingers...
+        await asyncio.wait_for(lingering.wait(), 10)
+        accept(1)  # ... while the others' come
+        accept(2)
+        release.set()
+        await asyncio.wait_for(stub.done.wait(), 10)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert stub.calls == [[b"0", b"1", b"2"]]
