@@ -312,6 +312,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=0.5)
         node.flush_acks()
+        node.flush_log()
         store.close()
         log_sink.close()
     return report

@@ -116,6 +116,7 @@ class SiteNode:
         self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
         self._acks: dict[Destination, int] = {}  # acknowledged, not yet committed
         self._ack_flush: asyncio.TimerHandle | None = None
+        self._log_flush: asyncio.TimerHandle | None = None
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self.crl_pem = b""  # that CRL as the CA signed it: relayed to local subscribers
         self._recover()
@@ -229,8 +230,26 @@ class SiteNode:
             return
         self._ending[reg.subscriber] = Ending(registration=reg, sequence=end[0], reason=end[1])
 
+    def log_soon(self) -> None:
+        """:meth:`flush_log` once the loop has run what is ready (the streams just woken send
+        first: the log is not on a delivery's way); at once without a running loop."""
+        if self._log_flush is None:
+            self._log_flush = self._later(self.flush_log, 0.0)
+
+    def _later(self, flush: Callable[[], None], delay_s: float) -> asyncio.TimerHandle | None:
+        """Run ``flush`` in ``delay_s`` on the running loop, or now (``None``) without one."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous caller
+            flush()
+            return None
+        return loop.call_later(delay_s, flush)
+
     def flush_log(self) -> None:
         """Write committed provenance graphs to the log, then drop them from the outbox."""
+        if self._log_flush is not None:
+            self._log_flush.cancel()
+            self._log_flush = None
         staged = self.store.take_log_outbox()
         if staged:
             self._log.append_raw(b"".join(data for _, data in staged))
@@ -289,7 +308,7 @@ class SiteNode:
             retained=retained,
             history=None if planned is None else self._history(planned),
         )
-        self.flush_log()
+        self.log_soon()
         for kind, name in full:
             self.metrics.queue_full.inc()
             log.error("queue of %s %s is full; delivery refused", kind, name)
@@ -439,12 +458,7 @@ class SiteNode:
                 self.flush_acks()
                 self._finish_ending(destination.name)
             elif self._ack_flush is None:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:  # no loop to wait on (a synchronous caller)
-                    self.flush_acks()
-                else:
-                    self._ack_flush = loop.call_later(ACK_WINDOW_S, self.flush_acks)
+                self._ack_flush = self._later(self.flush_acks, ACK_WINDOW_S)
             self.wake(destination)
 
     def flush_acks(self) -> None:
@@ -574,7 +588,7 @@ class SiteNode:
         appends, graphs = replay.retained(self.store.retained(), self.planner, registration)
         if appends:
             self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
-            self.flush_log()
+            self.log_soon()
             self.wake(destination)
         return len(appends)
 
@@ -658,7 +672,7 @@ class SiteNode:
         )
         if appends:
             self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
-            self.flush_log()
+            self.log_soon()
             self.wake(Destination("subscriber", subscriber))
         return len(found)
 

@@ -156,7 +156,7 @@ class SiteReceipts:
             data=receipt.to_nquads(),
             log_graphs=receipt.latest_graphs(),
         )
-        self._node.flush_log()
+        self._node.log_soon()
         if fresh:
             self._node.metrics.receipts.labels(source=source).inc()
             log.info(
