@@ -201,7 +201,7 @@ class DocumentParts:
         self._manifest = (0, offset)
         self._spans: dict[Segment, tuple[int, int]] = {}
         for segment in self.segments:
-            end = offset + _records_size(sizes[segment.start : segment.end])
+            end = offset + _records_size(sizes[segment.start:segment.end])
             self._spans[segment] = (offset, end)
             offset = end
         data = self.body.data
@@ -213,7 +213,7 @@ class DocumentParts:
         if diss.provenance:  # the chain as it came, which every outgoing chain starts with
             size = len(diss.provenance)
             start = offset + _RECORD_TAG_BYTES + _varint_size(size)
-            if data[offset] != _PROVENANCE_TAG or data[start : start + size] != diss.provenance:
+            if data[offset] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
                 raise misplaced
             newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
             self.received_provenance = ((start, start + size), *newline)
