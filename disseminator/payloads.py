@@ -85,6 +85,11 @@ def _records_size(lengths: Sequence[int]) -> int:
     """Bytes of the length-delimited records (one-byte tags) of payloads of ``lengths``,
     counted by the interpreter's C loops rather than one Python step per record: a length of
     ``b`` bits takes ``ceil(b / 7)`` varint bytes (at least one)."""
+    if not lengths:
+        return 0
+    low, high = _varint_size(min(lengths)), _varint_size(max(lengths))
+    if low == high:  # the usual case: every length takes as many varint bytes
+        return sum(lengths) + len(lengths) * (1 + low)
     bits = Counter(map(int.bit_length, lengths))
     varints = sum(n * max(1, (b + 6) // 7) for b, n in bits.items())
     return sum(lengths) + len(lengths) + varints

@@ -219,7 +219,9 @@ def test_an_outgoing_chain_is_the_received_one_stored_once_then_the_hop(
     assert kept.provenance == expected[: len(expected) - len(added)]  # what a site retains
 
 
-@given(st.lists(st.one_of(st.integers(0, 300), st.integers(0, 2**28 - 1)), max_size=50))
+@given(st.lists(st.one_of(
+    st.integers(0, 300), st.integers(128, 16383), st.integers(0, 2**28 - 1)
+), max_size=50))  # fmt: skip
 def test_record_sizes_are_counted_as_the_wire_writes_them(lengths: list[int]) -> None:
     assert _records_size(lengths) == sum(1 + len(_varint(n)) + n for n in lengths)
 
