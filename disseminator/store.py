@@ -619,8 +619,12 @@ class Store:
         return (0, 0) if row is None else (row[0] - 1, row[1])
 
     def queued_total(self) -> int:
-        """Deliveries waiting for acknowledgement, over all destinations."""
-        (count,) = self._db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
+        """Deliveries waiting for acknowledgement, over all destinations: from each
+        destination's counters (a queue holds exactly the sequence numbers after its
+        acknowledgement), without reading the deliveries."""
+        (count,) = self._db.execute(
+            "SELECT COALESCE(SUM(next_seq - 1 - acked), 0) FROM destinations"
+        ).fetchone()
         return int(count)
 
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
@@ -671,7 +675,11 @@ class Store:
                     "AND ? < next_seq",
                     (seq, kind, name, seq),
                 )
-                self._drop_deliveries("kind = ? AND name = ? AND seq <= ?", (kind, name, seq))
+                self._drop_deliveries(  # up to the acknowledgement in force (not beyond)
+                    "kind = ? AND name = ? AND seq <= "
+                    "(SELECT acked FROM destinations WHERE kind = ? AND name = ?)",
+                    (kind, name, kind, name),
+                )
         for (kind, name), seq in acks.items():
             self._recent.discard(kind, name, upto=seq)
 

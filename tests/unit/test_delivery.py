@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from disseminator.delivery import StreamCursor, resume_point
@@ -100,6 +100,31 @@ def test_ack_drops_delivered_and_never_moves_back() -> None:
     assert store.cursor("subscriber", "a") == (5, 3)
     store.ack("subscriber", "a", 99)  # beyond what was assigned: ignored
     assert store.cursor("subscriber", "a") == (5, 3)
+    assert [s for s, _ in store.pending("subscriber", "a", after=0, limit=10)] == [4, 5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("route"), st.sampled_from("ab"), st.integers(1, 3)),
+    st.tuples(st.just("ack"), st.sampled_from("ab"), st.integers(0, 12)),
+    st.tuples(st.just("drop"), st.sampled_from("ab"), st.just(0)),
+), max_size=30))  # fmt: skip
+def test_the_queued_count_is_the_rows_a_queue_holds(
+    operations: list[tuple[str, str, int]],
+) -> None:
+    """Counted from the destinations' counters, it matches the delivery rows."""
+    store = Store(":memory:", max_queue=6)
+    for operation, name, n in operations:
+        if operation == "route":
+            store.commit_routing(document=None, appends=[_append(name, b"x")] * n)
+        elif operation == "ack":
+            store.ack("subscriber", name, n)
+        else:
+            store.drop_destination("subscriber", name)
+        rows = sum(
+            len(store.pending("subscriber", d, after=0, limit=100)) for d in "ab"
+        )
+        assert store.queued_total() == rows
 
 
 def test_full_queue_refuses_only_that_destination() -> None:
