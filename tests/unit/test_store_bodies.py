@@ -71,8 +71,8 @@ def test_the_body_goes_with_the_last_row_that_uses_it(tmp_path: Path) -> None:
     assert _bodies(path) == [(len(BODY.data), 1)]  # the retained copy still needs it
     _route(store, Body(b"MANIFEST" + b"x" * 1700), document="doc", version=2)  # replaces it
     assert [refs for _, refs in _bodies(path)] == [4]
-    for name in VIEWS:
-        store.ack(_kind(name), name, 2)
+    for name in VIEWS:  # each up to what it was assigned (d2's queue started again at 1)
+        store.ack(_kind(name), name, store.cursor(_kind(name), name)[0])
     assert [refs for _, refs in _bodies(path)] == [1]
 
 
