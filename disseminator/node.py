@@ -38,7 +38,7 @@ from disseminator.grant_changes import (
 )
 from disseminator.members import from_stored, to_pb_member, to_stored
 from disseminator.metrics import SiteMetrics
-from disseminator.payloads import Outgoing, records_of
+from disseminator.payloads import Outgoing
 from disseminator.planning import DocumentPlan, Planner
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
@@ -288,7 +288,7 @@ class SiteNode:
         planned: DocumentPlan | None = None
         retained: Retained | None = None
         if dissemination is not None and dissemination.HasField("manifest"):
-            planned = self._plan_document(records_of(dissemination))
+            planned = self._plan_document(dissemination)
         if planned is not None and dissemination is not None:
             appends += planned.appends
             self.metrics.routed.inc()
@@ -337,7 +337,9 @@ class SiteNode:
             uplink=self.uplink_address,
         )
 
-    def _plan_document(self, diss: pb.DisseminationRecords) -> DocumentPlan | None:
+    def _plan_document(
+        self, diss: pb.Dissemination | pb.DisseminationRecords
+    ) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""
         manifest = diss.manifest
         if self.store.is_routed(manifest.publisher, manifest.document_id, manifest.version):
@@ -351,7 +353,9 @@ class SiteNode:
             self._refused_document(diss, exc)
             raise
 
-    def _refused_document(self, diss: pb.DisseminationRecords, exc: PeerError) -> None:
+    def _refused_document(
+        self, diss: pb.Dissemination | pb.DisseminationRecords, exc: PeerError
+    ) -> None:
         """Count a document refused before routing and sign a failure notice into the log."""
         kind = "provenance" if isinstance(exc, (SignatureError, ProvenanceError)) else "document"
         self.metrics.refused_documents.labels(kind).inc()
@@ -899,7 +903,7 @@ def _expiry_of_others(changes: ChangeSet) -> ChangeSet:
     return ChangeSet(changes=tuple(c for c in changes.changes if c.reason == "expiry"))
 
 
-def _sender(diss: pb.DisseminationRecords) -> str | None:
+def _sender(diss: pb.Dissemination | pb.DisseminationRecords) -> str | None:
     """The node that says it sent ``diss`` (its provenance's last hop), if that can be read."""
     try:
         return provenance.Message.from_nquads(diss.provenance).sender
