@@ -14,7 +14,9 @@ strict N-Quads parser:
 * :func:`parse_nquads` refuses blank nodes, relative or malformed IRIs, bad language tags, bad
   escapes, surrogates and any malformed line with a :class:`~xdn.errors.ProvenanceError` that
   names the line number; like N-Quads it allows spaces and tabs between any two tokens,
-  including before ``@lang`` and around ``^^``;
+  including before ``@lang`` and around ``^^``; a text made only of lines as nodes write them
+  (single spaces, no escapes, no language tag) is read in one regular-expression scan, and
+  anything else line by line;
 * :func:`format_quad` writes canonical N-Quads (RDF 1.2 N-Quads §canonical form, which
   RDFC-1.0 uses): IRIs verbatim, literals escaping only ``"``, ``\\``, the five ECHAR
   controls, and U+0000 to U+0007, U+000B, U+000E to U+001F, U+007F, U+FFFE and U+FFFF as
@@ -69,6 +71,7 @@ _PLAIN_LINE = re.compile(
     rf"{_PLAIN_IRI} {_PLAIN_IRI} (?:{_PLAIN_IRI}|\"([^\"\\\n\r]*)\"(?:\^\^{_PLAIN_IRI})?)"
     rf"(?: {_PLAIN_IRI})? \."
 )
+_PLAIN_LINES = re.compile(f"^{_PLAIN_LINE.pattern}$", re.MULTILINE)  # every such line at once
 _BLANK_OR_COMMENT = re.compile(rf"{_WS}(?:#.*)?")
 _ESCAPE = re.compile(rf"\\[tbnrf\"'\\]|{_UCHAR}")
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -153,6 +156,7 @@ class Literal:
 
 
 Term = IRI | Literal
+_TERM_TYPES = (IRI, Literal)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -175,13 +179,17 @@ class Quad:
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.s, IRI) or not isinstance(self.p, IRI):
+        s, p, o, g = self.s, self.p, self.o, self.g
+        if not isinstance(s, IRI) or not isinstance(p, IRI):
             raise TypeError("subject and predicate must be IRIs (blank nodes are not supported)")
-        if not isinstance(self.o, IRI | Literal):
+        if not isinstance(o, _TERM_TYPES):
             raise TypeError("object must be an IRI or a Literal")
-        if self.g is not None and not isinstance(self.g, IRI):
+        if g is not None and not isinstance(g, IRI):
             raise TypeError("graph name must be an IRI or None")
-        object.__setattr__(self, "_hash", hash((self.s, self.p, self.o, self.g)))
+        # From the terms' stored hashes (no call of their __hash__): equal quads, equal hashes.
+        object.__setattr__(
+            self, "_hash", hash((s._hash, p._hash, o._hash, None if g is None else g._hash))
+        )
 
     def __hash__(self) -> int:
         return self._hash
@@ -350,16 +358,7 @@ def parse_line(line: str, line_no: int = 1) -> Quad | None:
 def _parse_statement(line: str) -> Quad:
     """The statement on a line that is not blank, raising ``ValueError`` if it is malformed."""
     if plain := _PLAIN_LINE.fullmatch(line):  # one match instead of one per token
-        subject, predicate, iri, value, datatype, graph = plain.groups()
-        quad = Quad(
-            _iri_token(subject),
-            _iri_token(predicate),
-            _iri_token(iri) if value is None else Literal(value, datatype or XSD_STRING),
-            None if graph is None else _iri_token(graph),
-        )
-        if value is None or (datatype != XSD_STRING and not _NEEDS_ESCAPE.search(value)):
-            _remember_line(quad, line)  # the line is the quad's canonical form
-        return quad
+        return _plain_quad(line, *plain.groups())
     s, pos = _parse_iri(line, 0, "subject")
     p, pos = _parse_iri(line, pos, "predicate")
     o, pos = _parse_object(line, pos)
@@ -369,6 +368,46 @@ def _parse_statement(line: str) -> Quad:
         if _END.fullmatch(line, pos) is None:
             raise ValueError(f"expected '.' at column {pos + 1}")
     return Quad(s, p, o, g)
+
+
+def _plain_quad(
+    line: str, subject: str, predicate: str, iri: str | None, value: str | None,
+    datatype: str | None, graph: str | None,
+) -> Quad:
+    """The statement of a line ``_PLAIN_LINE`` matched, from its groups (``ValueError`` if a
+    term is not one RDF allows)."""
+    quad = Quad(
+        _iri_token(subject),
+        _iri_token(predicate),
+        _iri_token(iri) if value is None else Literal(value, datatype or XSD_STRING),
+        None if graph is None else _iri_token(graph),
+    )
+    if value is None or (datatype != XSD_STRING and not _NEEDS_ESCAPE.search(value)):
+        _remember_line(quad, line)  # the line is the quad's canonical form
+    return quad
+
+
+def _parse_plain(text: str) -> list[Quad] | None:
+    """The statements of ``text`` if every line is one ``_PLAIN_LINE`` matches and ends with a
+    line feed (what nodes write), found in one scan of the whole text; else ``None``.
+
+    Each match spans exactly one whole line (``^``…``$``, and no token matches a line break),
+    so as many matches as lines means every line matched.
+    """
+    lines = text.split("\n")
+    if lines.pop():  # the text does not end with a line feed
+        return None
+    found = list(_PLAIN_LINES.finditer(text))
+    if len(found) != len(lines):
+        return None
+    quads = []
+    try:
+        for line, match in zip(lines, found, strict=True):
+            quad = _QUADS.get(line)
+            quads.append(_plain_quad(line, *match.groups()) if quad is None else quad)
+    except ValueError:  # a term RDF does not allow: the line-by-line parse names the line
+        return None
+    return quads
 
 
 def parse_nquads(data: bytes | str) -> tuple[Quad, ...]:
@@ -382,6 +421,8 @@ def parse_nquads(data: bytes | str) -> tuple[Quad, ...]:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ProvenanceError(f"N-Quads is not valid UTF-8 at byte {exc.start}") from None
+    if "\r" not in data and (plain := _parse_plain(data)) is not None:
+        return tuple(plain)
     quads: list[Quad] = []
     lines = _EOL.split(data) if "\r" in data else data.split("\n")
     for number, line in enumerate(lines, start=1):

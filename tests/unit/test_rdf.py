@@ -135,6 +135,40 @@ def test_malformed_lines_are_refused_with_their_number(
             oracle(document)
 
 
+_GOOD_LINE = b"<http://e/s> <http://e/p> <http://e/o> <http://e/g> .\n"
+
+
+@pytest.mark.parametrize(
+    ("document", "line", "reason"),
+    [
+        (b"<http://e/s> <http://e/p> <http://e/%zz> <http://e/g> .", 2, "percent-escape '%zz'"),
+        (b"<http://e/s> <http://e/p> <http://e/a#b#c> .", 2, "more than one '#'"),
+        (b"<http://e/s> <http://e/p> <http://e/o> <http://e/g> <http://e/h> .", 2, "'.'"),
+        (b'<http://e/s> <http://e/p> "x"@ en .', 2, "expected an IRI as graph name"),
+        (b"_:b <http://e/p> <http://e/o> .", 2, "blank node as subject"),
+    ],
+)
+def test_a_bad_line_among_lines_nodes_write_is_refused_with_its_number(
+    document: bytes, line: int, reason: str
+) -> None:
+    # Lines as nodes write them are read in one scan of the whole text; a bad one among them
+    # is still refused with its number.
+    with pytest.raises(ProvenanceError, match=rf"line {line}: .*{reason}"):
+        parse_nquads(_GOOD_LINE + document + b"\n" + _GOOD_LINE)
+
+
+def test_empty_literals_and_iri_objects_are_told_apart_in_a_whole_text_scan() -> None:
+    text = (
+        _GOOD_LINE
+        + b'<http://e/s> <http://e/p> "" .\n<http://e/s> <http://e/p> "" <http://e/g> .\n'
+    )
+    assert parse_nquads(text) == (
+        Quad(IRI("http://e/s"), IRI("http://e/p"), IRI("http://e/o"), IRI("http://e/g")),
+        Quad(IRI("http://e/s"), IRI("http://e/p"), Literal("")),
+        Quad(IRI("http://e/s"), IRI("http://e/p"), Literal(""), IRI("http://e/g")),
+    )
+
+
 def test_invalid_utf8_is_refused() -> None:
     with pytest.raises(ProvenanceError, match="not valid UTF-8"):
         parse_nquads(b'<http://e/s> <http://e/p> "\xff" .')
