@@ -37,6 +37,7 @@ from disseminator.grant_changes import (
     subscription_ended,
 )
 from disseminator.members import from_stored, to_pb_member, to_stored
+from disseminator.membership import MembershipJournal
 from disseminator.metrics import SiteMetrics
 from disseminator.payloads import Outgoing
 from disseminator.planning import DocumentPlan, Planner
@@ -103,7 +104,13 @@ class SiteNode:
         self.served = ontology.block(site.block)
         self._log = log_sink
         self._clock = clock
-        self._on_interest_change = on_interest_change
+        self.membership_journal = MembershipJournal()
+
+        def on_membership_change() -> None:  # (one signal: upstream interest, key services)
+            self.membership_journal.touch()
+            on_interest_change()
+
+        self._on_interest_change = on_membership_change
         self._events: dict[Destination, asyncio.Event] = {}
         self._generation: dict[Destination, int] = {}
         self._online: set[Destination] = set()
@@ -561,6 +568,7 @@ class SiteNode:
     def _end_after_queue(self, subscriber: str, reason: str) -> None:
         """Route nothing more to ``subscriber``; end it once its queue is delivered."""
         reg = self.table.local.pop(subscriber)
+        self.membership_journal.touch()
         if subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
         self._requested.pop(subscriber, None)
@@ -643,6 +651,36 @@ class SiteNode:
             if leases.holds(r, now_ms) and (publisher is None or r.grants.get(publisher))
         ]
 
+    def membership(
+        self, publisher: str, *, view: int = 0, since: int = 0
+    ) -> tuple[list[pb.Member], list[str], bool]:
+        """``publisher``'s part of the membership a key service holding version ``since`` of
+        ``view`` asks for (see :mod:`disseminator.membership`).
+
+        Returns:
+            (members, names gone, whether it is all of it): the current entry of each member
+            changed since then and the names of those changed that are no members now, or,
+            when the journal cannot tell, every member (:meth:`reported`).
+        """
+        self.membership_journal.settle(
+            lambda: {
+                name: (reg, frozenset(self.refreshes.of(name)))
+                for name, reg in self.table.by_name().items()
+            }
+        )
+        changed = self.membership_journal.since(view, since)
+        if changed is None:
+            return self.reported(publisher=publisher), [], True
+        now_ms = self.now_ms()
+        members, gone = [], []
+        for name in sorted(changed):
+            reg = self.table.member(name)
+            if reg is not None and leases.holds(reg, now_ms) and reg.grants.get(publisher):
+                members.append(self.member(reg, publisher=publisher))
+            else:
+                gone.append(name)
+        return members, gone, False
+
     def member(self, reg: Registration, *, publisher: str | None = None) -> pb.Member:
         """The wire form of a registration here, with its open path refresh requests.
 
@@ -714,6 +752,7 @@ class SiteNode:
     def unregister_local(self, subscriber: str, *, reason: str = "") -> int:
         """Remove a subscriber and its queue; return how many deliveries were discarded."""
         destination = Destination("subscriber", subscriber)
+        self.membership_journal.touch()
         if self.table.local.pop(subscriber, None) is not None and subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
         if self._ending.pop(subscriber, None) is not None:
@@ -768,6 +807,7 @@ class SiteNode:
         return done
 
     def _reevaluate_links(self) -> None:
+        self.membership_journal.touch()
         for site, regs in list(self.table.links.items()):
             members = [to_pb_member(r) for r in regs.values()]
             block = self._link_blocks.get(site)

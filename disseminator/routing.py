@@ -117,11 +117,25 @@ class RoutingTable:
 
     def members(self) -> list[Registration]:
         """Every subscriber registered here or behind a downlink (deduplicated by name)."""
+        merged = self.by_name()
+        return [merged[name] for name in sorted(merged)]
+
+    def by_name(self) -> dict[str, Registration]:
+        """Every subscriber registered here or behind a downlink, by name (local first)."""
         merged: dict[str, Registration] = {}
         for regs in self.links.values():
             merged.update(regs)
         merged.update(self.local)
-        return [merged[name] for name in sorted(merged)]
+        return merged
+
+    def member(self, name: str) -> Registration | None:
+        """The registration :meth:`by_name` gives ``name``, found without merging them all."""
+        if (reg := self.local.get(name)) is not None:
+            return reg
+        for regs in reversed(self.links.values()):  # the last downlink's wins, as when merged
+            if (reg := regs.get(name)) is not None:
+                return reg
+        return None
 
     def set_link_members(self, site: str, members: Iterable[Registration]) -> None:
         self.links[site] = {r.subscriber: r for r in members}

@@ -263,10 +263,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
+        members, gone, everything = self._node.membership(
+            publisher.name, view=request.view, since=request.since
+        )
         return pb.Membership(
-            members=self._node.reported(publisher=publisher.name),
+            members=members,
             site=self._node.site.name,
             standing=standing_to_pb(self._node.standing(publisher.name)),
+            view=self._node.membership_journal.view,
+            version=self._node.membership_journal.version,
+            changes_only=not everything,
+            gone=gone,
         )
 
     # ---- subscribing ---------------------------------------------------------------------

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +60,7 @@ import grpc
 from publisher.keystore import DocumentKey, KeyStore
 from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
+from publisher.membership import Judged, MemberView
 from publisher.revocation import CrlFile
 from xdn import certs, crypto, identity, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, Sequencing, concept_order, encode
@@ -187,6 +188,10 @@ def member_concepts(
     return frozenset(most) & reported
 
 
+def _millis(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
 def _document_id(path: Path, document_id: str | None) -> str:
     """The id of a document: ``document_id`` if given, else the file's stem; checked early."""
     chosen = path.stem if document_id is None else document_id
@@ -245,6 +250,10 @@ class Publisher:
         self._stateful = stateful_concepts(setup.policy, setup.ontology)
         self._entitled: dict[str, pb.Entitlement] = {}  # member → the last one signed
         self._site_policy = 0  # the policy version the site enforces, from its standing
+        self._view: MemberView[_Member] = MemberView()
+        self._judged_by: tuple[int, frozenset[int]] | None = None  # (policy version, CRL)
+        self._unentitled: set[str] = set()  # members changed since entitlements were looked at
+        self._entitled_version = 0  # the policy version entitlements were last looked at for
 
     async def close(self) -> None:
         await self._channel.close()
@@ -283,59 +292,74 @@ class Publisher:
                 self._warned.add(warning)
                 self._warn(warning)
 
-    async def _members(self) -> tuple[str, list[_Member]]:
-        reply = await self._call(
-            "asking who is registered",
-            self._stub.GetMembership(pb.MembershipRequest(publisher=self._setup.name), timeout=30),
-        )
-        self._check_site(reply)
-        members = []
+    async def _members(self) -> str:
+        """Who must hold which keys now: the site's membership changes since we last asked,
+        each entry judged here (see :mod:`publisher.membership`)."""
         now = self._clock()
         revoked = self._crl.revoked(now) if self._crl is not None else frozenset()
-        for member in reply.members:
-            try:  # a revoked member is not a member: it gets no key, and is rekeyed out
-                credential = certs.verify_certificate(
-                    member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber",
-                    revoked=revoked,
-                )
-            except CertificateError as exc:
-                log.warning("ignoring member %s: %s", member.subscriber, exc)
-                continue
-            if member.subscriber != credential.member_id:
-                log.warning(
-                    "ignoring member %r: its certificate is %r's", member.subscriber,
-                    credential.member_id,
-                )
-                continue
-            bound = self._leases.bound(
-                credential.member_id, member.certificate, member.lease, at=now, revoked=revoked
-            )  # None: no current lease of its own (lapsed, a leave, forged): not a member
-            if bound is None:
-                continue
-            concepts = member_concepts(
-                credential, member, self._setup.policy, self._setup.ontology, at=now
+        basis = (self._setup.policy.version, revoked)
+        if basis != self._judged_by:  # what entries are judged by changed: judge all again
+            self._view.forget()
+            self._judged_by = basis
+        reply = await self._call(
+            "asking who is registered",
+            self._stub.GetMembership(self._view.request(self._setup.name), timeout=30),
+        )
+        self._check_site(reply)
+        self._view.apply(reply, lambda member: self._judge(member, now, revoked))
+        site: str = reply.site
+        return site
+
+    def _judge(
+        self, member: pb.Member, now: datetime, revoked: frozenset[int]
+    ) -> Judged[_Member] | None:
+        """``member``'s entry judged: its certificate, its lease, what our policy grants it
+        (``None``: not a member of any group now)."""
+        try:  # a revoked member is not a member: it gets no key, and is rekeyed out
+            credential = certs.verify_certificate(
+                member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber",
+                revoked=revoked,
             )
-            if bound:  # the concepts it asked for, each with its maximum conceptual block
-                ontology = self._setup.ontology
-                concepts &= frozenset().union(
-                    *(ontology.block(c) for c in bound if c in ontology.concepts)
-                )
-            if concepts:
-                members.append(
-                    _Member(
-                        name=credential.member_id,
-                        public_key=certs.public_key_of(member.certificate),
-                        concepts=concepts,
-                        refresh=frozenset(
-                            c
-                            for g in member.refresh
-                            if g.publisher == self._setup.name
-                            for c in g.concepts
-                        ),
-                        credential=credential,
-                    )
-                )
-        return reply.site, members
+        except CertificateError as exc:
+            log.warning("ignoring member %s: %s", member.subscriber, exc)
+            return None
+        if member.subscriber != credential.member_id:
+            log.warning(
+                "ignoring member %r: its certificate is %r's", member.subscriber,
+                credential.member_id,
+            )
+            return None
+        bound = self._leases.bound(
+            credential.member_id, member.certificate, member.lease, at=now, revoked=revoked
+        )  # None: no current lease of its own (lapsed, a leave, forged): not a member
+        held = self._leases.held(credential.member_id)
+        if bound is None or held is None:
+            return None
+        concepts = member_concepts(
+            credential, member, self._setup.policy, self._setup.ontology, at=now
+        )
+        if bound:  # the concepts it asked for, each with its maximum conceptual block
+            ontology = self._setup.ontology
+            concepts &= frozenset().union(
+                *(ontology.block(c) for c in bound if c in ontology.concepts)
+            )
+        if not concepts:
+            return None
+        judged = _Member(
+            name=credential.member_id,
+            public_key=certs.public_key_of(member.certificate),
+            concepts=concepts,
+            refresh=frozenset(
+                c for g in member.refresh if g.publisher == self._setup.name for c in g.concepts
+            ),
+            credential=credential,
+        )
+        return Judged(judged, min(held.expires_at, _millis(credential.not_after)))
+
+    async def members(self) -> list[str]:
+        """The ids of the members that hold some group key of ours now (asking the site)."""
+        await self._members()
+        return sorted(self._view.current(_millis(self._clock())))
 
     async def wait_for_members(self, names: Sequence[str], *, timeout: float) -> None:
         """Wait until every subscriber in ``names`` is registered for some of our concepts.
@@ -345,8 +369,8 @@ class Publisher:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            _, members = await self._members()
-            known = {m.name for m in members} | {identity.person(m.name) for m in members}
+            members = await self.members()
+            known = set(members) | {identity.person(name) for name in members}
             missing = set(names) - known
             if not missing:
                 return
@@ -399,13 +423,13 @@ class Publisher:
         setup = self._setup
         document_id = _document_id(path, document_id)
         # Ask first: while waiting, the loop starts sending the previous document.
-        site, members = await self._members()
+        site = await self._members()
         tree = xmlsafe.parse_file(path)
         mapped = map_document(tree, setup.mapping)
         if not mapped:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
         present = frozenset(node.concept for node in mapped)
-        rekeyed, _ = self._rekey(present, members)
+        rekeyed, _ = self._rekey(present)
         keys = {
             c: ConceptKey(
                 publisher=setup.name,
@@ -459,26 +483,35 @@ class Publisher:
             fragments=len(encoded.fragments),
             concepts=present,
             rekeyed=rekeyed,
-            public_keys={m.name: m.public_key for m in members},
-            refreshes=self._path_refreshes(members),
+            public_keys=self._view.public_keys(),
+            refreshes=self._path_refreshes(),
             document_keys=[
                 (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
                 for c, k in keys.items()
             ],
             sequence=sequencing.sequence,
             checkpoint=self._checkpoint(now_ms),
-            entitlements=self._entitlements(members),
+            entitlements=self._entitlements(),
         )
 
-    def _entitlements(self, members: list[_Member], *, every: bool = False) -> list[pb.Entitlement]:
+    def _entitlements(self, *, every: bool = False) -> list[pb.Entitlement]:
         """Signed entitlements of the members that have none or a changed one (``every``: all
-        of them); none while the site enforces another version of our policy."""
+        of them); none while the site enforces another version of our policy. Only members
+        that changed are looked at, unless the policy did."""
         policy = self._setup.policy
+        self._unentitled |= self._view.take_changed()
         if self._site_policy != policy.version:
             return []
         now = self._clock()
+        current = self._view.current(_millis(now))
+        if every or self._entitled_version != policy.version:
+            names: Iterable[str] = current
+        else:
+            names = self._unentitled & current.keys()
+        self._entitled_version, self._unentitled = policy.version, set()
         out = []
-        for member in members:
+        for name in sorted(names):
+            member = current[name].member
             if member.credential is None:
                 continue
             last = self._entitled.get(member.name)
@@ -574,11 +607,11 @@ class Publisher:
             reach=reach_from_pb(ack),
         )
 
-    def _path_refreshes(self, members: list[_Member]) -> list[Signed[Enrolment]]:
+    def _path_refreshes(self) -> list[Signed[Enrolment]]:
         """Members that missed epochs get their current path (after any rekey just planned)."""
         return [
             self._key_signer.sign(self._groups[c].path_refresh(m.name, m.public_key))
-            for m in members
+            for m in self._view.refreshing()
             for c in sorted(m.refresh & m.concepts)
             if c in self._groups and m.name in self._groups[c]
         ]
@@ -616,31 +649,28 @@ class Publisher:
     async def sync_keys(self) -> tuple[frozenset[str], int]:
         """Bring every group up to date without publishing: enrol joiners (granting them the
         retained documents' keys), rekey after leaves. Returns (groups rekeyed, key messages)."""
-        _, members = await self._members()
-        rekeyed, _ = self._rekey(frozenset(self._groups), members)
-        refreshes = self._path_refreshes(members)
-        request, outbox = self._key_messages({m.name: m.public_key for m in members}, refreshes)
+        await self._members()
+        rekeyed, _ = self._rekey(frozenset(self._groups))
+        refreshes = self._path_refreshes()
+        request, outbox = self._key_messages(self._view.public_keys(), refreshes)
         if self._keys.last_sequence():  # subscribers learn how far our sequence has gone
             request.checkpoint.CopyFrom(self._checkpoint(int(self._clock().timestamp() * 1000)))
-        request.entitlements.extend(self._entitlements(members, every=True))
+        request.entitlements.extend(self._entitlements(every=True))
         if outbox or refreshes or request.HasField("checkpoint") or request.entitlements:
             await self._call("sending key messages", self._stub.Publish(request, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)
         return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)
 
-    def _rekey(
-        self, present: frozenset[str], members: list[_Member]
-    ) -> tuple[frozenset[str], int]:
+    def _rekey(self, present: frozenset[str]) -> tuple[frozenset[str], int]:
         """Start new epochs where membership changed; commit them with their messages."""
-        public_keys = {m.name: m.public_key for m in members}
+        public_keys = self._view.public_keys()
         changes: list[EpochChange] = []
         for concept in sorted(present):
             group = self._groups.get(concept)
             if group is None:  # (a group with no members is falsy: it has __len__)
                 group = GroupController(publisher=self._setup.name, concept=concept)
-            wanted = {m.name for m in members if concept in m.concepts}
-            change = group.plan_members(wanted)
+            change = group.plan_members(self._view.holders(concept))
             if change is None and group.epoch == 0:
                 change = group.plan()  # a group nobody may read yet still needs a key
             if change is not None:

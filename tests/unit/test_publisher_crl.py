@@ -88,12 +88,10 @@ def test_the_key_service_does_not_take_a_revoked_subscriber_for_a_member(
             publisher._stub = _DishonestRoot(  # type: ignore[assignment]
                 [_member(pki, "alice", everything), _member(pki, "carol", everything)]
             )
-            _, before = await publisher._members()
+            before = await publisher.members()
             revoke_party(pki, "alice", now=datetime.now(UTC))
-            _, after = await publisher._members()
-            return (
-                [identity.person(m.name) for m in before], [identity.person(m.name) for m in after]
-            )
+            after = await publisher.members()
+            return [identity.person(m) for m in before], [identity.person(m) for m in after]
         finally:
             await publisher.close()
 

@@ -177,8 +177,11 @@ class GroupController:
 
         Joins and leaves are taken in sorted order, so the plan depends only on the sets.
         """
-        target = frozenset(_names("wanted", wanted))
-        joins = sorted(target.difference(self._leaf_of))
+        if isinstance(wanted, str):
+            raise TypeError("wanted must be an iterable of names, not a str")
+        target = wanted if isinstance(wanted, frozenset) else frozenset(wanted)
+        # Names already members were checked when they joined: only the new ones are checked.
+        joins = sorted(_names("wanted", target.difference(self._leaf_of)))
         leaves = sorted(set(self._leaf_of).difference(target))
         if self._epoch and not joins and not leaves:
             return None

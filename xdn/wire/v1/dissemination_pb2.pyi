@@ -340,20 +340,32 @@ class PathRefresh(_message.Message):
     def __init__(self, publisher: _Optional[str] = ..., concept: _Optional[str] = ...) -> None: ...
 
 class MembershipRequest(_message.Message):
-    __slots__ = ("publisher",)
+    __slots__ = ("publisher", "view", "since")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     publisher: str
-    def __init__(self, publisher: _Optional[str] = ...) -> None: ...
+    view: int
+    since: int
+    def __init__(self, publisher: _Optional[str] = ..., view: _Optional[int] = ..., since: _Optional[int] = ...) -> None: ...
 
 class Membership(_message.Message):
-    __slots__ = ("members", "site", "standing")
+    __slots__ = ("members", "site", "standing", "view", "version", "changes_only", "gone")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     SITE_FIELD_NUMBER: _ClassVar[int]
     STANDING_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_ONLY_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Member]
     site: str
     standing: SiteStanding
-    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ...) -> None: ...
+    view: int
+    version: int
+    changes_only: bool
+    gone: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., site: _Optional[str] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ..., view: _Optional[int] = ..., version: _Optional[int] = ..., changes_only: _Optional[bool] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("concepts", "resume_after", "retained", "lease")
