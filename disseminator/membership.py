@@ -13,8 +13,8 @@ with everything when it cannot (another view, a version it no longer remembers, 
 The site marks the journal stale at every membership change (:meth:`MembershipJournal.touch`,
 from the same signal that sends interest upstream) and the journal finds what changed when it
 is next asked (:meth:`MembershipJournal.settle`): one pass over the members then, none while
-nothing changes. A member is compared by identity of its registration (registrations are
-immutable and replaced on change) and by its open path refresh requests. Time alone changes
+nothing changes. A member is compared by its registration (immutable, replaced on change: the
+same object, or an equal one) and by its open path refresh requests. Time alone changes
 nothing here: a lease that lapses is the key service's to notice (it checks every lease's
 expiry itself, see :mod:`publisher.membership`).
 """
@@ -53,8 +53,9 @@ class MembershipJournal:
         Args:
             current: called only if something may have changed: every member now, by id: (its
                 registration, its other state that counts, such as open refresh requests). A
-                member is unchanged while its registration is the same object and the rest
-                compares equal.
+                member is unchanged while its registration is the same object or an equal one
+                (a downlink's members are checked and made anew at each of its updates) and
+                the rest compares equal.
         """
         if not self._stale:
             return
@@ -62,8 +63,8 @@ class MembershipJournal:
         members = current()
         changed = [
             name for name, (reg, rest) in members.items()
-            if (known := self._tokens.get(name)) is None or known[0] is not reg
-            or known[1] != rest
+            if (known := self._tokens.get(name)) is None
+            or (known[0] is not reg and known[0] != reg) or known[1] != rest
         ]
         changed += [name for name in self._tokens if name not in members]
         if not changed:

@@ -6,6 +6,7 @@ answers ``GetMembership`` with the changes since the version a key service holds
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -320,6 +321,8 @@ def test_a_site_answers_a_key_service_with_the_changes_since_its_version(
         return [m.subscriber for m in members], gone, everything
 
     assert ask() == ([], [], False)  # nothing changed: nothing sent
+    node.set_link_members("d3", [dataclasses.replace(r) for r in regs])  # equal, made anew
+    assert ask() == ([], [], False)
     moved = Registration(
         subscriber=regs[1].subscriber, certificate=regs[1].certificate,
         grants={"another-publisher": {"Production"}}, lease=regs[1].lease,
