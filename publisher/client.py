@@ -62,6 +62,7 @@ from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
 from publisher.membership import Judged, MemberView
 from publisher.revocation import CrlFile
+from publisher.split import split_request
 from xdn import certs, crypto, identity, ids, provenance, xmlsafe
 from xdn.codec import ConceptKey, Sequencing, concept_order, encode
 from xdn.completeness import (
@@ -72,7 +73,7 @@ from xdn.completeness import (
     stateful_concepts,
 )
 from xdn.errors import CertificateError, UsageError
-from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.grpc_tls import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, TlsFiles, channel_credentials
 from xdn.lkh import (
     DocumentKeyGrant,
     Enrolment,
@@ -186,6 +187,14 @@ def member_concepts(
     ).concepts
     reported = {c for g in member.grants if g.publisher == policy.publisher for c in g.concepts}
     return frozenset(most) & reported
+
+
+def _split(request: pb.PublishRequest) -> list[pb.PublishRequest]:
+    """``request`` as requests that each fit in a gRPC message (see :mod:`publisher.split`)."""
+    try:
+        return split_request(request, MAX_MESSAGE_BYTES // 2)
+    except ValueError as exc:
+        raise UsageError(f"cannot send this publication: {exc}") from None
 
 
 def _millis(at: datetime) -> int:
@@ -576,8 +585,14 @@ class Publisher:
     ) -> PublishResult:
         """Await the network's acknowledgement, then record what it accepted."""
         try:
+            *keys_first, last = _split(request)
+            for part in keys_first:  # (key messages too many for one gRPC message)
+                await self._call(
+                    f"sending key messages before {prepared.document_id!r}",
+                    self._stub.Publish(part, timeout=120),
+                )
             ack = await self._call(
-                f"publishing {prepared.document_id!r}", self._stub.Publish(request, timeout=120)
+                f"publishing {prepared.document_id!r}", self._stub.Publish(last, timeout=120)
             )
         finally:  # accepted: the key store has it below; refused: no document points to it
             for concept in prepared.concepts:
@@ -657,7 +672,8 @@ class Publisher:
             request.checkpoint.CopyFrom(self._checkpoint(int(self._clock().timestamp() * 1000)))
         request.entitlements.extend(self._entitlements(every=True))
         if outbox or refreshes or request.HasField("checkpoint") or request.entitlements:
-            await self._call("sending key messages", self._stub.Publish(request, timeout=120))
+            for part in _split(request):
+                await self._call("sending key messages", self._stub.Publish(part, timeout=120))
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)
         return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)

@@ -1,0 +1,57 @@
+"""A publish request too large for one gRPC message, as several that keep its order.
+
+Theory of operation. Before a document the key service sends its key outbox with it: group
+rekeys, enrolments, retained documents' keys, entitlements. After a thousand members join, that
+outbox outgrows one gRPC message (64 MiB), however small the document. A site routes the parts
+of one ``PublishRequest`` in a fixed order (rekeys, then the addressed key messages and
+entitlements, then the document, then the checkpoint), and a request may carry key messages
+alone. So :func:`split_request` leaves a request that fits as it is, and otherwise sends the
+addressed parts first, in that same order, in key-only requests of at most ``max_bytes`` each,
+then the document and checkpoint in a last one: the site receives the same messages in the same
+order. Only the document's request is atomic with the document, which is all the order needs:
+keys are never behind the document that needs them.
+"""
+
+from __future__ import annotations
+
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+__all__ = ["split_request"]
+
+_ADDRESSED = ("rekeys", "keys", "document_keys", "entitlements")  # the site's order
+_FIELD_OVERHEAD = 6  # a field's tag and length prefix, at most
+
+
+def split_request(request: pb.PublishRequest, max_bytes: int) -> list[pb.PublishRequest]:
+    """``request`` as requests of at most ``max_bytes`` each (key messages first).
+
+    Raises:
+        ValueError: one key message, or the document with its checkpoint, is larger than
+            ``max_bytes`` on its own.
+    """
+    if request.ByteSize() <= max_bytes:
+        return [request]
+    out: list[pb.PublishRequest] = []
+    chunk, size = pb.PublishRequest(), 0
+    for name in _ADDRESSED:
+        for message in getattr(request, name):
+            needed = message.ByteSize() + _FIELD_OVERHEAD
+            if needed > max_bytes:
+                raise ValueError(f"a {name} message of {needed} bytes is over {max_bytes}")
+            if size + needed > max_bytes:
+                out.append(chunk)
+                chunk, size = pb.PublishRequest(), 0
+            getattr(chunk, name).append(message)
+            size += needed
+    if size:
+        out.append(chunk)
+    last = pb.PublishRequest()
+    if request.HasField("dissemination"):
+        last.dissemination.CopyFrom(request.dissemination)
+    if request.HasField("checkpoint"):
+        last.checkpoint.CopyFrom(request.checkpoint)
+    if last.ByteSize() > max_bytes:
+        raise ValueError(f"the document's request is {last.ByteSize()} bytes, over {max_bytes}")
+    if last.ByteSize():
+        out.append(last)
+    return out

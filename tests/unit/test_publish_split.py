@@ -1,0 +1,61 @@
+"""A publish request too large for one gRPC message goes as several, in the site's order."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from publisher.split import split_request
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+_KINDS = {
+    "rekeys": lambda n: pb.GroupRekey(publisher="p", message=b"r" * n),
+    "keys": lambda n: pb.KeyMessage(publisher="p", sealed=b"k" * n),
+    "document_keys": lambda n: pb.DocumentKeys(publisher="p", sealed=b"d" * n),
+    "entitlements": lambda n: pb.Entitlement(publisher="p", subscriber="s" * n),
+}
+
+
+def _request(sizes: dict[str, list[int]], document: int) -> pb.PublishRequest:
+    request = pb.PublishRequest()
+    for name, make in _KINDS.items():
+        getattr(request, name).extend(make(n) for n in sizes.get(name, []))
+    if document:
+        request.dissemination.provenance = b"x" * document
+        request.checkpoint.publisher = "p"
+    return request
+
+
+def _flattened(requests: list[pb.PublishRequest]) -> list[tuple[str, bytes]]:
+    return [
+        (name, m.SerializeToString()) for r in requests for name in _KINDS for m in getattr(r, name)
+    ]
+
+
+@given(
+    st.dictionaries(st.sampled_from(sorted(_KINDS)), st.lists(st.integers(0, 300), max_size=20)),
+    st.integers(0, 400),
+    st.integers(420, 3000),
+)
+def test_parts_fit_and_keep_every_message_in_the_site_order(
+    sizes: dict[str, list[int]], document: int, max_bytes: int
+) -> None:
+    request = _request(sizes, document)
+    parts = split_request(request, max_bytes)
+    assert all(p.ByteSize() <= max_bytes for p in parts)
+    assert _flattened(parts) == _flattened([request])  # same messages, kinds in order
+    if request.ByteSize() <= max_bytes:
+        assert parts == [request]
+    documents = [p for p in parts if p.HasField("dissemination") or p.HasField("checkpoint")]
+    assert documents == ([parts[-1]] if document else [])
+    if document:
+        assert parts[-1].dissemination == request.dissemination
+        assert parts[-1].checkpoint == request.checkpoint
+
+
+def test_a_message_larger_than_a_part_is_refused() -> None:
+    with pytest.raises(ValueError, match="keys message of"):
+        split_request(_request({"keys": [10, 5000]}, 0), 1000)
+    with pytest.raises(ValueError, match="document's request"):
+        split_request(_request({"keys": [10]}, 5000), 1000)
