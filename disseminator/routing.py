@@ -114,6 +114,12 @@ class RoutingTable:
 
     local: dict[str, Registration] = field(default_factory=dict)
     links: dict[str, dict[str, Registration]] = field(default_factory=dict)
+    # Per downlink, what its members ask of each publisher, and whom some concepts reach:
+    # found once per change of its members, not once per document (thousands of members).
+    _wanted: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    _reached: dict[str, dict[tuple[str, frozenset[str]], frozenset[str]]] = field(
+        default_factory=dict
+    )
 
     def members(self) -> list[Registration]:
         """Every subscriber registered here or behind a downlink (deduplicated by name)."""
@@ -139,9 +145,33 @@ class RoutingTable:
 
     def set_link_members(self, site: str, members: Iterable[Registration]) -> None:
         self.links[site] = {r.subscriber: r for r in members}
+        self._wanted.pop(site, None)
+        self._reached.pop(site, None)
 
     def drop_link(self, site: str) -> None:
         self.links.pop(site, None)
+        self._wanted.pop(site, None)
+        self._reached.pop(site, None)
+
+    def _link_wants(self, site: str, publisher: str) -> frozenset[str]:
+        wanted = self._wanted.setdefault(site, {})
+        if publisher not in wanted:
+            wanted[publisher] = frozenset().union(
+                *(r.grants.get(publisher, frozenset()) for r in self.links[site].values())
+            )
+        return wanted[publisher]
+
+    def _link_reach(self, site: str, publisher: str, concepts: frozenset[str]) -> frozenset[str]:
+        reached = self._reached.setdefault(site, {})
+        key = (publisher, concepts)
+        if key not in reached:
+            if len(reached) >= 64:  # (a few concept sets recur; bounded all the same)
+                reached.clear()
+            reached[key] = frozenset(
+                name for name, r in self.links[site].items()
+                if r.grants.get(publisher, frozenset()) & concepts
+            )
+        return reached[key]
 
     def plan(
         self, publisher: str, fragments: Sequence[tuple[str, str]]
@@ -165,17 +195,24 @@ class RoutingTable:
             chosen = reg.grants.get(publisher, frozenset()) & concepts
             if chosen:
                 out[Destination("subscriber", name)] = chosen
-        for site, regs in self.links.items():
-            wanted = frozenset().union(
-                *(r.grants.get(publisher, frozenset()) for r in regs.values())
-            )
+        for site in self.links:
+            wanted = self._link_wants(site, publisher)
             if wanted & concepts:
                 out[Destination("link", site)] = wanted & concepts
         return out
 
     def reach(self, publisher: str, concepts: frozenset[str]) -> int:
         """How many subscribers (here or behind downlinks) some of ``concepts`` would reach."""
-        return sum(1 for r in self.members() if r.grants.get(publisher, frozenset()) & concepts)
+        reached: set[str] = set()
+        for site, regs in self.links.items():  # a later downlink's entry counts, as merged
+            reached.difference_update(regs.keys())
+            reached |= self._link_reach(site, publisher, concepts)
+        reached.difference_update(self.local.keys())  # and a local one before any
+        reached.update(
+            name for name, r in self.local.items()
+            if r.grants.get(publisher, frozenset()) & concepts
+        )
+        return len(reached)
 
     def route_key(self, subscriber: str) -> Destination | None:
         """Where a key message for ``subscriber`` goes, if it is known here."""

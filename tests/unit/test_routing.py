@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from disseminator.routing import (
     Accept,
@@ -101,3 +103,46 @@ def test_members_merge_local_and_links_sorted() -> None:
     table.local["zed"] = _reg("zed", p={"A"})
     table.set_link_members("d2", [_reg("amy", p={"B"})])
     assert [r.subscriber for r in table.members()] == ["amy", "zed"]
+
+
+_NAMES = st.sampled_from(["amy", "bob", "cat", "dan"])
+_GRANTS = st.dictionaries(
+    st.sampled_from(["p", "q"]), st.frozensets(st.sampled_from(["A", "B", "C"]), max_size=2),
+    max_size=2,
+)
+_REGS = st.lists(st.tuples(_NAMES, _GRANTS), max_size=4)
+
+
+@given(
+    _REGS, st.dictionaries(st.sampled_from(["d2", "d3"]), _REGS, max_size=2),
+    st.lists(st.tuples(st.sampled_from(["d2", "d3"]), _REGS), max_size=3),
+    st.frozensets(st.sampled_from(["A", "B", "C"])),
+)
+def test_reach_and_grants_follow_the_members_however_links_change(
+    local: list[tuple[str, dict[str, frozenset[str]]]],
+    links: dict[str, list[tuple[str, dict[str, frozenset[str]]]]],
+    updates: list[tuple[str, list[tuple[str, dict[str, frozenset[str]]]]]],
+    concepts: frozenset[str],
+) -> None:
+    # What is kept per downlink between documents is the same as reading every member.
+    table = RoutingTable()
+    for name, grants in local:
+        table.local[name] = Registration(subscriber=name, certificate=b"", grants=grants)
+    for step in [list(links.items()), updates]:
+        for site, regs in step:
+            table.reach("p", concepts), table.granted("p", concepts)  # (cached before the change)
+            table.set_link_members(
+                site, [Registration(subscriber=n, certificate=b"", grants=g) for n, g in regs]
+            )
+        for publisher in ("p", "q"):
+            expected = sum(
+                1 for r in table.members() if r.grants.get(publisher, frozenset()) & concepts
+            )
+            assert table.reach(publisher, concepts) == expected
+            for site, regs in table.links.items():
+                wants = frozenset().union(
+                    *(r.grants.get(publisher, frozenset()) for r in regs.values())
+                )
+                assert table.granted(publisher, concepts).get(Destination("link", site)) == (
+                    wants & concepts or None
+                )
