@@ -260,6 +260,7 @@ class Publisher:
         self._entitled: dict[str, pb.Entitlement] = {}  # member → the last one signed
         self._site_policy = 0  # the policy version the site enforces, from its standing
         self._view: MemberView[_Member] = MemberView()
+        self._planned_at: dict[str, int] = {}  # concept → holders' generation its group has
         self._judged_by: tuple[int, frozenset[int]] | None = None  # (policy version, CRL)
         self._unentitled: set[str] = set()  # members changed since entitlements were looked at
         self._entitled_version = 0  # the policy version entitlements were last looked at for
@@ -686,7 +687,12 @@ class Publisher:
             group = self._groups.get(concept)
             if group is None:  # (a group with no members is falsy: it has __len__)
                 group = GroupController(publisher=self._setup.name, concept=concept)
+            generation = self._view.generation(concept)
+            if group.epoch and self._planned_at.get(concept) == generation:
+                continue  # its holders did not change since it was last planned
             change = group.plan_members(self._view.holders(concept))
+            if change is None:
+                self._planned_at[concept] = generation
             if change is None and group.epoch == 0:
                 change = group.plan()  # a group nobody may read yet still needs a key
             if change is not None:
@@ -697,6 +703,7 @@ class Publisher:
             self._lkh.commit(changes, signer=self._key_signer, enrolments=enrolments)
             for change in changes:
                 self._groups[change.concept].apply(change)
+                self._planned_at[change.concept] = self._view.generation(change.concept)
         return frozenset(c.concept for c in changes), len(enrolments)
 
     async def publish_all(self, paths: Sequence[Path]) -> list[PublishResult]:

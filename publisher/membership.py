@@ -6,7 +6,8 @@ with the entries changed since, and the names of those that are members no more,
 member when it cannot tell (see :mod:`disseminator.membership`). :class:`MemberView` applies
 the answer: it judges only the entries that came (certificate, lease, policy: the caller's
 ``judge``), keeps what it judged by name, and keeps the sets documents need ready: who holds
-each concept, every member's public key, who asks for a path refresh, who changed. So, once
+each concept (and a generation number per concept that moves when they change), every
+member's public key, who asks for a path refresh, who changed. So, once
 membership settles, a document costs the key service O(changes), not O(members).
 
 Nothing is taken on the site's word that the site could not say anyway: every entry that comes
@@ -59,6 +60,7 @@ class MemberView(Generic[M]):
         self.version = 0
         self._judged: dict[str, Judged[M]] = {}
         self._holders: dict[str, set[str]] = {}
+        self._generations: dict[str, int] = {}  # concept → changes of its holders so far
         self._public_keys: dict[str, crypto.PublicKey] = {}
         self._keys_changed: dict[str, crypto.PublicKey | None] = {}  # (None: dropped)
         self._refreshing: set[str] = set()
@@ -114,6 +116,11 @@ class MemberView(Generic[M]):
         """The members that must hold ``concept``'s group key."""
         return frozenset(self._holders.get(concept, ()))
 
+    def generation(self, concept: str) -> int:
+        """A number that changes whenever :meth:`holders` of ``concept`` does (so a group
+        whose holders did not change since it was planned need not be compared again)."""
+        return self._generations.get(concept, 0)
+
     def public_keys(self) -> dict[str, crypto.PublicKey]:
         """Every member's public key; the same mapping until membership changes (then a new
         one: a document being sent keeps the one it was prepared with)."""
@@ -139,6 +146,7 @@ class MemberView(Generic[M]):
             self._judged[member.name] = judged
             for concept in member.concepts:
                 self._holders.setdefault(concept, set()).add(member.name)
+                self._generations[concept] = self._generations.get(concept, 0) + 1
             if member.refresh:
                 self._refreshing.add(member.name)
             self._keys_changed[member.name] = member.public_key
@@ -171,4 +179,5 @@ class MemberView(Generic[M]):
             holders = self._holders.get(concept)
             if holders is not None:
                 holders.discard(member.name)
+                self._generations[concept] = self._generations.get(concept, 0) + 1
         self._refreshing.discard(member.name)

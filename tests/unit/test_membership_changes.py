@@ -362,3 +362,16 @@ def test_a_key_service_over_many_unchanged_members_judges_none_again(
     assert judge.judged == [] and sorted(view.current(0)) == sorted(
         r.subscriber for r in regs[:2]
     )
+
+
+def test_a_concept_generation_moves_only_when_its_holders_change() -> None:
+    view: MemberView[_M] = MemberView()
+    view.apply(_full(_entry("a"), _entry("b", "Product")), _Judge())
+    order, product = view.generation("Order"), view.generation("Product")
+    view.apply(_changes(_entry("b", "Product"), version=2), _Judge())  # judged the same
+    assert (view.generation("Order"), view.generation("Product")) == (order, product)
+    view.apply(_changes(_entry("c"), version=3), _Judge())
+    assert view.generation("Order") != order and view.generation("Product") == product
+    order = view.generation("Order")
+    view.apply(_changes(gone=("a",), version=4), _Judge())
+    assert view.generation("Order") != order and view.holders("Order") == {"c"}
