@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 
 import grpc
@@ -37,6 +37,7 @@ __all__ = [
     "SubscriptionReport",
     "open_dissemination",
     "run_subscriber",
+    "run_subscribers",
     "unsubscribe",
 ]
 
@@ -297,6 +298,38 @@ async def run_subscriber(
             print(f"{setup.name}: cannot vouch that nothing of {publisher} was withheld: {why}",
                   flush=True)
         session.close()
+
+
+async def run_subscribers(
+    setups: Sequence[SubscriberSetup],
+    stop: asyncio.Event,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> list[SubscriptionReport]:
+    """Run many subscribers in this process, on this event loop: each has its own session,
+    stream and state, and ends at its own ``max_documents``; all end when ``stop`` is set.
+
+    A load generator or a test runs thousands of subscribers this way without a process each.
+    One that fails (a refused subscription, say) ends the others, and the failures are raised
+    together (an ``ExceptionGroup``).
+    """
+    own = [asyncio.Event() for _ in setups]  # (one reaching its max_documents stops only it)
+
+    async def stop_all() -> None:
+        await stop.wait()
+        for event in own:
+            event.set()
+
+    relay = asyncio.ensure_future(stop_all())
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run_subscriber(s, event, clock=clock))
+                for s, event in zip(setups, own, strict=True)
+            ]
+    finally:
+        relay.cancel()
+    return [task.result() for task in tasks]
 
 
 def _leave(tls: TlsFiles, at: datetime) -> bytes:
