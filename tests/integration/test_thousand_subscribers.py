@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -39,6 +40,12 @@ PROFILES = (({"OU": "Cred1"}, ()), ({"OU": "Contractors"}, ()), ({"OU": "Cred1"}
 
 @pytest.fixture
 def network(tmp_path: Path) -> Iterator[LocalNetwork]:
+    # Each subscriber holds a socket and its SQLite files open here, and the site a socket each:
+    # raise the descriptor limit as far as allowed (the site process inherits it).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 8 * COUNT
+    assert hard == resource.RLIM_INFINITY or hard >= wanted, f"open files limited to {hard}"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
     net = LocalNetwork(
         tmp_path / "net", sites=(SiteSpec(name="d1", block="ProductionProcess"),), subscribers=()
     )
@@ -49,6 +56,7 @@ def network(tmp_path: Path) -> Iterator[LocalNetwork]:
         yield net
     finally:
         net.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def _setup(net: LocalNetwork, index: int, documents: int) -> SubscriberSetup:
