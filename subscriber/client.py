@@ -321,12 +321,14 @@ async def run_subscribers(
             event.set()
 
     relay = asyncio.ensure_future(stop_all())
+    tasks = []
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [
-                group.create_task(run_subscriber(s, event, clock=clock))
-                for s, event in zip(setups, own, strict=True)
-            ]
+            for setup, event in zip(setups, own, strict=True):
+                tasks.append(group.create_task(run_subscriber(setup, event, clock=clock)))
+                # One start per turn of the loop: started all at once, their synchronous
+                # openings would run in one turn, and no stream would be read meanwhile.
+                await asyncio.sleep(0)
     finally:
         relay.cancel()
     return [task.result() for task in tasks]
