@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xdn import ids
+from xdn.sqlitedb import open_db
 
 __all__ = ["CRL_WAIT", "Held", "HeldEntry", "Inbox", "Keyring"]
 
@@ -113,10 +113,7 @@ class Keyring:
     """Keys, delivery cursors and accepted document versions of one subscriber."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()

@@ -4,8 +4,9 @@ Every durable store of a party is one SQLite file in its state directory, opened
 the folder is created if missing, the connection is in autocommit mode (``isolation_level``
 ``None``: a store that needs a transaction says ``BEGIN`` itself, so nothing stays open by
 accident), the journal is write-ahead (readers never block the writer, a crash loses no committed
-write) and the schema script (``CREATE TABLE IF NOT EXISTS ...``) is run, so a new file and an
-existing one come out alike. Only the edges call this; the core stays free of I/O.
+write) and the schema script (``CREATE TABLE IF NOT EXISTS ...``) is run in one transaction, so a
+new file and an existing one come out alike, at the cost of one commit. Only the edges call
+this; the core stays free of I/O.
 """
 
 from __future__ import annotations
@@ -26,5 +27,5 @@ def open_db(path: Path, schema: str) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.executescript(schema)
+    db.executescript(f"BEGIN;\n{schema}\nCOMMIT;")  # one commit (one sync), not one per table
     return db
