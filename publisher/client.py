@@ -317,6 +317,7 @@ class Publisher:
         )
         self._check_site(reply)
         self._view.apply(reply, lambda member: self._judge(member, now, revoked))
+        self._view.current(_millis(now))  # lapsed leases out before any group is planned
         site: str = reply.site
         return site
 
