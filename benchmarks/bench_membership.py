@@ -130,11 +130,10 @@ class _Side:
             mapping=load_mapping(PUBLISHER.mapping, ONTOLOGY), policy=policy,
             state_dir=state, provenance_log=state / "provenance.nq", connect=address,
         ))
-        deadline = time.monotonic() + 600
-        while len(await self.publisher.members()) < self.count:  # the root checked them all
-            if time.monotonic() > deadline or self._link.done():
-                raise RuntimeError(f"the root site did not take the {self.count} members")
-            await asyncio.sleep(0.2)
+        # Until the root has checked them all and the key service counts them.
+        await self.publisher.wait_for_members(
+            [m.subscriber for m in self.members], timeout=600
+        )
         result = await self.publisher.publish(first)  # enrols everyone: not timed
         if result.key_messages < self.count:
             raise RuntimeError(f"{result.key_messages} key messages for {self.count} members")

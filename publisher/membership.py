@@ -108,10 +108,6 @@ class MemberView(Generic[M]):
             self._soonest_end = min((j.until_ms for j in self._judged.values()), default=0)
         return self._judged
 
-    def members(self, now_ms: int) -> list[M]:
-        """The members now (:meth:`current`)."""
-        return [j.member for j in self.current(now_ms).values()]
-
     def holders(self, concept: str) -> frozenset[str]:
         """The members that must hold ``concept``'s group key."""
         return frozenset(self._holders.get(concept, ()))
