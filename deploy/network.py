@@ -255,6 +255,10 @@ class LocalNetwork:
                 self.ports[site.name] = self._wait_port(site.name, timeout)
                 pending.remove(site)
 
+    def site_pid(self, site: str) -> int:
+        """The process id of a running site."""
+        return self._site_procs[site].pid
+
     def signal_site(self, site: str, signum: int) -> None:
         """Send a signal to a site's process (e.g. SIGHUP: reload policies)."""
         self._site_procs[site].send_signal(signum)

@@ -215,13 +215,12 @@ class Planner:
             )
             for destination, segments, hop in routes
         ]
-        relayed = provenance.relay_many(message, self.signer, hops, timestamp_ms=self.now_ms())
+        relayed = provenance.relay_fanout(message, self.signer, hops, timestamp_ms=self.now_ms())
         now = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
-        for first in range(0, len(relayed), provenance.MAX_BATCH):  # one signature per batch
-            self.chains.remember(relayed[first], at=now)  # the receipts will carry it back
+        for head in relayed.batch_heads:  # one signature per batch
+            self.chains.remember(head, at=now)  # the receipts will carry it back
         out = []
-        for (destination, segments, _), extended in zip(routes, relayed, strict=True):
-            hop = extended.latest_graphs_nquads()  # after the chain as it came, stored once
+        for (destination, segments, _), hop in zip(routes, relayed.graphs, strict=True):
             pieces = parts.delivery(segments, (*parts.received_provenance, hop))
             append = Append(
                 kind=destination.kind, name=destination.name, body=parts.body, pieces=pieces

@@ -17,9 +17,10 @@ Heartbeats are stream control only: the callers never queue, count or acknowledg
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from xdn.errors import PeerError
 from xdn.liveness import Liveness, interval_ms
@@ -29,6 +30,8 @@ __all__ = ["Heartbeats", "PeerSilent"]
 T = TypeVar("T")
 
 _END = object()
+_NOTHING = object()
+_READ_AHEAD = 16  # messages a stream's reader takes from its source before they are sent
 
 
 class PeerSilent(PeerError):
@@ -39,13 +42,6 @@ class PeerSilent(PeerError):
             f"peer silent: nothing received for {silence_s:.1f}s (limit {limit_s:.1f}s)"
         )
         self.silence_s = silence_s
-
-
-async def _next_or_end(source: AsyncIterator[T]) -> Any:
-    try:
-        return await anext(source)
-    except StopAsyncIteration:
-        return _END
 
 
 class Heartbeats:
@@ -105,10 +101,13 @@ class Heartbeats:
         The peer's silence is judged while waiting for ``source``; a stream kept busy writing
         to a dead peer soon blocks on flow control, which :meth:`silent` is there to catch.
 
+        ``source`` is read a few messages ahead by a task of its own (:class:`_ReadAhead`), so
+        that a busy stream sends each message without a timed wait of its own.
+
         Raises:
             PeerSilent: with ``end_when_silent``, once the peer is dead.
         """
-        pending: asyncio.Future[Any] | None = None
+        ahead = _ReadAhead(source)
         sent, announced = 0, False
         try:
             while True:
@@ -116,16 +115,16 @@ class Heartbeats:
                     announced = True
                     self.state.on_sent(self._clock())
                     yield heartbeat(self.interval_ms)
-                if pending is None:
-                    pending = asyncio.ensure_future(_next_or_end(source))
-                timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
-                if await self._wait(pending, timeout):
-                    item, pending = pending.result(), None
+                item = ahead.take()
+                if item is not _NOTHING:
                     if item is _END:
                         return
                     sent += 1
                     self.state.on_sent(self._clock())
                     yield item
+                    continue
+                timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
+                if await self._wait(ahead.arrival(), timeout):
                     continue
                 now = self._clock()
                 if judge and self.state.dead(now):
@@ -134,8 +133,7 @@ class Heartbeats:
                     self.state.on_sent(now)
                     yield heartbeat(self.interval_ms)
         finally:
-            if pending is not None:
-                pending.cancel()
+            ahead.close()
 
     async def receive(self, read: Awaitable[T]) -> T:
         """The peer's next message (``read``'s result).
@@ -161,3 +159,65 @@ class Heartbeats:
             if self.state.dead(now - grace):
                 return self.state.silence(now)
             await self._wait(never, self.state.until_judged(now - grace) + 0.01)
+
+
+class _ReadAhead(Generic[T]):
+    """A source read by a task of its own, at most :data:`_READ_AHEAD` messages ahead.
+
+    The reader ends with ``_END`` after the source's last message, or with the exception
+    that ended the source, raised by :meth:`take` in its turn.
+    """
+
+    def __init__(self, source: AsyncIterator[T]) -> None:
+        self._source = source
+        self._items: collections.deque[Any] = collections.deque()
+        self._arrived = asyncio.get_running_loop().create_future()
+        self._room = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._task = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for item in self._source:
+                self._put(item)
+                while len(self._items) >= _READ_AHEAD:
+                    self._room.clear()
+                    await self._room.wait()
+        except BaseException as exc:  # raised to the stream in its turn, by take
+            self._failure = exc
+            self._put(_END)
+            if not isinstance(exc, Exception):
+                raise  # (cancelled: by close, or with whatever ran the source)
+            return
+        self._put(_END)
+
+    def _put(self, item: Any) -> None:
+        self._items.append(item)
+        if not self._arrived.done():
+            self._arrived.set_result(None)
+
+    def take(self) -> Any:
+        """The next message, ``_END`` after the last, or ``_NOTHING`` if none is ready yet.
+
+        Raises:
+            Exception: what ended the source, once its messages before it were taken.
+        """
+        if not self._items:
+            return _NOTHING
+        item = self._items.popleft()
+        if item is _END:
+            self._items.appendleft(_END)
+            if self._failure is not None:
+                raise self._failure
+        if len(self._items) < _READ_AHEAD:
+            self._room.set()
+        return item
+
+    def arrival(self) -> asyncio.Future[None]:
+        """A future done once a message (or the end) is ready to take."""
+        if self._arrived.done() and not self._items:
+            self._arrived = asyncio.get_running_loop().create_future()
+        return self._arrived
+
+    def close(self) -> None:
+        self._task.cancel()

@@ -245,15 +245,20 @@ def _remember_line(quad: Quad, line: str) -> None:
     _QUADS[line] = quad
 
 
-def format_quad(quad: Quad) -> str:
-    """Canonical N-Quads line of ``quad``, without the line terminator."""
+def format_quad(quad: Quad, *, remember: bool = True) -> str:
+    """Canonical N-Quads line of ``quad``, without the line terminator.
+
+    Args:
+        remember: keep the line in the memo (statements met once need not be).
+    """
     line = _LINES.get(quad)
     if line is None:
         parts = [format_term(quad.s), format_term(quad.p), format_term(quad.o)]
         if quad.g is not None:
             parts.append(format_term(quad.g))
         line = " ".join(parts) + " ."
-        _remember_line(quad, line)
+        if remember:
+            _remember_line(quad, line)
     return line
 
 
@@ -262,9 +267,9 @@ def serialise(quads: Iterable[Quad]) -> bytes:
     return "".join(format_quad(q) + "\n" for q in quads).encode("utf-8")
 
 
-def canonical_lines(quads: Iterable[Quad]) -> list[str]:
+def canonical_lines(quads: Iterable[Quad], *, remember: bool = True) -> list[str]:
     """The sorted, de-duplicated canonical N-Quads lines (without terminators)."""
-    return sorted({format_quad(q) for q in quads})
+    return sorted({format_quad(q, remember=remember) for q in quads})
 
 
 def canonicalise(quads: Iterable[Quad]) -> bytes:

@@ -67,6 +67,43 @@ def test_no_heartbeat_goes_out_before_a_late_opening_message() -> None:
     assert asyncio.run(asyncio.wait_for(run(), 10)) == ["item 0", "heartbeat 50"]
 
 
+def test_a_source_that_fails_fails_the_stream_after_what_it_yielded_first() -> None:
+    async def failing() -> AsyncIterator[str]:
+        yield "item 0"
+        yield "item 1"
+        raise ValueError("the queue broke")
+
+    async def run() -> list[str]:
+        out: list[str] = []
+        with pytest.raises(ValueError, match="the queue broke"):
+            async for message in Heartbeats(1.0).outgoing(failing(), _beat):
+                out.append(message)
+        return out
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 1000", "item 0", "item 1"]
+
+
+def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
+    taken = 0
+
+    async def endless() -> AsyncIterator[int]:
+        nonlocal taken
+        while True:
+            taken += 1
+            yield taken
+
+    async def run() -> list[int]:
+        stream = Heartbeats(1.0).outgoing(endless(), lambda _: 0)
+        received = [await anext(stream) for _ in range(6)]  # the heartbeat, then 1 … 5
+        for _ in range(20):  # let the reader run as far as it may
+            await asyncio.sleep(0)
+        await stream.aclose()
+        return received
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == [0, 1, 2, 3, 4, 5]
+    assert 5 < taken <= 5 + 16 + 1
+
+
 def test_the_site_end_stops_once_the_peer_is_silent_for_three_intervals() -> None:
     async def run() -> tuple[float, list[str]]:
         beats = Heartbeats(0.1)

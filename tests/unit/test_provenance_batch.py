@@ -32,6 +32,7 @@ from xdn.provenance import (
     message_uri,
     originate,
     relay,
+    relay_fanout,
     relay_many,
     verify_message,
 )
@@ -318,6 +319,41 @@ def test_more_than_max_batch_hops_are_split_into_batches(verify_calls: list[byte
         verifier.verify(message, at=NOW)
     # acme's two plain signatures once (the same in every chain), and one check per batch
     assert len(verify_calls) == 2 + 2
+
+
+# ------------------------------------------------------------------------------ relay_fanout
+
+
+def _without_own_signature_value(graphs: bytes, hop_uri: str) -> list[bytes]:
+    """The lines of a hop's graphs but its own (randomised) ECDSA signature value."""
+    own = f"<{hop_uri}#e2s> <{v.HAS_SIGNATURE_VALUE.value}> ".encode()
+    return [line for line in graphs.splitlines() if not line.startswith(own)]
+
+
+@pytest.mark.parametrize("count", [1, 3, MAX_BATCH + 2])
+def test_relay_fanout_writes_what_relay_many_writes(count: int) -> None:
+    spread = [
+        Hop(message_uri=h.message_uri, recipient_uri=h.recipient_uri,
+            leaves=LeafRanges(((i % 7, i % 7 + 1),)))
+        for i, h in enumerate(hops(count))
+    ]
+    fanned = relay_fanout(published(), signer("d1"), spread, timestamp_ms=1_010)
+    whole = relay_many(published(), signer("d1"), spread, timestamp_ms=1_010)
+    assert len(fanned.graphs) == count
+    assert len(fanned.batch_heads) == -(-count // MAX_BATCH)
+    for index in sorted({0, min(1, count - 1), count // 2, count - 1}):
+        uri = spread[index].message_uri
+        assert _without_own_signature_value(fanned.graphs[index], uri) == (
+            _without_own_signature_value(whole[index].latest_graphs_nquads(), uri)
+        )
+        # the chain as received plus the hop's graphs is the whole message, and it verifies
+        alone = Message.from_nquads(published().to_nquads() + fanned.graphs[index])
+        assert alone.recipient == certs.node_uri(f"s{index}")
+        ChainVerifier(ca()[0]).verify(alone, at=NOW)
+    for batch, head in enumerate(fanned.batch_heads):
+        first = batch * MAX_BATCH
+        assert head.uri == spread[first].message_uri
+        assert head.latest_graphs_nquads() == fanned.graphs[first]
 
 
 # ------------------------------------------------- altered batch signature graphs are refused

@@ -16,7 +16,7 @@ A dissemination message is an RDF dataset of named graphs only:
 * ``<GRAPHs>`` — the signature of graph ``<GRAPH>``: signer node URI, the signer's certificate,
   signing method, base64 ECDSA signature over the graph's RDFC-1.0 canonical
   N-Quads, or over the Merkle root of a batch of such graphs with the graph's inclusion path
-  (:func:`relay_many`).
+  (:func:`relay_many`; :func:`relay_fanout` for a site's fan-out to many destinations).
 
 Message URIs are minted as ``<node_uri>msg/<document_id>/<hop id>`` by the node adding the
 hop (:func:`message_uri`: every part percent-encoded as one path segment, :mod:`xdn.ids`, so a
@@ -58,10 +58,12 @@ from xdn.provenance._message import (
     MAX_CHAIN_BYTES,
     Hop,
     Message,
+    RelayedHops,
     check_extendable,
     originate,
     receipt,
     relay,
+    relay_fanout,
     relay_many,
     signing_input,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "ProvenanceLog",
     "Reference",
     "RefusalFacts",
+    "RelayedHops",
     "SignatureInfo",
     "Signer",
     "VerifiedChain",
@@ -105,6 +108,7 @@ __all__ = [
     "read_signature",
     "receipt",
     "relay",
+    "relay_fanout",
     "relay_many",
     "signing_input",
     "verify_message",

@@ -35,15 +35,17 @@ from xdn.provenance._facts import ContentFacts, RefusalFacts, Signer
 from xdn.provenance._graphs import ContentSummary, EnvelopeInfo
 from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
-from xdn.rdf import IRI, Literal, Quad, canonicalise, parse_nquads
+from xdn.rdf import IRI, Literal, Quad, canonical_lines, canonicalise, parse_nquads
 
 __all__ = [
     "MAX_CHAIN_BYTES",
     "Hop",
     "Message",
+    "RelayedHops",
     "originate",
     "receipt",
     "relay",
+    "relay_fanout",
     "relay_many",
     "signing_input",
 ]
@@ -399,30 +401,50 @@ def _check_extension(message: Message, uri: str) -> None:
         raise UsageError(f"message URI {uri!r} is already used in this chain")
 
 
-def _extend_all(message: Message, signer: Signer, hops: Sequence[_Hop]) -> list[Message]:
-    """``message`` extended by each of ``hops`` (one message per hop), signed in batches."""
+def _seal_all(
+    message: Message, signer: Signer, hops: Sequence[_Hop], *, remember: bool = True
+) -> list[tuple[list[Quad], list[str], list[Quad]]]:
+    """Each hop's envelope quads, their canonical lines and its signature quads, the
+    envelopes signed in batches (one plain signature for a single hop).
+
+    Args:
+        remember: keep the new lines in :mod:`xdn.rdf`'s memo (worth it for a few hops, whose
+            lines come back in receipts; a large fan-out would only flush it).
+    """
     shape = shape_of(message)
     outer = shape.outermost
     sig = shape.signatures[outer.name]
     refs = [(sig.name, outer.name, sig.value)]
     envelopes = [_envelope_quads(hop, refs) for hop in hops]
+    lines = [canonical_lines(envelope, remember=remember) for envelope in envelopes]
     names = [IRI(f"{hop.message}#e{hop.number}") for hop in hops]
-    sealed: list[list[Quad]] = []
     if len(hops) == 1:
-        signature, _ = _signature(signer, names[0], envelopes[0])
-        sealed.append(envelopes[0] + signature)
-    for first in range(0, len(hops) if len(hops) > 1 else 0, MAX_BATCH):
+        value = base64.b64encode(crypto.sign(signer.private_key, _text(lines[0]))).decode()
+        return [(envelopes[0], lines[0], _signature_quads(signer, names[0], value))]
+    sealed = []
+    for first in range(0, len(hops), MAX_BATCH):
         chunk = range(first, min(first + MAX_BATCH, len(hops)))
-        raw, proofs = sign_batch(
-            signer.private_key, [signing_input(envelopes[i]) for i in chunk]
-        )
+        raw, proofs = sign_batch(signer.private_key, [_text(lines[i]) for i in chunk])
         value = base64.b64encode(raw).decode()
         for i, proof in zip(chunk, proofs, strict=True):
-            sealed.append(envelopes[i] + _signature_quads(signer, names[i], value, proof))
-    return [
-        Message._from_parts(message.quads | frozenset(graphs), extend(shape, graphs))
-        for graphs in sealed
-    ]
+            signature = _signature_quads(signer, names[i], value, proof)
+            sealed.append((envelopes[i], lines[i], signature))
+    return sealed
+
+
+def _text(lines: list[str]) -> bytes:
+    """N-Quads text of canonical ``lines`` (a graph's signing input)."""
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _extend_all(message: Message, signer: Signer, hops: Sequence[_Hop]) -> list[Message]:
+    """``message`` extended by each of ``hops`` (one message per hop), signed in batches."""
+    shape = shape_of(message)
+    out = []
+    for envelope, _, signature in _seal_all(message, signer, hops):
+        graphs = envelope + signature
+        out.append(Message._from_parts(message.quads | frozenset(graphs), extend(shape, graphs)))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -461,18 +483,70 @@ def relay_many(
     Returns:
         One message per hop, in order.
     """
+    return _extend_all(message, signer, _relay_hops(message, signer, hops, timestamp_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedHops:
+    """A fan-out as a site keeps it (:func:`relay_fanout`).
+
+    Attributes:
+        graphs: per hop, in order, the canonical N-Quads of the graphs it added (its envelope
+            and that envelope's signature): what the site sends after the chain it received,
+            and logs.
+        batch_heads: the whole message of the first hop of each signed batch (one batch
+            signature covers the rest of its batch).
+    """
+
+    graphs: list[bytes]
+    batch_heads: list[Message]
+
+
+def relay_fanout(
+    message: Message, signer: Signer, hops: Sequence[Hop], *, timestamp_ms: int
+) -> RelayedHops:
+    """:func:`relay_many` for a site's fan-out, without a whole message per destination.
+
+    The same hops, signatures and bytes as :func:`relay_many` (``graphs[i]`` is
+    ``relay_many(...)[i].latest_graphs_nquads()``), at a cost per destination of its own
+    graphs only: a site relaying to thousands of destinations must not copy the chain for each.
+    """
+    built = _relay_hops(message, signer, hops, timestamp_ms)
+    sealed = _seal_all(message, signer, built, remember=len(built) <= _REMEMBERED_HOPS)
+    shape = shape_of(message)
+    graphs, heads = [], []
+    for index, (envelope, envelope_lines, signature) in enumerate(sealed):
+        lines = envelope_lines + canonical_lines(signature, remember=False)
+        lines.sort()
+        graphs.append(_text(lines))
+        if index % MAX_BATCH == 0:
+            quads = envelope + signature
+            whole = message.quads | frozenset(quads)
+            heads.append(Message._from_parts(whole, extend(shape, quads)))
+    return RelayedHops(graphs=graphs, batch_heads=heads)
+
+
+#: Up to this many hops at once, their lines stay in :mod:`xdn.rdf`'s memo.
+_REMEMBERED_HOPS = 64
+
+
+def _relay_hops(
+    message: Message, signer: Signer, hops: Sequence[Hop], timestamp_ms: int
+) -> list[_Hop]:
+    """Check a relay's arguments; the envelope each hop adds."""
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
     _not_a_notice(message)
     if not hops:
         return []
     outer = shape_of(message).outermost
+    carried = message.leaves()
     built = []
     uris: set[str] = set()
     for hop in hops:
         if not isinstance(hop, Hop) or not isinstance(hop.leaves, LeafRanges):
             raise TypeError("hops must be Hop values with LeafRanges")
-        if not hop.leaves.issubset(message.leaves()):
+        if not hop.leaves.issubset(carried):
             raise UsageError("a hop's leaves must be a subset of the message's leaves")
         if hop.message_uri in uris:
             raise UsageError(f"message URI {hop.message_uri!r} is used by two hops")
@@ -493,7 +567,7 @@ def relay_many(
                 remote_message=outer.message,
             )
         )
-    return _extend_all(message, signer, built)
+    return built
 
 
 def receipt(
