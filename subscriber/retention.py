@@ -18,7 +18,8 @@ otherwise grow with every document and every rekey:
   a held document (:mod:`subscriber.holding`) records the keys it needs (``held_keys``) when it
   is held, so that the keys it already has are there when the last one it waits for arrives.
 * ``document_keys``: the per-document keys granted for retained documents; those stored longer
-  ago than :attr:`Retention.days` go, unless a held document needs them.
+  ago than :attr:`Retention.days` go, unless a held document needs them (those stored by an
+  older version, with no time, stay).
 
 A document held by an older version of the subscriber has no ``held_keys``; while one is held,
 its publisher's group keys, and every per-document key, are kept. Pruning runs at start-up and
@@ -138,7 +139,7 @@ def prune(db: sqlite3.Connection, now_ms: int, retention: Retention) -> Pruned:
     ).fetchone()
     cutoff = now_ms - int(retention.days * _DAY_MS)
     old_document_keys = legacy_held is None and db.execute(
-        "SELECT 1 FROM document_keys WHERE stored_ms < ? LIMIT 1", (cutoff,)
+        "SELECT 1 FROM document_keys WHERE stored_ms BETWEEN 1 AND ? LIMIT 1", (cutoff - 1,)
     ).fetchone()
     if not documents and not keys and not old_document_keys:
         return Pruned()
@@ -163,8 +164,8 @@ def prune(db: sqlite3.Connection, now_ms: int, retention: Retention) -> Pruned:
             ).rowcount
         if old_document_keys:
             dropped["document_keys"] += db.execute(
-                "DELETE FROM document_keys WHERE stored_ms < ? AND "
+                "DELETE FROM document_keys WHERE stored_ms BETWEEN 1 AND ? AND "
                 "name NOT IN (SELECT name FROM held_keys)",
-                (cutoff,),
+                (cutoff - 1,),
             ).rowcount
     return Pruned(**dropped)

@@ -176,7 +176,7 @@ class Keyring:
         ).fetchone()
         return None if row is None else bytes(row[0])
 
-    def put_document_keys(self, keys: Mapping[str, bytes], *, at_ms: int = 0) -> None:
+    def put_document_keys(self, keys: Mapping[str, bytes], *, at_ms: int) -> None:
         """Keep granted per-document keys (by XML Encryption key name), received at ``at_ms``."""
         self._db.executemany(
             "INSERT OR REPLACE INTO document_keys (name, key, stored_ms) VALUES (?, ?, ?)",

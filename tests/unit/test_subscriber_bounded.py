@@ -151,7 +151,7 @@ def test_a_document_held_by_an_older_version_keeps_its_publishers_keys(
     keyring.hold(  # no needs recorded: which keys it needs is not known
         publisher="p", document="d", version=1, serial=1, payload=b"held", waits=[("p", "C")]
     )
-    keyring.put_document_keys({"x.A.e1.d": b"k" * 32}, at_ms=0)
+    keyring.put_document_keys({"x.A.e1.d": b"k" * 32}, at_ms=1)
     assert keyring.prune(99 * DAY_MS, Retention(epochs=1)) == Pruned(keys=4)
     assert _epochs(keyring, "A") == [1, 2, 3, 4, 5]
     assert keyring.document_key("x.A.e1.d") is not None
@@ -160,7 +160,7 @@ def test_a_document_held_by_an_older_version_keeps_its_publishers_keys(
 def test_per_document_keys_go_after_the_retention_unless_a_held_document_needs_them(
     keyring: Keyring,
 ) -> None:
-    keyring.put_document_keys({"p.A.e1.old": b"1" * 32, "p.A.e1.held": b"2" * 32}, at_ms=0)
+    keyring.put_document_keys({"p.A.e1.old": b"1" * 32, "p.A.e1.held": b"2" * 32}, at_ms=1)
     keyring.put_document_keys({"p.A.e1.new": b"3" * 32}, at_ms=40 * DAY_MS)
     keyring.hold(
         publisher="p", document="held", version=1, serial=1, payload=b"held",
