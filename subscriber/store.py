@@ -159,7 +159,7 @@ class Keyring:
                     self._db.execute(
                         f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
                     )
-        self._db.executescript(_INDEXES)
+        self._db.executescript(f"BEGIN;\n{_INDEXES}\nCOMMIT;")  # (one commit, when new)
 
     def close(self) -> None:
         self._db.close()
