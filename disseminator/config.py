@@ -12,6 +12,8 @@ Example ``d2.toml``::
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
     metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port: state_dir/metrics_port)
     retain_documents = 10            # recent documents kept per publisher for new subscribers
+    routed_retention_days = 7        # how long a routed version is remembered by its entry
+    routed_per_publisher = 100000    # at most this many entries per publisher (the newest)
     heartbeat_seconds = 5            # heartbeat on idle streams; 3 intervals silent: peer dead
     drain_seconds = 10               # on SIGTERM, how long to wait for connected peers' acks
     crl_grace_seconds = 3600         # CRL stale this long: refuse new registrations and links
@@ -47,6 +49,11 @@ Example ``d2.toml``::
 Past a limit a caller is refused with ``RESOURCE_EXHAUSTED`` and a message naming the limit
 (:mod:`disseminator.limits`). Sites of one network should share their ``[limits]``: a downlink
 chunks its interest by its own ``interest_members`` and ``stream_message_bytes``.
+
+The routed window (:mod:`disseminator.routed`) is how a site knows a document version it
+routed before: entries older than ``routed_retention_days`` or beyond the newest
+``routed_per_publisher`` are pruned, and a publisher's sequence numbers at or below the highest
+pruned one are refused as replays; a document arriving that late is ignored.
 
 Relative paths are resolved against the directory of the TOML file.
 """
@@ -99,11 +106,18 @@ class SiteConfig:
     crl: Path | None = None
     crl_grace_seconds: float = 3600.0
     retain_documents: int = 10
+    routed_retention_days: float = 7.0
+    routed_per_publisher: int = 100_000
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if self.retain_documents < 0:
             raise ConfigError("site.retain_documents must be 0 or more")
+        if not self.routed_retention_days > 0 or self.routed_per_publisher < 1:
+            raise ConfigError(
+                "site.routed_retention_days must be positive and site.routed_per_publisher "
+                "at least 1"
+            )
         if self.lease_seconds <= 0 or self.housekeeping_seconds <= 0:
             raise ConfigError("site.lease_seconds and site.housekeeping_seconds must be positive")
         if not 0.001 <= self.heartbeat_seconds <= 86_400:
@@ -197,6 +211,12 @@ def load_site_config(path: Path) -> SiteConfig:
     retain = site.get("retain_documents", 10)
     if not isinstance(retain, int) or isinstance(retain, bool):
         raise ConfigError(f"{path}: [site] retain_documents must be a whole number")
+    routed_days = site.get("routed_retention_days", 7.0)
+    if not isinstance(routed_days, int | float) or isinstance(routed_days, bool):
+        raise ConfigError(f"{path}: [site] routed_retention_days must be a number of days")
+    routed_count = site.get("routed_per_publisher", 100_000)
+    if not isinstance(routed_count, int) or isinstance(routed_count, bool):
+        raise ConfigError(f"{path}: [site] routed_per_publisher must be a whole number")
     return SiteConfig(
         name=name,
         listen=_str(site, "listen", path, "site"),
@@ -214,6 +234,8 @@ def load_site_config(path: Path) -> SiteConfig:
         metrics_listen=metrics_listen,
         dht=DhtConfig.from_mapping(data.get("dht", {}), source=f"{path} [dht]"),
         retain_documents=retain,
+        routed_retention_days=float(routed_days),
+        routed_per_publisher=routed_count,
         limits=_limits(data.get("limits", {}), path),
         **timings,
     )

@@ -49,7 +49,7 @@ from disseminator.node import SiteIdentity, SiteNode
 from disseminator.receipts import SiteReceipts
 from disseminator.revocation import CrlInForce
 from disseminator.server import DisseminatorService, add_to_server
-from disseminator.store import Store
+from disseminator.store import Store, Window
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
 from xdn.errors import CertificateError, ConfigError, PolicyError, XdnError
@@ -201,7 +201,14 @@ async def serve(config: SiteConfig) -> DrainReport:
     log_sink = provenance.ProvenanceLog(
         config.provenance_log, node_uri=signer.node_uri, cert_pem=tls.cert_pem
     )
-    store = Store(config.state_dir / "site.sqlite", retain=config.retain_documents)
+    store = Store(
+        config.state_dir / "site.sqlite",
+        retain=config.retain_documents,
+        routed_window=Window(
+            retention_days=config.routed_retention_days,
+            per_publisher=config.routed_per_publisher,
+        ),
+    )
     check_no_rollback(policies, store.enforced_policies())
     store.record_policies(enforced_versions(policies))
     metrics = SiteMetrics(config.name)

@@ -314,6 +314,8 @@ class SiteNode:
             counter=counter,
             retained=retained,
             history=None if planned is None else self._history(planned),
+            sequence=0 if dissemination is None else dissemination.manifest.sequence,
+            at_ms=self.now_ms(),
         )
         self.log_soon()
         for kind, name in full:
@@ -349,9 +351,12 @@ class SiteNode:
     ) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""
         manifest = diss.manifest
-        if self.store.is_routed(manifest.publisher, manifest.document_id, manifest.version):
+        if self.store.is_routed(
+            manifest.publisher, manifest.document_id, manifest.version, manifest.sequence
+        ):
             log.info(
-                "document %s v%d already routed; ignored", manifest.document_id, manifest.version
+                "document %s v%d (sequence %d) already routed, or older than the routed window; "
+                "ignored", manifest.document_id, manifest.version, manifest.sequence,
             )
             return None
         try:
@@ -909,7 +914,8 @@ class SiteNode:
             )
 
     def housekeeping(self) -> list[str]:
-        """Free what dead peers hold and force out expired credentials; return what was done."""
+        """Free what dead peers hold and force out expired credentials, prune the routed window;
+        return what was done."""
         now, now_ms, done = self._clock(), self.now_ms(), []
         lease_ms = int(self.site.lease_s * 1000)
         done += self.apply_changes(self.engine.advance(now))
@@ -929,6 +935,8 @@ class SiteNode:
                 done.append(f"downlink {site} gone for longer than its lease; freed")
         for line in done:
             log.warning("%s", line)
+        if pruned := self.store.prune_routed(now_ms):
+            log.info("%d routed entries past the routed window pruned", pruned)
         self.refresh_gauges()
         return done
 

@@ -2,8 +2,9 @@
 
 Theory of operation. Routing a document is one transaction: the deliveries for every
 destination are appended to their queues (each with the next sequence number of that
-destination), the document is marked as routed (so a retransmission is not routed twice), and
-the provenance graphs the site signed are put in an outbox. Only after the commit are the
+destination), the document is marked as routed (so a retransmission is not routed twice; a
+bounded window with a floor per publisher, :mod:`disseminator.routed`), and the provenance
+graphs the site signed are put in an outbox. Only after the commit are the
 graphs flushed to the N-Quads log (and flushed again at start-up if the process died first), so
 the log never records a hop that did not happen, nor misses one that did.
 
@@ -12,7 +13,8 @@ after its own crash or the site's — resumes from its last acknowledgement. Reg
 subscribers and the members behind each downlink) persist too, so a restarted site routes to
 durable subscribers before they reconnect. Queues are bounded per destination; a full queue
 refuses further deliveries for that destination only (counted and logged), never stalling
-siblings.
+siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
+at opening from the destinations' counters), so the gauges read no table.
 
 Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
 passed upstream (or, at a root site, until their publisher fetched them), and their ids in
@@ -41,6 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from disseminator import routed
+from disseminator.routed import RoutedWindow, Window
+
 __all__ = [
     "Append",
     "Body",
@@ -51,6 +56,7 @@ __all__ = [
     "Retained",
     "Store",
     "StoredRegistration",
+    "Window",
     "piece_size",
 ]
 
@@ -73,10 +79,6 @@ CREATE TABLE IF NOT EXISTS registrations (
     lease BLOB NOT NULL DEFAULT x'',
     PRIMARY KEY (kind, owner, subscriber)
 );
-CREATE TABLE IF NOT EXISTS routed (
-    publisher TEXT NOT NULL, document TEXT NOT NULL, version INTEGER NOT NULL,
-    PRIMARY KEY (publisher, document, version)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_outbox (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS disseminated (
@@ -291,7 +293,14 @@ class _Recent:
 class Store:
     """The SQLite-backed state of one site."""
 
-    def __init__(self, path: Path | str, *, max_queue: int = 1_000_000, retain: int = 0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        max_queue: int = 1_000_000,
+        retain: int = 0,
+        routed_window: Window | None = None,
+    ) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None)
@@ -305,7 +314,7 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(_SCHEMA + routed.SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(registrations)")}
         if "lease" not in columns:  # a store written before leases: add the column
             self._db.execute(
@@ -324,17 +333,27 @@ class Store:
             self._db.execute("ALTER TABLE bodies DROP COLUMN refs")
         self._max_queue = max_queue
         self.retain = retain
+        self.routed = RoutedWindow(self._db, routed_window or Window())
+        # Deliveries waiting for acknowledgement: counted once here (from the destinations'
+        # counters: a queue holds exactly the sequence numbers after its acknowledgement), then
+        # kept up to date by every append, acknowledgement and drop.
+        (queued,) = self._db.execute(
+            "SELECT COALESCE(SUM(next_seq - 1 - acked), 0) FROM destinations"
+        ).fetchone()
+        self._queued = int(queued)
 
     def close(self) -> None:
         self._db.close()
 
     # ---- routing -------------------------------------------------------------------------
-    def is_routed(self, publisher: str, document: str, version: int) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM routed WHERE publisher = ? AND document = ? AND version = ?",
-            (publisher, document, version),
-        ).fetchone()
-        return row is not None
+    def is_routed(self, publisher: str, document: str, version: int, sequence: int = 0) -> bool:
+        """Was this document version routed before (or is its signed ``sequence`` number at or
+        below what the routed window pruned, see :mod:`disseminator.routed`)?"""
+        return self.routed.seen(publisher, document, version, sequence)
+
+    def prune_routed(self, now_ms: int) -> int:
+        """Drop the routed entries past the window (see :mod:`disseminator.routed`)."""
+        return self.routed.prune(now_ms)
 
     def commit_routing(
         self,
@@ -345,11 +364,15 @@ class Store:
         counter: tuple[str, int] | None = None,
         retained: Retained | None = None,
         history: History | None = None,
+        sequence: int = 0,
+        at_ms: int = 0,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
         ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
-        of the uplink delivery this routing applies, so it is applied exactly once.
+        of the uplink delivery this routing applies, so it is applied exactly once. ``sequence``
+        is the document's number in its publisher's signed sequence (0: unsequenced) and
+        ``at_ms`` the time it is routed, for the routed window.
 
         Returns:
             (last sequence appended per destination, destinations whose queue was full).
@@ -387,7 +410,7 @@ class Store:
                  for key, item in rows],
             )  # fmt: skip
             if document is not None:
-                self._db.execute("INSERT OR IGNORE INTO routed VALUES (?, ?, ?)", document)
+                self.routed.mark(*document, sequence=sequence, at_ms=at_ms)
             self._db.executemany(
                 "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
             )
@@ -397,6 +420,7 @@ class Store:
                 self._retain(keep, bodies)
             if history is not None:
                 self._record_history(history)
+        self._queued += len(rows)
         for key, item in rows:  # committed: the streams may send them from memory
             self._recent.put(key, item)
         return last, full
@@ -619,13 +643,9 @@ class Store:
         return (0, 0) if row is None else (row[0] - 1, row[1])
 
     def queued_total(self) -> int:
-        """Deliveries waiting for acknowledgement, over all destinations: from each
-        destination's counters (a queue holds exactly the sequence numbers after its
-        acknowledgement), without reading the deliveries."""
-        (count,) = self._db.execute(
-            "SELECT COALESCE(SUM(next_seq - 1 - acked), 0) FROM destinations"
-        ).fetchone()
-        return int(count)
+        """Deliveries waiting for acknowledgement, over all destinations (a counter kept in
+        memory: no query)."""
+        return self._queued
 
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
         """Queued deliveries after ``after``, as bytes (see :meth:`pending_chunks`)."""
@@ -667,6 +687,7 @@ class Store:
     def ack_many(self, acks: Mapping[tuple[str, str], int]) -> None:
         """:meth:`ack` each destination ``(kind, name)`` up to its sequence number, all in one
         transaction (one commit for the acknowledgements of many destinations)."""
+        dropped = 0
         with self._db:
             self._db.execute("BEGIN")
             for (kind, name), seq in acks.items():
@@ -675,11 +696,12 @@ class Store:
                     "AND ? < next_seq",
                     (seq, kind, name, seq),
                 )
-                self._drop_deliveries(  # up to the acknowledgement in force (not beyond)
+                dropped += self._drop_deliveries(  # up to the acknowledgement in force
                     "kind = ? AND name = ? AND seq <= "
                     "(SELECT acked FROM destinations WHERE kind = ? AND name = ?)",
                     (kind, name, kind, name),
                 )
+        self._queued -= dropped
         for (kind, name), seq in acks.items():
             self._recent.discard(kind, name, upto=seq)
 
@@ -698,6 +720,7 @@ class Store:
             self._db.execute("BEGIN")
             count = self._drop_deliveries("kind = ? AND name = ?", (kind, name))
             self._db.execute("DELETE FROM destinations WHERE kind = ? AND name = ?", (kind, name))
+        self._queued -= count
         self._recent.discard(kind, name)
         return int(count)
 
@@ -771,6 +794,8 @@ class Store:
                     "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",
                     (seq + 1, *dest),
                 )
+        if control is not None:
+            self._queued += 1
         return int(seq)
 
     def delete_registration(self, kind: str, owner: str, subscriber: str) -> None:

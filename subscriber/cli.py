@@ -14,6 +14,7 @@ def _subscribe(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from subscriber.client import SubscriberSetup, run_subscriber
+    from subscriber.retention import Retention
     from xdn.errors import UsageError
     from xdn.grpc_tls import TlsFiles
 
@@ -38,6 +39,9 @@ def _subscribe(args: argparse.Namespace) -> int:
         crl_grace=timedelta(seconds=args.crl_grace),
         lease_s=args.lease,
         checkpoint_max_age_s=args.checkpoint_max_age,
+        retention=Retention(
+            days=args.retention_days, documents=args.keep_documents, epochs=args.keep_epochs
+        ),
     )
 
     async def run() -> int:
@@ -127,6 +131,16 @@ def _max_age(text: str) -> float:
     return _seconds_in(text, 1, 30 * 86_400, "the checkpoint age bound")
 
 
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 < days <= 36_500:
+        raise argparse.ArgumentTypeError("the retention must be more than 0 and at most 36500 days")
+    return days
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``xdn subscribe`` and ``xdn unsubscribe``."""
     unsub = subparsers.add_parser(
@@ -205,6 +219,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--checkpoint-max-age", type=_max_age, default=3600.0, metavar="SECONDS",
         help="past this age of a publisher's newest signed checkpoint, say we cannot vouch "
         "that none of its newest documents was withheld (default 3600)",
+    )
+    parser.add_argument(
+        "--retention-days", type=_days, default=30.0, metavar="DAYS",
+        help="the keyring's record of accepted documents (what makes a redelivery a duplicate "
+        "and an older version a replay) and the per-document keys are pruned after this long; "
+        "a document numbered at or below what was pruned is refused as a replay (default 30)",
+    )
+    parser.add_argument(
+        "--keep-documents", type=_positive, default=100_000, metavar="N",
+        help="likewise, entries numbered more than N below their publisher's newest are pruned "
+        "(default 100000)",
+    )
+    parser.add_argument(
+        "--keep-epochs", type=_positive, default=32, metavar="K",
+        help="group keys kept per group: the newest K epochs, plus those a held document "
+        "needs (default 32)",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"

@@ -119,4 +119,14 @@ class Holding:
         return self.keyring.hold(
             publisher=manifest.publisher, document=manifest.document_id,
             version=manifest.version, serial=serial, payload=payload, waits=waits,
+            needs=_needs(message),
         )
+
+
+def _needs(message: pb.Dissemination) -> set[tuple[str, str, int, str]]:
+    """Every key a document needs: (publisher, concept, epoch, per-document key name). The
+    keyring keeps them while it is held (:mod:`subscriber.retention`)."""
+    return {
+        (f.publisher, f.concept, f.epoch, key_name(f.publisher, f.concept, f.epoch, f.document_id))
+        for f in message.fragments
+    }

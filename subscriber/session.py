@@ -55,9 +55,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from subscriber import export
 from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.notices import sign_notice
+from subscriber.retention import Retention
 from subscriber.revocation import (
     DEFAULT_GRACE,
     Crl,
@@ -109,6 +111,8 @@ class SubscriberSetup:
     # Past this age of a publisher's newest signed checkpoint, we cannot vouch that none of its
     # newest documents was withheld.
     checkpoint_max_age_s: float = 3600.0
+    # What the keyring keeps of accepted documents and old keys (subscriber.retention).
+    retention: Retention = field(default_factory=Retention)
 
     def __post_init__(self) -> None:
         if self.max_held_documents < 1 or self.max_held_bytes < 1:
@@ -190,7 +194,8 @@ class Session:
         )
         self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
         self.inbox = Inbox(setup.out_dir)
-        self.inbox.reconcile(self.keyring.records())
+        export.reconcile(self.keyring, self.inbox)  # the tail a crash may have left behind
+        self._housekeeping_due = 0.0  # (a timestamp: pruning runs at start-up)
         self.address = setup.connect
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
         self.log = provenance.ProvenanceLog(
@@ -224,6 +229,7 @@ class Session:
             )
         for payload in self.keyring.take_legacy_held():  # held unchecked by an older version
             self._receive(pb.Dissemination.FromString(payload), self.keyring.applied(self.address))
+        self.housekeeping()
 
     def lease(self) -> bytes:
         """A fresh signed membership lease for the site we are registered at (see
@@ -238,6 +244,7 @@ class Session:
         return lease.sign(made, self.private_key).to_bytes()
 
     def close(self) -> None:
+        export.checkpoint(self.keyring, self.inbox)
         self.keyring.close()
         self.log.close()
         self.completeness.close()
@@ -379,7 +386,7 @@ class Session:
                     f"document keys of {grant.publisher}/{grant.concept}, a group we are not in"
                 )
             keys = open_document_keys(grant, self.private_key)
-        self.keyring.put_document_keys(keys)
+        self.keyring.put_document_keys(keys, at_ms=self._now_ms())
         self.report.keys += 1
 
     def _keep(self, publisher: str, concept: str, state: MemberKeys) -> None:
@@ -540,6 +547,9 @@ class Session:
         """Open a document, or check and hold it while its keys or a fresh CRL are missing."""
         manifest = message.manifest
         last = self.keyring.version(manifest.publisher, manifest.document_id)
+        if last is None and self._below_floor(manifest):
+            self.keyring.set_applied(self.address, sequence)
+            return b""
         waits = self._waits(message)
         if not waits:
             return self._open(message, sequence, last)
@@ -605,13 +615,39 @@ class Session:
             message = pb.Dissemination.FromString(entry.payload)
             m = message.manifest
             last = self.keyring.version(m.publisher, m.document_id)
-            if last is None or last < m.version:
+            fresh = last is not None or not self._below_floor(m)  # (else refused: held too long)
+            if fresh and (last is None or last < m.version):
                 waits = self._waits(message)
                 if waits:
                     self.keyring.set_waits(entry.id, waits)
                     continue
                 self._open(message, sequence, last)
             self.keyring.drop_held(entry.id)
+
+    def _below_floor(self, manifest: pb.Manifest) -> bool:
+        """Refuse (and say so) a document numbered at or below what our record of accepted
+        documents pruned (:mod:`subscriber.retention`): a replay, or one that came too late."""
+        floor = self.keyring.floor(manifest.publisher)
+        if not 0 < manifest.sequence <= floor:
+            return False
+        self.refuse(
+            "document",
+            f"sequence number {manifest.sequence} is at or below {floor}, the newest this "
+            "subscriber no longer keeps a record of: a replay, or older than its retention",
+            manifest=manifest,
+        )
+        return True
+
+    def housekeeping(self) -> None:
+        """Prune what the keyring no longer needs and sync ``received.jsonl`` (see
+        :mod:`subscriber.retention`, :mod:`subscriber.export`); runs at start-up and then
+        every ``retention.every_s`` as documents are accepted."""
+        now = self.clock().timestamp()
+        pruned = self.keyring.prune(int(now * 1000), self.setup.retention)
+        if pruned:
+            log.info("%s: pruned %s", self.setup.name, pruned)
+        export.checkpoint(self.keyring, self.inbox)
+        self._housekeeping_due = now + self.setup.retention.every_s
 
     def _expected(self, manifest: pb.Manifest, delivered: set[str]) -> tuple[list[str], list[str]]:
         """(concepts that must arrive whole, granted concepts the site did not retain)."""
@@ -693,9 +729,14 @@ class Session:
         ):
             record["withheld"] = withheld  # granted by our signed entitlement, not delivered
             self.report.withheld = self.completeness.flagged
-        self.keyring.accept(record, address=self.address, sequence=sequence)
+        self.keyring.accept(
+            record, address=self.address, sequence=sequence,
+            publisher_sequence=manifest.sequence, at_ms=self._now_ms(),
+        )
         self.inbox.record(record)
         self.report.accepted += 1
+        if self.clock().timestamp() >= self._housekeeping_due:
+            self.housekeeping()
         return b"" if receipt is None else receipt.to_nquads()
 
     def _check_chain(self, received: provenance.Message, manifest: pb.Manifest) -> None:

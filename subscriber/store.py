@@ -9,7 +9,9 @@ for a newly revoked publisher), the CRL in force with its CRL number, the last
 delivery sequence applied from each site, and the last version accepted of each document —
 updated in one transaction per delivery, so after a crash of either side the subscriber resumes
 right after what it applied: a redelivered document is recognised and not handed to the
-application twice, an older version (a replay) is refused.
+application twice, an older version (a replay) is refused. Accepted-document entries and old
+keys are pruned behind a floor per publisher (:mod:`subscriber.retention`), so the database
+stays bounded and a pruned document is still refused.
 
 Output layout under ``OUT`` (the application's view of what arrived)::
 
@@ -25,8 +27,9 @@ Output layout under ``OUT`` (the application's view of what arrived)::
                                       ("checkpoint", "entitlement"), a key message (with
                                       "key_message": rekey, enrolment or document-keys)
 
-``received.jsonl`` is an export of the database: at start-up it is rewritten from the database
-if a crash left the two apart.
+``received.jsonl`` is an export: the database keeps only the lines accepted since the file was
+last synced, and at start-up the file's tail after that point is checked and, if a crash left
+them apart, rewritten (:mod:`subscriber.export`).
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from subscriber.retention import Pruned, Retention, prune
 from xdn import ids
 from xdn.sqlitedb import open_db
 
-__all__ = ["CRL_WAIT", "Held", "HeldEntry", "Inbox", "Keyring"]
+__all__ = ["CRL_WAIT", "ExportMark", "Held", "HeldEntry", "Inbox", "Keyring"]
 
 CRL_WAIT = ("", "")
 """The ``waits`` entry of a document held until a fresh CRL arrives."""
@@ -86,9 +90,22 @@ CREATE TABLE IF NOT EXISTS cursors (address TEXT PRIMARY KEY, applied INTEGER NO
 CREATE TABLE IF NOT EXISTS grants (address TEXT PRIMARY KEY, grants TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
-    version INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (publisher, document)
+    version INTEGER NOT NULL, sequence INTEGER NOT NULL DEFAULT 0,
+    accepted_ms INTEGER NOT NULL DEFAULT 0, UNIQUE (publisher, document)
 );
-CREATE TABLE IF NOT EXISTS document_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS floors (publisher TEXT PRIMARY KEY, sequence INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS received_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS document_keys (
+    name TEXT PRIMARY KEY, key BLOB NOT NULL, stored_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS held_keys (
+    held INTEGER NOT NULL, publisher TEXT NOT NULL, concept TEXT NOT NULL,
+    epoch INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (held, publisher, concept, epoch)
+);
+CREATE INDEX IF NOT EXISTS held_keys_by_group ON held_keys (publisher, concept, epoch);
+CREATE INDEX IF NOT EXISTS held_keys_by_name ON held_keys (name);
 CREATE TABLE IF NOT EXISTS held_documents (
     id INTEGER PRIMARY KEY, publisher TEXT NOT NULL, document TEXT NOT NULL,
     version INTEGER NOT NULL, serial TEXT NOT NULL, size INTEGER NOT NULL,
@@ -109,11 +126,40 @@ CREATE TABLE IF NOT EXISTS stale (
 """
 
 
+_ADDED_COLUMNS = {  # columns a store written by an older version lacks
+    "documents": ("sequence", "accepted_ms"),
+    "document_keys": ("stored_ms",),
+}
+
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS documents_by_sequence ON documents (publisher, sequence)
+    WHERE sequence > 0;
+CREATE INDEX IF NOT EXISTS documents_by_time ON documents (accepted_ms) WHERE sequence > 0;
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportMark:
+    """How far ``received.jsonl`` is known to be written and synced: the records up to
+    ``seq`` of ``received_log``, in its first ``offset`` bytes."""
+
+    seq: int = 0
+    offset: int = 0
+
+
 class Keyring:
     """Keys, delivery cursors and accepted document versions of one subscriber."""
 
     def __init__(self, path: Path) -> None:
         self._db = open_db(path, _SCHEMA)
+        for table, added in _ADDED_COLUMNS.items():
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column in added:
+                if column not in columns:
+                    self._db.execute(
+                        f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+                    )
+        self._db.executescript(f"BEGIN;\n{_INDEXES}\nCOMMIT;")  # (one commit, when new)
 
     def close(self) -> None:
         self._db.close()
@@ -130,10 +176,11 @@ class Keyring:
         ).fetchone()
         return None if row is None else bytes(row[0])
 
-    def put_document_keys(self, keys: Mapping[str, bytes]) -> None:
-        """Keep granted per-document keys (by XML Encryption key name)."""
+    def put_document_keys(self, keys: Mapping[str, bytes], *, at_ms: int) -> None:
+        """Keep granted per-document keys (by XML Encryption key name), received at ``at_ms``."""
         self._db.executemany(
-            "INSERT OR REPLACE INTO document_keys VALUES (?, ?)", sorted(keys.items())
+            "INSERT OR REPLACE INTO document_keys (name, key, stored_ms) VALUES (?, ?, ?)",
+            [(name, key, at_ms) for name, key in sorted(keys.items())],
         )
 
     def document_key(self, name: str) -> bytes | None:
@@ -150,11 +197,14 @@ class Keyring:
         serial: int,
         payload: bytes,
         waits: Iterable[tuple[str, str]],
+        needs: Iterable[tuple[str, str, int, str]] = (),
     ) -> bool:
         """Hold a checked document until what it ``waits`` for arrives; False if held already.
 
         ``waits`` are the (publisher, concept) groups whose keys it lacks, and
-        :data:`CRL_WAIT` while the CRL in force is stale.
+        :data:`CRL_WAIT` while the CRL in force is stale; ``needs`` every key it needs
+        (publisher, concept, epoch, per-document key name), kept while it is held
+        (:mod:`subscriber.retention`).
         """
         with self._db:
             self._db.execute("BEGIN")
@@ -165,7 +215,12 @@ class Keyring:
             )
             if cursor.rowcount != 1:
                 return False
-            self._set_waits(int(cursor.lastrowid or 0), waits)
+            held = int(cursor.lastrowid or 0)
+            self._set_waits(held, waits)
+            self._db.executemany(
+                "INSERT OR IGNORE INTO held_keys VALUES (?, ?, ?, ?, ?)",
+                [(held, *need) for need in sorted(set(needs))],
+            )
         return True
 
     def _set_waits(self, held: int, waits: Iterable[tuple[str, str]]) -> None:
@@ -229,6 +284,7 @@ class Keyring:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM held_waits WHERE held = ?", (held,))
+            self._db.execute("DELETE FROM held_keys WHERE held = ?", (held,))
             self._db.execute("DELETE FROM held_documents WHERE id = ?", (held,))
 
     def held(self) -> list[bytes]:
@@ -351,26 +407,92 @@ class Keyring:
         ).fetchone()
         return None if row is None else int(row[0])
 
+    def floor(self, publisher: str) -> int:
+        """The highest sequence number of ``publisher`` pruned from the accepted documents (0:
+        none): a document without an entry numbered at or below it is a replay."""
+        row = self._db.execute(
+            "SELECT sequence FROM floors WHERE publisher = ?", (publisher,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def accept(
-        self, record: Mapping[str, Any], *, address: str, sequence: int
+        self,
+        record: Mapping[str, Any],
+        *,
+        address: str,
+        sequence: int,
+        publisher_sequence: int = 0,
+        at_ms: int = 0,
     ) -> None:
-        """Record an accepted document and the delivery that carried it, atomically."""
+        """Record an accepted document (its number in its publisher's signed sequence, when it
+        was accepted) and the delivery that carried it, and queue its ``received.jsonl`` line,
+        atomically."""
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(
-                "INSERT INTO documents (publisher, document, version, record) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (publisher, document) DO UPDATE SET "
-                "version = excluded.version, record = excluded.record",
+                "INSERT INTO documents (publisher, document, version, sequence, accepted_ms) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (publisher, document) DO UPDATE SET "
+                "version = excluded.version, sequence = excluded.sequence, "
+                "accepted_ms = excluded.accepted_ms",
                 (record["publisher"], record["document"], record["version"],
-                 json.dumps(record, sort_keys=True)),
+                 publisher_sequence, at_ms),
+            )  # fmt: skip
+            self._db.execute(
+                "INSERT INTO received_log (record) VALUES (?)",
+                (json.dumps(record, sort_keys=True),),
             )
             self._db.execute(
                 "INSERT OR REPLACE INTO cursors VALUES (?, ?)", (address, sequence)
             )
 
-    def records(self) -> list[str]:
-        """Every accepted document's record, oldest first (the ``received.jsonl`` lines)."""
-        return [r for (r,) in self._db.execute("SELECT record FROM documents ORDER BY id")]
+    def prune(self, now_ms: int, retention: Retention) -> Pruned:
+        """Drop what can no longer be needed (see :mod:`subscriber.retention`)."""
+        return prune(self._db, now_ms, retention)
+
+    # ---- the export (received.jsonl), see subscriber.export --------------------------------
+    def export_mark(self) -> ExportMark:
+        """How far ``received.jsonl`` is known to be written and synced."""
+        rows = dict(self._db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('exported_seq', 'exported_bytes')"
+        ).fetchall())  # fmt: skip
+        return ExportMark(seq=rows.get("exported_seq", 0), offset=rows.get("exported_bytes", 0))
+
+    def export_tail(self) -> list[tuple[int, str]]:
+        """The records accepted after the export mark: ``(seq, line)``, oldest first."""
+        mark = self.export_mark()
+        return [
+            (int(seq), str(record)) for seq, record in self._db.execute(
+                "SELECT seq, record FROM received_log WHERE seq > ? ORDER BY seq", (mark.seq,)
+            )
+        ]  # fmt: skip
+
+    def mark_exported(self, seq: int, offset: int) -> None:
+        """The records up to ``seq`` are synced in the first ``offset`` bytes of the export:
+        forget them here."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [("exported_seq", seq), ("exported_bytes", offset)],
+            )
+            self._db.execute("DELETE FROM received_log WHERE seq <= ?", (seq,))
+
+    def legacy_records(self) -> list[str] | None:
+        """The records kept in ``documents`` by an older version (one per document, oldest
+        first), or None for a store that keeps them in ``received_log``."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}
+        if "record" not in columns:
+            return None
+        return [str(r) for (r,) in self._db.execute("SELECT record FROM documents ORDER BY id")]
+
+    def drop_legacy_records(self, offset: int) -> None:
+        """The legacy records are in the first ``offset`` bytes of the synced export: drop
+        them (and the column) and mark the export."""
+        seq = max([s for s, _ in self.export_tail()], default=0)
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("ALTER TABLE documents DROP COLUMN record")
+        self.mark_exported(seq, offset)
 
 
 class Inbox:
@@ -387,14 +509,44 @@ class Inbox:
             if sync:
                 os.fsync(out.fileno())
 
-    def reconcile(self, records: list[str]) -> None:
-        """Rewrite ``received.jsonl`` from the database if a crash left them apart."""
-        path = self.out_dir / "received.jsonl"
-        current = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-        if current != records:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(line + "\n" for line in records), encoding="utf-8")
-            os.replace(tmp, path)
+    @property
+    def received_path(self) -> Path:
+        return self.out_dir / "received.jsonl"
+
+    def received_from(self, offset: int) -> bytes | None:
+        """``received.jsonl`` from byte ``offset`` on; None if it is shorter than that."""
+        try:
+            with open(self.received_path, "rb") as export:
+                if export.seek(0, os.SEEK_END) < offset:
+                    return None
+                export.seek(offset)
+                return export.read()
+        except FileNotFoundError:
+            return b"" if offset == 0 else None
+
+    def rewrite_received(self, offset: int, data: bytes) -> int:
+        """Replace ``received.jsonl`` from byte ``offset`` on with ``data`` (from the end of
+        its last whole line if it is shorter than that), synced; return its new size."""
+        with open(self.received_path, "ab+") as export:
+            size = export.seek(0, os.SEEK_END)
+            if size < offset:
+                export.seek(0)
+                offset = export.read().rfind(b"\n") + 1
+            export.truncate(offset)
+            export.seek(offset)
+            export.write(data)
+            export.flush()
+            os.fsync(export.fileno())
+            return offset + len(data)
+
+    def sync_received(self) -> int:
+        """Sync ``received.jsonl`` to disk; return its size."""
+        try:
+            with open(self.received_path, "rb") as export:
+                os.fsync(export.fileno())
+                return export.seek(0, os.SEEK_END)
+        except FileNotFoundError:
+            return 0
 
     def write_subscription(self, record: Mapping[str, Any]) -> None:
         """Replace ``subscription.json`` atomically: a reader never sees half of it."""
@@ -419,7 +571,7 @@ class Inbox:
         return path
 
     def record(self, record: Mapping[str, Any]) -> None:
-        # No fsync: the database is the record; reconcile() rewrites this export after a crash.
+        # No fsync: the database keeps the lines not yet synced (subscriber.export).
         self._append("received.jsonl", record, sync=False)
 
     def refuse(

@@ -69,3 +69,20 @@ def test_subscribe_heartbeat_defaults_to_five_seconds_and_refuses_nonsense(
         with pytest.raises(SystemExit):
             build_parser().parse_args([*base, "--heartbeat", bad])
         assert "--heartbeat" in capsys.readouterr().err
+
+
+def test_subscribe_retention_has_defaults_and_refuses_nonsense(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["subscribe", "--connect", "h:1", "--name", "a", "--certs", "c", "--out", "o"]
+    args = build_parser().parse_args(base)
+    assert (args.retention_days, args.keep_documents, args.keep_epochs) == (30.0, 100_000, 32)
+    args = build_parser().parse_args(
+        [*base, "--retention-days", "0.5", "--keep-documents", "10", "--keep-epochs", "4"]
+    )
+    assert (args.retention_days, args.keep_documents, args.keep_epochs) == (0.5, 10, 4)
+    for option, bad in (("--retention-days", "0"), ("--retention-days", "a week"),
+                        ("--keep-epochs", "0"), ("--keep-documents", "-3")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*base, option, bad])
+        assert option in capsys.readouterr().err

@@ -121,6 +121,36 @@ def test_bad_heartbeat_or_drain_settings_are_refused(
         load_site_config(path)
 
 
+def test_the_routed_window_defaults_and_can_be_set(tmp_path: Path) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD)
+    config = load_site_config(path)
+    assert (config.routed_retention_days, config.routed_per_publisher) == (7.0, 100_000)
+    path.write_text(GOOD.replace(
+        "[tls]", "routed_retention_days = 0.5\nrouted_per_publisher = 50\n\n[tls]"
+    ))  # fmt: skip
+    config = load_site_config(path)
+    assert (config.routed_retention_days, config.routed_per_publisher) == (0.5, 50)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("routed_retention_days = 0", "routed_retention_days must be positive"),
+        ('routed_retention_days = "7"', "routed_retention_days must be a number of days"),
+        ("routed_per_publisher = 0", "routed_per_publisher at least 1"),
+        ("routed_per_publisher = 1.5", "routed_per_publisher must be a whole number"),
+    ],
+)
+def test_bad_routed_window_settings_are_refused(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
+    with pytest.raises(ConfigError, match=message):
+        load_site_config(path)
+
+
 def test_the_newest_policy_version_a_site_enforced_is_never_lowered(tmp_path: Path) -> None:
     from disseminator.store import Store
 

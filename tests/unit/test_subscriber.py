@@ -160,8 +160,9 @@ def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-
 
 
 def test_received_jsonl_is_rewritten_from_the_database_after_a_crash(tmp_path: Path) -> None:
-    """received.jsonl is an export (appended without fsync): the keyring database is the
-    record, and start-up reconciles the two."""
+    """received.jsonl is an export (appended without fsync): the keyring database keeps the
+    lines not yet synced, and start-up reconciles the file's tail with them."""
+    from subscriber.export import reconcile
     from subscriber.store import Inbox, Keyring
 
     keyring = Keyring(tmp_path / "keyring.sqlite")
@@ -174,7 +175,7 @@ def test_received_jsonl_is_rewritten_from_the_database_after_a_crash(tmp_path: P
                 inbox.record(record)  # the third line never reached the disk
         path = tmp_path / "out" / "received.jsonl"
         assert len(path.read_text().splitlines()) == 2
-        Inbox(tmp_path / "out").reconcile(keyring.records())
+        reconcile(keyring, Inbox(tmp_path / "out"))
         documents = [json.loads(line)["document"] for line in path.read_text().splitlines()]
         assert documents == ["d1", "d2", "d3"]
     finally:
