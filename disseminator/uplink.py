@@ -120,8 +120,12 @@ class Uplink:
         """The members we vouch for now (see :meth:`SiteNode.reported`), as tokens."""
         node = self._node
         regs = node.table.by_name()
+        asked: dict[str, set[Group]] = {}  # (few members ask: not looked up one by one)
+        for requests in (node.refreshes.local, *node.refreshes.links.values()):
+            for name, groups in requests.items():
+                asked.setdefault(name, set()).update(groups)
         return {
-            name: (regs[name], frozenset(node.refreshes.of(name)))
+            name: (regs[name], frozenset(asked.get(name, ())))
             for name in self._leases.holding(regs, node.now_ms())
         }
 
