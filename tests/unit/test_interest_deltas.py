@@ -1,9 +1,9 @@
 """A downlink's members travel upstream as numbered deltas (issue #15).
 
-The downlink's sender states the whole set once, then only what changed; the uplink's end of
-the stream applies a delta only on top of the version in force (a gap is refused: the stream
-ends and the whole set comes again); the site node changes the table, the store and the
-membership journal by the changed members only.
+The downlink's sender states the whole set once, then only what changed (a burst of changes
+as one delta); the uplink's end of the stream applies a delta only on top of the version in
+force (a gap is refused: the stream ends and the whole set comes again); the site node changes
+the table, the store and the membership journal by the changed members only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from disseminator.members import to_pb_member
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.routing import Registration, RoutingTable
 from disseminator.store import Store
-from xdn import certs, crypto, provenance
+from disseminator.uplink import Uplink
+from xdn import certs, crypto, lease, provenance
 from xdn.errors import ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import load_ontology
@@ -476,3 +477,38 @@ def test_a_delta_keeps_the_other_members_path_refreshes(node: SiteNode) -> None:
     assert node.refreshes.of("a") == {("production-dept", "Order")}
     assert node.refreshes.of("b") == set()
     assert node.refreshes.of("c") == {("production-dept", "Product")}
+
+
+# ---------------------------------------------------------------------------- the downlink
+def _leased(node: SiteNode, name: str) -> Registration:
+    """A registration with a lease that holds (signed by the site's key: only its window is
+    read here, as a site reads its members' checked leases)."""
+    signed = lease.sign(
+        lease.issue(member=name, site="d3", block="Production", now_ms=node.now_ms(),
+                    period_ms=3_600_000),
+        crypto.load_private_key_pem(node.site.tls.key_pem),
+    )
+    return Registration(subscriber=name, certificate=f"certificate {name}".encode(),
+                        grants={"production-dept": {"Production"}}, lease=signed.to_bytes())
+
+
+def _id(i: int) -> str:
+    return f"m{i}@{i:032x}"
+
+
+def test_a_burst_of_joins_in_one_turn_is_one_delta_of_the_joiners(node: SiteNode) -> None:
+    uplink = Uplink(node, "127.0.0.1:1")
+    node.set_link_members("d3", [_leased(node, _id(i)) for i in range(5)])
+    (whole,) = _updates(uplink._interest(whole=True))  # what a stream starts with
+    assert len(whole.members) == 5
+    for i in range(5, 25):  # twenty joins before the stream comes to them
+        node.change_link_members("d3", [_leased(node, _id(i))])
+        uplink.interest_changed()
+    assert uplink._outgoing.qsize() == 1  # one mark, however many changes
+    (delta,) = _updates(uplink._interest(whole=False))
+    assert sorted(m.subscriber for m in delta.members) == sorted(_id(i) for i in range(5, 25))
+    assert (delta.base, delta.version) == (whole.version, whole.version + 1)
+    node.change_link_members("d3", [], removed={_id(0)})
+    (gone,) = _updates(uplink._interest(whole=False))
+    assert (list(gone.gone), list(gone.members)) == ([_id(0)], [])
+    assert uplink._interest(whole=False) == []
