@@ -65,6 +65,17 @@ class SiteMetrics:
             "CRLs refused (older than the one in force, not the CA's, malformed)",
             ["reason"], registry=self.registry,
         )
+        self.members_verified = Counter(
+            "xdn_link_members_verified",
+            "Members behind downlinks whose certificate, lease and grants this site checked "
+            "(the members an interest update lists; all of them on a policy or CRL change)",
+            registry=self.registry,
+        )
+        self.interest_updates = Counter(
+            "xdn_interest_updates",
+            "Interest updates of downlinks put in force, by kind: the whole set or a delta",
+            ["kind"], registry=self.registry,
+        )
         self.dead_peers = Counter(
             "xdn_dead_peers", "Streams ended because the peer went silent (no heartbeat)",
             ["kind"], registry=self.registry,

@@ -161,6 +161,7 @@ class SiteNode:
         subscriber's own, naming ``link`` or a site below it), recompute its grants."""
         out = []
         for member in members:
+            self.metrics.members_verified.inc()
             try:
                 credential = certs.verify_certificate(
                     member.certificate, self.site.tls.ca_pem, at=self._clock(),
@@ -741,18 +742,35 @@ class SiteNode:
 
     def set_link_refreshes(self, site: str, members: Iterable[pb.Member]) -> None:
         """The path refreshes the (verified) members behind a downlink ask for."""
-        granted = {name: reg.grants for name, reg in self.table.links.get(site, {}).items()}
-        requests = {
-            m.subscriber: {
+        if self.refreshes.set_link(site, self._link_requests(site, members)):
+            self._on_interest_change()
+
+    def change_link_refreshes(
+        self, site: str, members: Iterable[pb.Member], *, gone: Iterable[str] = ()
+    ) -> None:
+        """The path refreshes of the members a downlink's delta lists (added or changed; the
+        others' stay), none for those ``gone``."""
+        requests: dict[str, set[tuple[str, str]]] = {name: set() for name in gone}
+        requests.update(self._link_requests(site, members))
+        if self.refreshes.change_link(site, requests):
+            self._on_interest_change()
+
+    def _link_requests(
+        self, site: str, members: Iterable[pb.Member]
+    ) -> dict[str, set[tuple[str, str]]]:
+        """The refresh requests ``members`` carry, of groups they are granted behind ``site``."""
+        regs = self.table.links.get(site, {})
+        out = {}
+        for m in members:
+            reg = regs.get(m.subscriber)
+            granted = reg.grants if reg is not None else {}
+            out[m.subscriber] = {
                 (g.publisher, c)
                 for g in m.refresh
                 for c in g.concepts
-                if c in granted.get(m.subscriber, {}).get(g.publisher, frozenset())
+                if c in granted.get(g.publisher, frozenset())
             }
-            for m in members
-        }
-        if self.refreshes.set_link(site, requests):
-            self._on_interest_change()
+        return out
 
     def unregister_local(self, subscriber: str, *, reason: str = "") -> int:
         """Remove a subscriber and its queue; return how many deliveries were discarded."""
@@ -885,10 +903,29 @@ class SiteNode:
         self._ended.pop(site, None)
 
     def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
+        """Put the (verified) whole set of the members behind downlink ``site`` in force."""
         self.table.set_link_members(site, members)
         now = self.now_ms()
         self.store.save_registrations(
             "link", site, [to_stored("link", site, r, now) for r in members]
+        )
+        self._on_interest_change()
+
+    def change_link_members(
+        self, site: str, added: Sequence[Registration], *, removed: Iterable[str] = ()
+    ) -> None:
+        """Change the members behind downlink ``site`` by a delta: the entries of ``removed``
+        go, then the (verified) ``added`` come in (a changed member is in both). The routing
+        table, the store and the membership journal change by those members only."""
+        gone = set(removed)
+        if not added and not gone:
+            return
+        self.table.change_link_members(site, added, removed=gone)
+        now = self.now_ms()
+        self.store.change_registrations(
+            "link", site,
+            save=[to_stored("link", site, r, now) for r in added],
+            delete=sorted(gone - {r.subscriber for r in added}),
         )
         self._on_interest_change()
 

@@ -5,7 +5,8 @@ refresh* of that (publisher, concept) group. The site keeps the request and repo
 member — to its uplink in the interest it states, and at the root to the publisher's key
 service in ``GetMembership`` — until an enrolment for that member and group passes through
 (the refresh itself), which clears it. A downlink's requests are replaced with each interest
-update it sends. Requests live in memory: a subscriber repeats its open requests on every new
+update it sends (only those of the members a delta lists, see :mod:`disseminator.interest`).
+Requests live in memory: a subscriber repeats its open requests on every new
 stream, so a restarted site learns them again.
 
 Pure bookkeeping, no I/O; :class:`~disseminator.node.SiteNode` owns one.
@@ -41,6 +42,21 @@ class RefreshRequests:
         fresh = {name: set(groups) for name, groups in requests.items() if groups}
         changed = self.links.get(site, {}) != fresh
         self.links[site] = fresh
+        return changed
+
+    def change_link(self, site: str, requests: Mapping[str, Iterable[Group]]) -> bool:
+        """The requests of some members behind ``site`` now (none: their requests end; the
+        other members' stay); return whether they changed."""
+        held = self.links.setdefault(site, {})
+        changed = False
+        for name, groups in requests.items():
+            fresh = set(groups)
+            if held.get(name, set()) != fresh:
+                changed = True
+                if fresh:
+                    held[name] = fresh
+                else:
+                    del held[name]
         return changed
 
     def drop_link(self, site: str) -> None:

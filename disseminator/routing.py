@@ -148,6 +148,18 @@ class RoutingTable:
         self._wanted.pop(site, None)
         self._reached.pop(site, None)
 
+    def change_link_members(
+        self, site: str, added: Iterable[Registration], *, removed: Iterable[str] = ()
+    ) -> None:
+        """Apply a delta to the members behind ``site``: ``removed`` go, then ``added`` come."""
+        regs = self.links.setdefault(site, {})
+        for name in removed:
+            regs.pop(name, None)
+        for reg in added:
+            regs[reg.subscriber] = reg
+        self._wanted.pop(site, None)
+        self._reached.pop(site, None)
+
     def drop_link(self, site: str) -> None:
         self.links.pop(site, None)
         self._wanted.pop(site, None)

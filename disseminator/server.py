@@ -18,7 +18,10 @@ learns the status the site sent.
 * ``Unsubscribe``: end the subscription, drop its queue, acknowledge (paper §III.D); the
   interest sent upstream shrinks accordingly.
 * ``Link`` (downlink → uplink): the downlink states the members behind it (re-evaluated here,
-  never trusted) and receives what they may receive. The downlink's certificate is checked at
+  never trusted) and receives what they may receive: the whole set first, then numbered deltas
+  of which only the members added or changed are checked (:mod:`disseminator.interest`); a
+  delta that does not follow the version in force ends the stream, and the downlink sends the
+  whole set on its next one. The downlink's certificate is checked at
   connect (CA, validity, CRL) and again whenever the CRL changes and on every housekeeping
   pass (:meth:`DisseminatorService.cut_untrusted_links`): a revoked or expired one is cut.
 
@@ -53,7 +56,7 @@ import grpc
 from google.protobuf.message import Message
 
 from disseminator.intake import Malformed, add_to_server, well_formed
-from disseminator.interest import InterestChunks
+from disseminator.interest import LinkInterest
 from disseminator.limits import (
     LimitExceeded,
     Limits,
@@ -423,7 +426,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         cursor: Any,
         context: grpc.aio.ServicerContext,
     ) -> None:
-        interest = InterestChunks()
+        interest = LinkInterest(self.limits, generation=self._node.generation(destination))
         with contextlib.suppress(asyncio.CancelledError):
             try:
                 async for message in requests:
@@ -612,30 +615,37 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         return done
 
     async def _on_interest(
-        self, site: str, interest: pb.InterestUpdate, chunks: InterestChunks
+        self, site: str, interest: pb.InterestUpdate, state: LinkInterest
     ) -> None:
-        """One chunk of a downlink's members; the set is put in force with its last chunk.
+        """One chunk of an update of a downlink's members (the whole set, or a delta); the
+        update is put in force with its last chunk. Only the members it lists are checked.
 
         Raises:
-            LimitExceeded: the chunk, or the set so far, lists too many members.
-            ProtocolError: one certificate or one name is listed twice.
+            LimitExceeded: the chunk, or the set it makes, lists too many members.
+            ProtocolError: one certificate or one name is listed twice, or a delta does not
+                follow the version in force (:class:`~disseminator.interest.InterestGap`).
         """
-        self.limits.check_members(len(interest.members), pending=len(chunks.members))
-        chunks.add(interest.members)
-        served = self._node.ontology.block(self._link_blocks[site])
-        members = list(interest.members)
+        node = self._node
+        members = state.take(interest)
+        served = node.ontology.block(self._link_blocks[site])
         for start in range(0, len(members), _VERIFY_SLICE):
-            verified = self._node.verified_members(
+            verified = node.verified_members(
                 members[start:start + _VERIFY_SLICE], served, link=site
             )
-            chunks.add_verified(verified)
+            state.add_verified(verified)
             await asyncio.sleep(0)  # let other calls run between slices
         if interest.more:
             return
-        members, verified = chunks.members, chunks.verified
-        chunks.clear()
-        self._node.set_link_members(site, verified)
-        self._node.set_link_refreshes(site, members)
+        change = state.finish()
+        if node.generation(Destination("link", site)) != state.generation:
+            return  # a newer stream of this downlink took over: its whole set counts
+        if change.whole:
+            node.set_link_members(site, change.verified)
+            node.set_link_refreshes(site, change.members)
+        else:
+            node.change_link_members(site, change.verified, removed=change.removed)
+            node.change_link_refreshes(site, change.members, gone=change.gone)
+        node.metrics.interest_updates.labels(kind="whole" if change.whole else "delta").inc()
 
     # ---- receipts (see disseminator.receipts) ---------------------------------------------
     async def Receipts(

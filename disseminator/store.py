@@ -741,6 +741,31 @@ class Store:
                 ],
             )
 
+    def change_registrations(
+        self,
+        kind: str,
+        owner: str,
+        *,
+        save: Iterable[StoredRegistration] = (),
+        delete: Iterable[str] = (),
+    ) -> None:
+        """Delete the registrations of (kind, owner) named ``delete`` and save (insert or
+        replace) ``save``, in one transaction: the rows a delta changes, no other."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "DELETE FROM registrations WHERE kind = ? AND owner = ? AND subscriber = ?",
+                [(kind, owner, name) for name in delete],
+            )
+            self._db.executemany(
+                f"INSERT OR REPLACE INTO registrations {_REG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (kind, owner, r.subscriber, r.certificate, json.dumps(r.grants), r.seen_ms,
+                     r.lease)
+                    for r in save
+                ],
+            )
+
     def save_registration(self, reg: StoredRegistration) -> None:
         with self._db:
             self._db.execute("BEGIN")

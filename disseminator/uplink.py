@@ -1,10 +1,14 @@
 """This site as a downlink: keep a Link stream to the uplink open and apply what arrives.
 
-The link states the members registered here (and behind our own downlinks) whenever they
-change; the uplink re-evaluates them and sends what they may receive. A large set travels in
-chunks within the site limits (``interest_members`` members and half of
+The link states the members registered here (and behind our own downlinks): the whole set
+first on every stream, then, whenever they change, only what changed (numbered deltas, see
+:mod:`disseminator.interest`); the uplink re-evaluates them and sends what they may receive.
+Changes are coalesced: :meth:`Uplink.interest_changed` only queues a mark, and the delta is
+computed when the stream comes to it, however many changes came before. An update travels in
+chunks within the site limits (``interest_members`` entries and half of
 ``stream_message_bytes`` per InterestUpdate), every chunk but the last marked ``more``: the
-uplink puts the set in force with its last chunk. Each delivery is routed
+uplink puts it in force with its last chunk. A gap the uplink finds ends the stream; the next
+one starts with the whole set again. Each delivery is routed
 on (to our subscribers and downlinks) in one transaction that also records its sequence number,
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
@@ -33,11 +37,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
-from disseminator.limits import Limits, chunk_sizes
+from disseminator.interest import InterestSender, interest_chunks
+from disseminator.limits import Limits
+from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
 from disseminator.receipts import ReceiptSender, SiteReceipts
-from xdn import certs
-from xdn.errors import CertificateError, PeerError
+from disseminator.refresh import Group
+from disseminator.routing import Registration
+from xdn import certs, lease
+from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -48,6 +56,8 @@ __all__ = ["Uplink", "interest_chunks", "read_delivery"]
 log = logging.getLogger(__name__)
 
 _APPLIED = "uplink_applied"
+
+_Token = tuple[Registration, frozenset[Group]]  # what a member's wire form is made of
 
 
 class Uplink:
@@ -69,7 +79,11 @@ class Uplink:
         self._heartbeat_s = heartbeat_s
         self._identify = identify
         self._limits = limits or Limits()
-        self._outgoing: asyncio.Queue[pb.LinkMessage] = asyncio.Queue()
+        # What to send: messages, and ``None`` marking that our members changed since.
+        self._outgoing: asyncio.Queue[pb.LinkMessage | None] = asyncio.Queue()
+        self._interest_due = False  # a mark is queued
+        self._sender: InterestSender[_Token] = InterestSender(self._limits, _wire)
+        self._leases = _Leases()
         self.connected = asyncio.Event()
         self.peer: certs.Credential | None = None  # the uplink's verified certificate
         self.refused: str | None = None  # why the uplink is no longer trusted
@@ -96,13 +110,31 @@ class Uplink:
         return reason
 
     def interest_changed(self) -> None:
-        """Send our members upstream (called by the node on every change)."""
-        for message in self._interest():
-            self._outgoing.put_nowait(message)
+        """Our members changed (called by the node on every change): send what changed, once
+        the stream comes to it (one delta for every change signalled until then)."""
+        if not self._interest_due:
+            self._interest_due = True
+            self._outgoing.put_nowait(None)
 
-    def _interest(self) -> list[pb.LinkMessage]:
-        """Our members as InterestUpdate chunks within the limits (one, maybe empty, at least)."""
-        return interest_chunks(self._node.reported(), self._limits)
+    def _members(self) -> dict[str, _Token]:
+        """The members we vouch for now (see :meth:`SiteNode.reported`), as tokens."""
+        node = self._node
+        regs = node.table.by_name()
+        asked: dict[str, set[Group]] = {}  # (few members ask: not looked up one by one)
+        for requests in (node.refreshes.local, *node.refreshes.links.values()):
+            for name, groups in requests.items():
+                asked.setdefault(name, set()).update(groups)
+        return {
+            name: (regs[name], frozenset(asked.get(name, ())))
+            for name in self._leases.holding(regs, node.now_ms())
+        }
+
+    def _interest(self, *, whole: bool) -> list[pb.LinkMessage]:
+        """Our members as an InterestUpdate in chunks: the whole set (one chunk, maybe empty,
+        at least), or what changed since the last update (maybe nothing)."""
+        self._interest_due = False
+        members = self._members()
+        return self._sender.whole(members) if whole else self._sender.delta(members)
 
     async def run(self) -> None:
         """Stay linked, reconnecting with exponential backoff, while the uplink is trusted.
@@ -151,8 +183,9 @@ class Uplink:
             self._address, credentials, options=CHANNEL_OPTIONS
         ) as channel:
             stub = pb_grpc.DisseminatorStub(channel)
-            while not self._outgoing.empty():  # superseded by the fresh state sent below
+            while not self._outgoing.empty():  # superseded by the whole set sent below
                 self._outgoing.get_nowait()
+            self._interest_due = False
 
             async def outgoing() -> AsyncIterator[pb.LinkMessage]:
                 yield pb.LinkMessage(
@@ -162,10 +195,12 @@ class Uplink:
                         resume_after=node.store.counter(_APPLIED),
                     )
                 )
-                for message in self._interest():
+                for message in self._interest(whole=True):
                     yield message
                 while True:
-                    yield await self._outgoing.get()
+                    item = await self._outgoing.get()
+                    for message in [item] if item is not None else self._interest(whole=False):
+                        yield message
 
             watch = Heartbeats(self._heartbeat_s)
             link = channel.stream_stream(
@@ -231,19 +266,39 @@ def _kind(delivery: pb.Delivery | pb.DeliveryRecords) -> str | None:
     return kind
 
 
-def interest_chunks(members: list[pb.Member], limits: Limits) -> list[pb.LinkMessage]:
-    """``members`` as InterestUpdate messages within ``limits``, all but the last ``more``."""
-    runs = chunk_sizes(
-        [m.ByteSize() for m in members],
-        max_count=limits.interest_members, max_bytes=limits.stream_message_bytes // 2,
-    )
-    messages, start = [], 0
-    for index, count in enumerate(runs):
-        chunk = members[start:start + count]
-        start += count
-        more = index < len(runs) - 1
-        messages.append(pb.LinkMessage(interest=pb.InterestUpdate(members=chunk, more=more)))
-    return messages
+def _wire(token: _Token) -> pb.Member:
+    registration, refresh = token
+    return to_pb_member(registration, refresh)
+
+
+class _Leases:
+    """:func:`disseminator.leases.holds` over all members, each lease parsed once: a lease is
+    replaced, never changed in place, so what was read holds while the bytes are the same."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, tuple[bytes, lease.Lease | None]] = {}
+
+    def holding(self, regs: dict[str, Registration], now_ms: int) -> list[str]:
+        """The names of ``regs`` whose lease makes them members at ``now_ms``."""
+        known, read, out = self._read, {}, []
+        for name, reg in regs.items():
+            entry = known.get(name)
+            if entry is None or entry[0] is not reg.lease:
+                entry = (reg.lease, _parsed(reg.lease))
+            read[name] = entry
+            if entry[1] is not None and entry[1].active_at(now_ms):
+                out.append(name)
+        self._read = read  # (those gone are forgotten)
+        return out
+
+
+def _parsed(data: bytes) -> lease.Lease | None:
+    if not data:
+        return None
+    try:
+        return lease.SignedLease.from_bytes(data).lease
+    except ProtocolError:
+        return None
 
 
 def _heartbeat(interval_ms: int) -> pb.LinkMessage:

@@ -458,12 +458,20 @@ class LinkHello(_message.Message):
     def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., resume_after: _Optional[int] = ...) -> None: ...
 
 class InterestUpdate(_message.Message):
-    __slots__ = ("members", "more")
+    __slots__ = ("members", "more", "view", "version", "base", "gone")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Member]
     more: bool
-    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+    view: int
+    version: int
+    base: int
+    gone: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., more: _Optional[bool] = ..., view: _Optional[int] = ..., version: _Optional[int] = ..., base: _Optional[int] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LinkMessage(_message.Message):
     __slots__ = ("hello", "interest", "ack", "heartbeat")
