@@ -467,6 +467,7 @@ class SiteNode:
         store drops what was acknowledged with the other acknowledgements of the next
         :data:`ACK_WINDOW_S` (one commit for them all). Until then a restart sends those
         deliveries again, which a receiver tells from new ones by their sequence numbers."""
+        blocked = cursor.room == 0  # the stream waits for this ack (else for new deliveries)
         if cursor.on_ack(seq):
             self.metrics.acks.labels(kind=destination.kind).inc()
             self._acks[destination] = max(seq, self._acks.get(destination, 0))
@@ -476,7 +477,8 @@ class SiteNode:
                 self._finish_ending(destination.name)
             elif self._ack_flush is None:
                 self._ack_flush = self._later(self.flush_acks, ACK_WINDOW_S)
-            self.wake(destination)
+            if blocked:
+                self.wake(destination)
 
     def flush_acks(self) -> None:
         """Commit the acknowledgements received since the last flush, in one transaction."""

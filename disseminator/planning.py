@@ -130,14 +130,16 @@ class Planner:
             body=parts.body, retained=parts.dissemination(parts.received_provenance),
         )
         routes = []
+        chosen: dict[frozenset[str], Sequence[Segment]] = {}  # (destinations share grants)
         for destination, concepts in self.table.granted(
             manifest.publisher, parts.concepts
         ).items():
             if destination.kind == "subscriber":
                 plan.delivered[destination.name] = set(concepts)
-            routes.append(
-                (destination, parts.chosen(concepts), f"{destination.kind}-{destination.name}")
-            )
+            segments = chosen.get(concepts)
+            if segments is None:
+                segments = chosen[concepts] = parts.chosen(concepts)
+            routes.append((destination, segments, f"{destination.kind}-{destination.name}"))
         for append, graph in self._relay(message, manifest, parts, routes):
             plan.appends.append(append)
             if graph:  # (none with provenance switched off, for a benchmark)
@@ -205,16 +207,19 @@ class Planner:
                         pieces=parts.delivery(segments, ())), b"")
                 for d, segments, _ in routes
             ]
-        hops = [
-            provenance.Hop(
+        leaves: dict[int, provenance.LeafRanges] = {}  # by segments (shared by grants)
+        hops = []
+        for destination, segments, hop_id in routes:
+            carried = leaves.get(id(segments))
+            if carried is None:
+                carried = leaves[id(segments)] = parts.leaves_of(segments)
+            hops.append(provenance.Hop(
                 message_uri=provenance.message_uri(
-                    self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop
+                    self.signer.node_uri, manifest.document_id, f"v{manifest.version}", hop_id
                 ),
                 recipient_uri=certs.node_uri(identity.person(destination.name)),
-                leaves=parts.leaves_of(segments),
-            )
-            for destination, segments, hop in routes
-        ]
+                leaves=carried,
+            ))
         relayed = provenance.relay_fanout(message, self.signer, hops, timestamp_ms=self.now_ms())
         now = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
         for head in relayed.batch_heads:  # one signature per batch

@@ -203,8 +203,14 @@ class RoutingTable:
         Work grows with destinations and concepts, never with fragments.
         """
         out: dict[Destination, frozenset[str]] = {}
+        shared: dict[frozenset[str], frozenset[str]] = {}  # grants → chosen, one set per profile
         for name, reg in self.local.items():
-            chosen = reg.grants.get(publisher, frozenset()) & concepts
+            grants = reg.grants.get(publisher)
+            if not grants:
+                continue
+            chosen = shared.get(grants)
+            if chosen is None:
+                chosen = shared[grants] = grants & concepts
             if chosen:
                 out[Destination("subscriber", name)] = chosen
         for site in self.links:

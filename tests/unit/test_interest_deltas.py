@@ -16,21 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deploy.network import ONTOLOGY
-from deploy.pki import Party, ensure_ca, issue_party
 from disseminator.interest import InterestGap, InterestSender, LinkInterest
 from disseminator.limits import LimitExceeded, Limits
 from disseminator.members import to_pb_member
-from disseminator.node import SiteIdentity, SiteNode
+from disseminator.node import SiteNode
 from disseminator.routing import Registration, RoutingTable
-from disseminator.store import Store
 from disseminator.uplink import Uplink
-from xdn import certs, crypto, lease, provenance
+from tests.unit.site_fixtures import site_node
+from xdn import crypto, lease
 from xdn.errors import ProtocolError
-from xdn.grpc_tls import TlsFiles
-from xdn.ontology import load_ontology
-from xdn.paths import REPO_ROOT
-from xdn.policy import PolicyEngine, PolicySet, parse_policy
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 SMALL = Limits(interest_members=4, link_members=50)
@@ -388,7 +382,6 @@ def test_deltas_give_the_set_a_whole_resend_gives_and_a_lost_one_a_resync(ops: l
 
 
 # ---------------------------------------------------------------------------- the site node
-POLICY = (REPO_ROOT / "policies" / "production-dept.toml").read_text()
 
 
 class _Clock:
@@ -406,29 +399,7 @@ def clock() -> _Clock:
 
 @pytest.fixture
 def node(tmp_path: Path, clock: _Clock) -> SiteNode:
-    ensure_ca(tmp_path, now=clock.now)
-    issue_party(tmp_path, Party(
-        name="d1", role="site", hosts=("localhost",),
-        attributes={certs.BLOCK_FIELD: "ProductionProcess"},
-    ), now=clock.now)
-    ontology = load_ontology([ONTOLOGY])
-    tls = TlsFiles.from_dir(tmp_path, "d1")
-    signer = provenance.Signer(
-        node_uri=certs.node_uri("d1"), private_key=crypto.load_private_key_pem(tls.key_pem),
-        certificate=tls.cert_pem,
-    )
-    return SiteNode(
-        site=SiteIdentity(
-            name="d1", block="ProductionProcess", uplink=None, tls=tls, signer=signer
-        ),
-        ontology=ontology,
-        engine=PolicyEngine(PolicySet.of(ontology, [parse_policy(POLICY.encode(), ontology)])),
-        store=Store(tmp_path / "site.sqlite"),
-        log_sink=provenance.ProvenanceLog(
-            tmp_path / "d1.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem
-        ),
-        clock=clock,
-    )
+    return site_node(tmp_path, "d1", "ProductionProcess", clock)
 
 
 def _rows(node: SiteNode) -> dict[str, int]:

@@ -16,18 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deploy.network import ONTOLOGY
-from deploy.pki import Party, ensure_ca, issue_party
+from deploy.pki import Party, issue_party
 from disseminator.membership import MembershipJournal
-from disseminator.node import SiteIdentity, SiteNode
+from disseminator.node import SiteNode
 from disseminator.routing import Registration
-from disseminator.store import Store
 from publisher.membership import Judged, MemberView
-from xdn import certs, crypto, lease, provenance
+from tests.unit.site_fixtures import site_node
+from xdn import certs, crypto, lease
 from xdn.grpc_tls import TlsFiles
-from xdn.ontology import load_ontology
-from xdn.paths import REPO_ROOT
-from xdn.policy import PolicyEngine, PolicySet, parse_policy
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 
@@ -259,32 +255,11 @@ def test_forgetting_asks_for_everything_and_refreshes_are_listed() -> None:
 
 
 # ------------------------------------------------------------------------------- the site
-POLICY = (REPO_ROOT / "policies" / "production-dept.toml").read_text()
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> SiteNode:
-    now = datetime.now(UTC)
-    ensure_ca(tmp_path, now=now)
-    issue_party(tmp_path, Party(
-        name="d2", role="site", hosts=("localhost",), attributes={certs.BLOCK_FIELD: "WorkOrder"},
-    ), now=now)
-    ontology = load_ontology([ONTOLOGY])
-    tls = TlsFiles.from_dir(tmp_path, "d2")
-    signer = provenance.Signer(
-        node_uri=certs.node_uri("d2"), private_key=crypto.load_private_key_pem(tls.key_pem),
-        certificate=tls.cert_pem,
-    )
-    return SiteNode(
-        site=SiteIdentity(name="d2", block="WorkOrder", uplink=None, tls=tls, signer=signer),
-        ontology=ontology,
-        engine=PolicyEngine(PolicySet.of(ontology, [parse_policy(POLICY.encode(), ontology)])),
-        store=Store(tmp_path / "site.sqlite"),
-        log_sink=provenance.ProvenanceLog(
-            tmp_path / "d2.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem
-        ),
-        clock=lambda: datetime.now(UTC),
-    )
+    return site_node(tmp_path, "d2", "WorkOrder", lambda: datetime.now(UTC))
 
 
 def _downlink_member(tmp: Path, name: str, publisher: str, now_ms: int) -> Registration:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 __all__ = ["LeafRanges"]
@@ -32,6 +32,7 @@ class LeafRanges:
     """
 
     runs: tuple[tuple[int, int], ...]
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.runs, tuple) or not self.runs:
@@ -64,7 +65,11 @@ class LeafRanges:
         return cls(runs)
 
     def __str__(self) -> str:
-        return " ".join(f"{start}-{end}" for start, end in self.runs)
+        text = self._text
+        if text is None:  # (one set goes into many envelopes: written once)
+            text = " ".join(f"{start}-{end}" for start, end in self.runs)
+            object.__setattr__(self, "_text", text)
+        return text
 
     def __iter__(self) -> Iterator[int]:
         for start, end in self.runs:
