@@ -29,6 +29,7 @@ from xdn.provenance import (
     LeafRanges,
     Message,
     Signer,
+    _fanout,
     message_uri,
     originate,
     relay,
@@ -330,7 +331,7 @@ def _without_own_signature_value(graphs: bytes, hop_uri: str) -> list[bytes]:
     return [line for line in graphs.splitlines() if not line.startswith(own)]
 
 
-@pytest.mark.parametrize("count", [1, 3, MAX_BATCH + 2])
+@pytest.mark.parametrize("count", [1, 2, 3, MAX_BATCH + 1, MAX_BATCH + 2])
 def test_relay_fanout_writes_what_relay_many_writes(count: int) -> None:
     spread = [
         Hop(message_uri=h.message_uri, recipient_uri=h.recipient_uri,
@@ -354,6 +355,19 @@ def test_relay_fanout_writes_what_relay_many_writes(count: int) -> None:
         first = batch * MAX_BATCH
         assert head.uri == spread[first].message_uri
         assert head.latest_graphs_nquads() == fanned.graphs[first]
+
+
+def test_a_hop_written_from_its_template_is_checked_against_its_quads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = _fanout._Template.envelope
+
+    def skewed(self: _fanout._Template, hop: _fanout._Hop) -> list[str]:
+        return [line.replace("carriesLeaves", "carriesLeaveZ") for line in original(self, hop)]
+
+    monkeypatch.setattr(_fanout._Template, "envelope", skewed)
+    with pytest.raises(ProvenanceError, match="written from its template differs"):
+        relay_fanout(published(), signer("d1"), hops(3), timestamp_ms=1_010)
 
 
 # ------------------------------------------------- altered batch signature graphs are refused

@@ -43,6 +43,7 @@ from xdn.provenance._facts import (
     RefusalFacts,
     Signer,
 )
+from xdn.provenance._fanout import RelayedHops, relay_fanout
 from xdn.provenance._graphs import (
     EnvelopeInfo,
     Reference,
@@ -58,12 +59,10 @@ from xdn.provenance._message import (
     MAX_CHAIN_BYTES,
     Hop,
     Message,
-    RelayedHops,
     check_extendable,
     originate,
     receipt,
     relay,
-    relay_fanout,
     relay_many,
     signing_input,
 )

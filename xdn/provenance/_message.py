@@ -41,11 +41,9 @@ __all__ = [
     "MAX_CHAIN_BYTES",
     "Hop",
     "Message",
-    "RelayedHops",
     "originate",
     "receipt",
     "relay",
-    "relay_fanout",
     "relay_many",
     "signing_input",
 ]
@@ -206,9 +204,13 @@ def _signature_quads(
             Quad(s, v.BATCH_SIZE, Literal(str(batch.size), v.XSD_LONG), s),
         ]
         if batch.path:
-            path = " ".join(h.hex().upper() for h in batch.path)
-            quads.append(Quad(s, v.BATCH_PATH, Literal(path), s))
+            quads.append(Quad(s, v.BATCH_PATH, Literal(_path_text(batch.path)), s))
     return quads
+
+
+def _path_text(path: Sequence[bytes]) -> str:
+    """A batch inclusion path as written in a signature graph: upper-case hex, spaced."""
+    return " ".join(h.hex().upper() for h in path)
 
 
 def _signature(signer: Signer, name: IRI, quads: list[Quad]) -> tuple[list[Quad], str]:
@@ -484,50 +486,6 @@ def relay_many(
         One message per hop, in order.
     """
     return _extend_all(message, signer, _relay_hops(message, signer, hops, timestamp_ms))
-
-
-@dataclass(frozen=True, slots=True)
-class RelayedHops:
-    """A fan-out as a site keeps it (:func:`relay_fanout`).
-
-    Attributes:
-        graphs: per hop, in order, the canonical N-Quads of the graphs it added (its envelope
-            and that envelope's signature): what the site sends after the chain it received,
-            and logs.
-        batch_heads: the whole message of the first hop of each signed batch (one batch
-            signature covers the rest of its batch).
-    """
-
-    graphs: list[bytes]
-    batch_heads: list[Message]
-
-
-def relay_fanout(
-    message: Message, signer: Signer, hops: Sequence[Hop], *, timestamp_ms: int
-) -> RelayedHops:
-    """:func:`relay_many` for a site's fan-out, without a whole message per destination.
-
-    The same hops, signatures and bytes as :func:`relay_many` (``graphs[i]`` is
-    ``relay_many(...)[i].latest_graphs_nquads()``), at a cost per destination of its own
-    graphs only: a site relaying to thousands of destinations must not copy the chain for each.
-    """
-    built = _relay_hops(message, signer, hops, timestamp_ms)
-    sealed = _seal_all(message, signer, built, remember=len(built) <= _REMEMBERED_HOPS)
-    shape = shape_of(message)
-    graphs, heads = [], []
-    for index, (envelope, envelope_lines, signature) in enumerate(sealed):
-        lines = envelope_lines + canonical_lines(signature, remember=False)
-        lines.sort()
-        graphs.append(_text(lines))
-        if index % MAX_BATCH == 0:
-            quads = envelope + signature
-            whole = message.quads | frozenset(quads)
-            heads.append(Message._from_parts(whole, extend(shape, quads)))
-    return RelayedHops(graphs=graphs, batch_heads=heads)
-
-
-#: Up to this many hops at once, their lines stay in :mod:`xdn.rdf`'s memo.
-_REMEMBERED_HOPS = 64
 
 
 def _relay_hops(
