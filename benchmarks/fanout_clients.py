@@ -60,6 +60,8 @@ class _Session:
     reached_at: float = 0.0
     started_at: float = 0.0
     first_document_at: float = 0.0
+    last_sent: float = 0.0
+    heartbeat_s: float = HEARTBEAT_S
     kept: list[bytes] = field(default_factory=list)
     outgoing: asyncio.Queue[pb.ClientMessage] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
@@ -93,9 +95,8 @@ class _Swarm:
         session.outgoing.put_nowait(pb.ClientMessage(
             subscribe=pb.SubscribeRequest(concepts=session.concepts, retained=True)
         ))
-        session.outgoing.put_nowait(
-            pb.ClientMessage(heartbeat=pb.Heartbeat(interval_ms=int(HEARTBEAT_S * 1000)))
-        )
+        session.heartbeat_s = HEARTBEAT_S
+        session.outgoing.put_nowait(_heartbeat(HEARTBEAT_S))
 
         async def requests() -> AsyncIterator[pb.ClientMessage]:
             while True:
@@ -117,6 +118,10 @@ class _Swarm:
                     session.kept.append(raw)
                 if kind == "subscribed":
                     session.outgoing.put_nowait(pb.ClientMessage(lease=_lease(session, message)))
+                    asked = message.subscribed.heartbeat_ms / 1000  # a busy site asks for less
+                    if asked > session.heartbeat_s:
+                        session.heartbeat_s = asked
+                        session.outgoing.put_nowait(_heartbeat(asked))
                     if session.capture:
                         session.kept.insert(0, raw)
                     session.subscribed.set()
@@ -126,6 +131,7 @@ class _Swarm:
                     session.outgoing.put_nowait(
                         pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence))
                     )
+                    session.last_sent = time.monotonic()
                 if delivery.WhichOneof("body") == "dissemination":
                     self._note_document(session)
 
@@ -133,7 +139,7 @@ class _Swarm:
         async with self._opening:
             session.subscribed = asyncio.Event()
             session.documents = 0
-            session.started_at = time.monotonic()
+            session.started_at = session.last_sent = time.monotonic()
             session.task = asyncio.ensure_future(self._run(session, address))
             done, _ = await asyncio.wait(
                 [session.task, asyncio.ensure_future(session.subscribed.wait())],
@@ -145,9 +151,14 @@ class _Swarm:
 
     async def connect(self, address: str) -> dict[str, object]:
         started = time.monotonic()
-        async with asyncio.TaskGroup() as group:
-            for session in self.sessions:
-                group.create_task(self.open(session, address))
+        outcomes = await asyncio.gather(
+            *(self.open(session, address) for session in self.sessions), return_exceptions=True
+        )
+        failed = [(s.name, o) for s, o in zip(self.sessions, outcomes, strict=True) if o]
+        if failed:
+            name, error = failed[0]
+            return {"error": f"{len(failed)} of {len(self.sessions)} sessions did not subscribe "
+                             f"within {time.monotonic() - started:.0f} s; {name}: {error!r}"}
         return {"connected": len(self.sessions), "seconds": time.monotonic() - started}
 
     async def expect(self, count: int) -> dict[str, object]:
@@ -207,12 +218,18 @@ class _Swarm:
         return {"dumped": written}
 
     async def heartbeats(self) -> None:
-        beat = pb.ClientMessage(heartbeat=pb.Heartbeat(interval_ms=int(HEARTBEAT_S * 1000)))
+        """A heartbeat on every stream idle for its interval, as a subscriber sends them."""
         while True:
-            await asyncio.sleep(HEARTBEAT_S / 2)
+            await asyncio.sleep(HEARTBEAT_S / 10)
+            now = time.monotonic()
             for session in [*self.sessions, *self.spare.values()]:
-                if session.task is not None:
-                    session.outgoing.put_nowait(beat)
+                if session.task is not None and now - session.last_sent >= session.heartbeat_s:
+                    session.last_sent = now
+                    session.outgoing.put_nowait(_heartbeat(session.heartbeat_s))
+
+
+def _heartbeat(interval_s: float) -> pb.ClientMessage:
+    return pb.ClientMessage(heartbeat=pb.Heartbeat(interval_ms=int(interval_s * 1000)))
 
 
 def _lease(session: _Session, message: pb.ServerMessage) -> bytes:

@@ -12,6 +12,11 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
 * one certificate holds at most :attr:`Limits.streams_per_subscriber` open Subscribe streams (a
   subscriber) or :attr:`Limits.streams_per_site` open Link streams (a downlink site), counted
   from the moment the stream opens, before its first message (:class:`StreamCounts`);
+* heartbeats on idle streams stay within ``heartbeats_per_second`` for the whole site: a
+  stream opened while N are open gets an interval of at least N / that many seconds (and asks
+  its subscriber for as much in ``Subscribed.heartbeat_ms``), so 10,000 idle subscribers cost
+  the site a few hundred heartbeats a second each way, not 2,000 (their peers' failures are
+  detected later in proportion; a broken connection still ends at gRPC's keepalive);
 * a peer's heartbeat announces an interval within [``heartbeat_min_seconds``,
   ``heartbeat_max_seconds``], so no peer holds a silent stream for longer than three of the
   longest intervals;
@@ -80,6 +85,7 @@ class Limits:
     streams_per_site: int = 2
     heartbeat_min_seconds: float = 0.05
     heartbeat_max_seconds: float = 60.0
+    heartbeats_per_second: float = 200.0
     stream_message_bytes: int = 1 * _MIB
     memory_bytes: int = 256 * _MIB
     receipt_bytes: int = 256 * 1024
@@ -142,6 +148,12 @@ class Limits:
                 limit="link_members", value=self.link_members,
                 advice="split the downlink's subscribers over more sites",
             )
+
+    def stream_heartbeat_s(self, configured_s: float, open_streams: int) -> float:
+        """The heartbeat interval of a stream opened while ``open_streams`` are open: the
+        site's configured one, longer when the site-wide budget requires, at most the limit."""
+        budget = open_streams / self.heartbeats_per_second
+        return min(max(configured_s, budget), max(configured_s, self.heartbeat_max_seconds))
 
     def check_heartbeat(self, interval_ms: int) -> None:
         """A peer's heartbeat announces ``interval_ms``."""
@@ -210,6 +222,7 @@ class StreamCounts:
 
     def __init__(self) -> None:
         self._open: dict[tuple[str, bytes], int] = {}
+        self.total = 0  # open streams of every kind and key
 
     def open(self, kind: str, key: bytes, limit: int) -> bool:
         """Count one more open stream of ``kind`` for ``key``; ``False`` (not counted) if full."""
@@ -217,12 +230,16 @@ class StreamCounts:
         if current >= limit:
             return False
         self._open[(kind, key)] = current + 1
+        self.total += 1
         return True
 
     def close(self, kind: str, key: bytes) -> None:
         """A stream counted by :meth:`open` ended."""
         current = self._open.get((kind, key), 0)
-        if current <= 1:
+        if current == 0:
+            return
+        self.total -= 1
+        if current == 1:
             self._open.pop((kind, key), None)
         else:
             self._open[(kind, key)] = current - 1

@@ -65,6 +65,10 @@ class DocumentPlan:
     retained: tuple[Piece, ...] = ()  # pieces of the document as received, for new subscribers
 
 
+#: Retained documents kept read for replay (a site retains a few per publisher).
+_REPLAYS_KEPT = 64
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Planner:
     """Plans deliveries from one site's routing table."""
@@ -74,6 +78,9 @@ class Planner:
     signer: provenance.Signer
     now_ms: Callable[[], int]
     chains: provenance.ChainVerifier
+    _replays: dict[tuple[str, str, int], tuple[DocumentParts, provenance.Message | None]] = (
+        field(default_factory=dict, init=False, repr=False)
+    )
 
     def addressed(
         self, key: pb.KeyMessage | pb.DocumentKeys | pb.Entitlement
@@ -180,16 +187,33 @@ class Planner:
         """
         diss = records_of(received)
         manifest = diss.manifest
-        parts = DocumentParts(
-            diss, (manifest.publisher, manifest.document_id), self.ontology.concepts
-        )
+        parts, message = self._replayable(diss)
         chosen = parts.chosen(frozenset(granted))
         if not chosen:
             return None
         hop = f"retained-{subscriber}-{self.now_ms()}"
         routes = [(Destination("subscriber", subscriber), chosen, hop)]
-        message = None if _switched_off(diss) else provenance.Message.from_nquads(diss.provenance)
         return self._relay(message, manifest, parts, routes)[0]
+
+    def _replayable(
+        self, diss: pb.DisseminationRecords
+    ) -> tuple[DocumentParts, provenance.Message | None]:
+        """A retained document read for replay, once for all the subscribers joining (a
+        document version never changes; a few are retained at a time)."""
+        manifest = diss.manifest
+        key = (manifest.publisher, manifest.document_id, manifest.version)
+        found = self._replays.get(key)
+        if found is None:
+            if len(self._replays) >= _REPLAYS_KEPT:
+                self._replays.clear()
+            parts = DocumentParts(
+                diss, (manifest.publisher, manifest.document_id), self.ontology.concepts
+            )
+            message = (
+                None if _switched_off(diss) else provenance.Message.from_nquads(diss.provenance)
+            )
+            found = self._replays[key] = (parts, message)
+        return found
 
     def _relay(
         self,

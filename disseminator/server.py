@@ -77,6 +77,7 @@ from disseminator.stream_watch import StreamWatch
 from xdn import certs, lease
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
+from xdn.liveness import interval_ms
 from xdn.publication import site_refusal
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -173,9 +174,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
             )
 
-    def _watch(self, destination: Destination) -> StreamWatch:
+    def _watch(self, destination: Destination, interval_s: float | None = None) -> StreamWatch:
         return StreamWatch(
-            destination, self._heartbeat_s, site=self._node.site.name, metrics=self._node.metrics
+            destination, interval_s or self._heartbeat_s, site=self._node.site.name,
+            metrics=self._node.metrics,
         )
 
     async def _refuse(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
@@ -381,7 +383,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise
         generation = node.generation(destination)
         log.info("registered %s for %s", registration.subscriber, dict(registration.grants))
-        watch = self._watch(destination)
+        heartbeat_s = self.limits.stream_heartbeat_s(self._heartbeat_s, self._streams.total)
+        watch = self._watch(destination, heartbeat_s)
         acks = asyncio.ensure_future(
             self._read_acks(
                 watch.incoming(self._bounded(request_iterator)), destination, cursor, context
@@ -397,6 +400,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     resumed_after=cursor.sent,
                     retained=retained,
                     crl=node.crl_pem,
+                    heartbeat_ms=interval_ms(heartbeat_s),
                 )
             )
             pumped = node.pump(destination, cursor, generation)

@@ -308,6 +308,7 @@ class Store:
         # a few dozen pages instead of hundreds, which makes writing, reading and deleting it
         # about three times cheaper. (It applies to a new store; an older one keeps its size.)
         self._recent = _Recent(_RECENT_BYTES)
+        self._retained: list[Retained] | None = None  # read from the table once, until it changes
         self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -495,6 +496,7 @@ class Store:
         return out
 
     def _retain(self, doc: Retained, bodies: dict[int, int]) -> None:
+        self._retained = None
         replaced = "publisher = ? AND document = ?"
         trimmed = (
             "publisher = ? AND seq NOT IN "
@@ -510,6 +512,7 @@ class Store:
         self._drop_retained(trimmed, (doc.publisher, doc.publisher, self.retain))
 
     def _drop_retained(self, where: str, args: tuple[str | int, ...]) -> None:
+        self._retained = None
         bodies = [b for (b,) in self._db.execute(
             f"SELECT DISTINCT body FROM retained WHERE {where} AND body IS NOT NULL", args
         )]  # fmt: skip
@@ -517,16 +520,19 @@ class Store:
         self._release(bodies)
 
     def retained(self) -> list[Retained]:
-        """The retained documents of every publisher, oldest first."""
-        rows = self._db.execute(
-            "SELECT publisher, document, version, payload, body FROM retained ORDER BY seq"
-        ).fetchall()
-        cache: dict[int, bytes] = {}
-        return [
-            Retained(publisher=p, document=d, version=v,
-                     payload=b"".join(self._stored_chunks(b, i, cache)))
-            for p, d, v, b, i in rows
-        ]
+        """The retained documents of every publisher, oldest first (read once for all the
+        subscribers joining until they change)."""
+        if self._retained is None:
+            rows = self._db.execute(
+                "SELECT publisher, document, version, payload, body FROM retained ORDER BY seq"
+            ).fetchall()
+            cache: dict[int, bytes] = {}
+            self._retained = [
+                Retained(publisher=p, document=d, version=v,
+                         payload=b"".join(self._stored_chunks(b, i, cache)))
+                for p, d, v, b, i in rows
+            ]
+        return list(self._retained)
 
     def counter(self, name: str) -> int:
         """A value stored with :meth:`commit_routing` (0 if never stored)."""

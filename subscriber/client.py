@@ -106,6 +106,8 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                 message = _received(read, watch, address)
                 if message is None:
                     continue
+                if message.WhichOneof("kind") == "subscribed" and message.subscribed.heartbeat_ms:
+                    watch.slow_to(message.subscribed.heartbeat_ms / 1000)  # a busy site asks
                 _handle(session, message, outgoing, stop)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:

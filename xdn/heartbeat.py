@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from xdn.errors import PeerError
-from xdn.liveness import Liveness, interval_ms
+from xdn.liveness import MAX_PEER_INTERVAL_S, Liveness, interval_ms
 
 __all__ = ["Heartbeats", "PeerSilent"]
 
@@ -51,6 +51,20 @@ class Heartbeats:
         self._clock = clock
         self.interval_ms = interval_ms(interval_s)
         self.state = Liveness.start(interval_s, now=clock())
+        self._reannounce = False
+        self._ahead: _ReadAhead[Any] | None = None  # what outgoing() reads, while it runs
+
+    def slow_to(self, interval_s: float) -> None:
+        """Send heartbeats no more often than every ``interval_s`` (at most
+        :data:`~xdn.liveness.MAX_PEER_INTERVAL_S`), as a busy peer asked: one goes at once,
+        announcing the new interval. Never speeds up."""
+        interval_s = min(interval_s, MAX_PEER_INTERVAL_S)
+        if interval_s > self.state.interval_s:
+            self.state.interval_s = interval_s
+            self.interval_ms = interval_ms(interval_s)
+            self._reannounce = True
+            if self._ahead is not None:
+                self._ahead.wake()  # (the peer still judges us by the interval we announced)
 
     def heard(self) -> None:
         """The peer sent something (anything counts)."""
@@ -107,12 +121,12 @@ class Heartbeats:
         Raises:
             PeerSilent: with ``end_when_silent``, once the peer is dead.
         """
-        ahead = _ReadAhead(source)
+        ahead = self._ahead = _ReadAhead(source)
         sent, announced = 0, False
         try:
             while True:
-                if not announced and sent >= opening:
-                    announced = True
+                if (not announced and sent >= opening) or (announced and self._reannounce):
+                    announced, self._reannounce = True, False
                     self.state.on_sent(self._clock())
                     yield heartbeat(self.interval_ms)
                 item = ahead.take()
@@ -123,6 +137,8 @@ class Heartbeats:
                     self.state.on_sent(self._clock())
                     yield item
                     continue
+                if announced and self._reannounce:
+                    continue  # (asked to slow down while we were not waiting)
                 timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
                 if await self._wait(ahead.arrival(), timeout):
                     continue
@@ -130,9 +146,11 @@ class Heartbeats:
                 if judge and self.state.dead(now):
                     raise self._silent_error()
                 if announced and self.state.heartbeat_due(now):
+                    self._reannounce = False
                     self.state.on_sent(now)
                     yield heartbeat(self.interval_ms)
         finally:
+            self._ahead = None
             ahead.close()
 
     async def receive(self, read: Awaitable[T]) -> T:
@@ -212,6 +230,11 @@ class _ReadAhead(Generic[T]):
         if len(self._items) < _READ_AHEAD:
             self._room.set()
         return item
+
+    def wake(self) -> None:
+        """Wake whoever waits on :meth:`arrival`, though nothing arrived."""
+        if not self._arrived.done():
+            self._arrived.set_result(None)
 
     def arrival(self) -> asyncio.Future[None]:
         """A future done once a message (or the end) is ready to take."""

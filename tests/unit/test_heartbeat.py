@@ -104,6 +104,43 @@ def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
     assert 5 < taken <= 5 + 16 + 1
 
 
+def test_slowing_down_announces_the_new_interval_at_once_and_never_speeds_up() -> None:
+    async def run() -> list[str]:
+        beats = Heartbeats(0.05)
+        stream = beats.outgoing(_quiet(), _beat)
+        out = [await anext(stream)]
+        beats.slow_to(0.2)  # a busy site asks for fewer heartbeats
+        beats.slow_to(0.01)  # (a faster one is never taken)
+        out.append(await anext(stream))
+        started = time.monotonic()
+        out.append(await anext(stream))
+        out.append("apart" if time.monotonic() - started >= 0.15 else "too soon")
+        await stream.aclose()
+        return out
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == [
+        "heartbeat 50", "heartbeat 200", "heartbeat 200", "apart",
+    ]
+
+
+def test_slowing_down_while_waiting_announces_at_once_not_at_the_old_interval() -> None:
+    async def run() -> tuple[str, float]:
+        beats = Heartbeats(5.0)
+        stream = beats.outgoing(_quiet(), _beat)
+        await anext(stream)  # "heartbeat 5000"; the next one is due in 5 s
+        pending = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # one turn of the loop: the stream waits
+        started = time.monotonic()
+        beats.slow_to(20.0)
+        message = await asyncio.wait_for(pending, 10)
+        await stream.aclose()
+        return message, time.monotonic() - started
+
+    message, waited = asyncio.run(run())
+    assert message == "heartbeat 20000"
+    assert waited < 4.0  # not after the 5 s the peer still judges us by
+
+
 def test_the_site_end_stops_once_the_peer_is_silent_for_three_intervals() -> None:
     async def run() -> tuple[float, list[str]]:
         beats = Heartbeats(0.1)

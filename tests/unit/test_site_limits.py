@@ -201,3 +201,25 @@ def test_the_sites_own_heartbeat_must_lie_within_the_bounds(tmp_path: Path) -> N
     )
     with pytest.raises(ConfigError, match=r"within the limits' heartbeat bounds \[0.05, 60\]"):
         load_site_config(path)
+
+
+def test_a_busy_site_spaces_heartbeats_to_keep_within_its_budget() -> None:
+    limits = Limits(heartbeats_per_second=200, heartbeat_max_seconds=60)
+    assert limits.stream_heartbeat_s(5.0, 1) == 5.0
+    assert limits.stream_heartbeat_s(5.0, 1_000) == 5.0
+    assert limits.stream_heartbeat_s(5.0, 4_000) == 20.0
+    assert limits.stream_heartbeat_s(5.0, 10_000) == 50.0
+    assert limits.stream_heartbeat_s(5.0, 100_000) == 60.0  # never past the peers' limit
+    assert limits.stream_heartbeat_s(90.0, 1) == 90.0  # a configured longer one stands
+
+
+def test_stream_counts_keep_a_total_over_kinds_and_keys() -> None:
+    counts = StreamCounts()
+    assert counts.open("subscriber", b"a", 2) and counts.open("subscriber", b"a", 2)
+    assert not counts.open("subscriber", b"a", 2)
+    assert counts.open("site", b"b", 1)
+    assert counts.total == 3
+    counts.close("subscriber", b"a")
+    counts.close("site", b"b")
+    counts.close("site", b"b")  # (one close too many is not counted)
+    assert counts.total == 1

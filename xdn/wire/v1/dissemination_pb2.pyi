@@ -420,7 +420,7 @@ class ClientMessage(_message.Message):
     def __init__(self, subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., refresh: _Optional[_Union[PathRefresh, _Mapping]] = ..., lease: _Optional[bytes] = ..., missing: _Optional[_Union[Missing, _Mapping]] = ...) -> None: ...
 
 class Subscribed(_message.Message):
-    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "block", "crl")
+    __slots__ = ("subscriber", "served_by", "grants", "resumed_after", "retained", "block", "crl", "heartbeat_ms")
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     SERVED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
@@ -428,6 +428,7 @@ class Subscribed(_message.Message):
     RETAINED_FIELD_NUMBER: _ClassVar[int]
     BLOCK_FIELD_NUMBER: _ClassVar[int]
     CRL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     subscriber: str
     served_by: str
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
@@ -435,7 +436,8 @@ class Subscribed(_message.Message):
     retained: int
     block: str
     crl: bytes
-    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ..., block: _Optional[str] = ..., crl: _Optional[bytes] = ...) -> None: ...
+    heartbeat_ms: int
+    def __init__(self, subscriber: _Optional[str] = ..., served_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., resumed_after: _Optional[int] = ..., retained: _Optional[int] = ..., block: _Optional[str] = ..., crl: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
     __slots__ = ("subscribed", "delivery", "heartbeat")
