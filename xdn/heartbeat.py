@@ -84,12 +84,10 @@ class Heartbeats:
             return True
         meant = self._clock() + timeout
         done, _ = await asyncio.wait({future}, timeout=timeout)
-        if done:
-            return True
         now = self._clock()
-        if self.state.overslept(meant=meant, now=now):
-            self.state.on_stall(now)
-        return False
+        if self.state.overslept(meant=meant, now=now):  # (whatever woke us: the loop was held
+            self.state.on_stall(now)  # up, so what the peer sent meanwhile is not read yet)
+        return bool(done)
 
     def _next_wake(self, *, beating: bool, judging: bool) -> tuple[float | None, bool]:
         """How long to wait for the next message to send, and whether to judge the peer then."""

@@ -141,6 +141,24 @@ def test_slowing_down_while_waiting_announces_at_once_not_at_the_old_interval() 
     assert waited < 4.0  # not after the 5 s the peer still judges us by
 
 
+def test_a_loop_held_up_past_the_limit_does_not_count_against_the_peer() -> None:
+    async def late() -> AsyncIterator[str]:
+        held_until = time.monotonic() + 0.4  # our own loop is busy (no await) for 0.4 s …
+        while time.monotonic() < held_until:
+            pass
+        yield "item"  # … then has something to send, and nothing more
+        await asyncio.Event().wait()
+
+    async def run() -> list[str]:
+        stream = Heartbeats(0.05).outgoing(late(), _beat, end_when_silent=True)
+        out = [await anext(stream), await anext(stream), await anext(stream)]
+        await stream.aclose()
+        return out
+
+    # the peer's silence limit is 0.15 s; what it sent meanwhile was not read yet
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50", "item", "heartbeat 50"]
+
+
 def test_the_site_end_stops_once_the_peer_is_silent_for_three_intervals() -> None:
     async def run() -> tuple[float, list[str]]:
         beats = Heartbeats(0.1)
