@@ -37,18 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import Result, ratio_result
-from deploy.network import DEFAULT_PUBLISHERS, LocalNetwork, SiteSpec
+from benchmarks.key_service import PUBLISHER, key_service
+from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
-from publisher.client import Publisher, PublisherSetup
-from xdn import certs
+from publisher.client import Publisher
 from xdn.docgen import generate
-from xdn.grpc_tls import TlsFiles
-from xdn.mapping import load_mapping
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
-from xdn.policy import load_signed_policy
 
-PUBLISHER = DEFAULT_PUBLISHERS[0]
 PROFILES: tuple[tuple[dict[str, str], tuple[str, ...]], ...] = (
     ({"OU": "Cred1"}, ()),
     ({"OU": "Contractors"}, ()),
@@ -185,19 +181,8 @@ class _Bench:
             self.clients.append(await _Process.start(
                 "benchmarks.fanout_clients", str(self._spec(f"many{k}", part, spare, capture))
             ))
-        tls = TlsFiles.from_dir(self.net.certs, PUBLISHER.name)
         ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
-        policy = load_signed_policy(
-            self.net.workdir / "policies" / PUBLISHER.policy.name, ontology,
-            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER.name,
-        )
-        state = self.net.workdir / "publisher"
-        self.publisher = Publisher(PublisherSetup(
-            name=PUBLISHER.name, tls=tls, ontology=ontology,
-            mapping=load_mapping(PUBLISHER.mapping, ontology), policy=policy,
-            state_dir=state, provenance_log=state / "provenance.nq",
-            connect=self.net.address("d1"),
-        ))
+        self.publisher = key_service(self.net, ontology, self.net.address("d1"))
 
     async def _publish(self, count: int) -> None:
         assert self.publisher is not None

@@ -26,21 +26,19 @@ from pathlib import Path
 import grpc
 
 from benchmarks.harness import Result, ratio_result
-from deploy.network import DEFAULT_PUBLISHERS, LocalNetwork, SiteSpec
+from benchmarks.key_service import PUBLISHER, key_service
+from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
 from disseminator.limits import Limits
 from disseminator.uplink import interest_chunks
-from publisher.client import Publisher, PublisherSetup
+from publisher.client import Publisher
 from xdn import certs, crypto, lease
 from xdn.docgen import generate
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
-from xdn.mapping import load_mapping
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
-from xdn.policy import load_signed_policy
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-PUBLISHER = DEFAULT_PUBLISHERS[0]
 ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
 DOWNLINK, DOWNLINK_BLOCK = "d2", "WorkOrder"
 _LINK = "/{}/Link".format(pb.DESCRIPTOR.services_by_name["Disseminator"].full_name)
@@ -119,17 +117,7 @@ class _Side:
         self._link = asyncio.ensure_future(
             _downlink(address, TlsFiles.from_dir(self.net.certs, DOWNLINK), self.members)
         )
-        tls = TlsFiles.from_dir(self.net.certs, PUBLISHER.name)
-        policy = load_signed_policy(
-            self.net.workdir / "policies" / PUBLISHER.policy.name, ONTOLOGY,
-            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER.name,
-        )
-        state = self.net.workdir / "publisher"
-        self.publisher = Publisher(PublisherSetup(
-            name=PUBLISHER.name, tls=tls, ontology=ONTOLOGY,
-            mapping=load_mapping(PUBLISHER.mapping, ONTOLOGY), policy=policy,
-            state_dir=state, provenance_log=state / "provenance.nq", connect=address,
-        ))
+        self.publisher = key_service(self.net, ONTOLOGY, address)
         # Until the root has checked them all and the key service counts them.
         await self.publisher.wait_for_members(
             [m.subscriber for m in self.members], timeout=600
