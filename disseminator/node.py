@@ -268,6 +268,7 @@ class SiteNode:
         self,
         *,
         dissemination: pb.Dissemination | pb.DisseminationRecords | None = None,
+        wire: bytes | None = None,
         keys: Sequence[pb.KeyMessage] = (),
         rekeys: Sequence[pb.GroupRekey] = (),
         document_keys: Sequence[pb.DocumentKeys] = (),
@@ -279,6 +280,8 @@ class SiteNode:
         publisher's checkpoint (after the document) for every destination, atomically.
 
         The document is retained (when the site retains documents) for new subscribers.
+        ``wire``, the bytes ``dissemination`` was read from, if at hand, is what is forwarded
+        (see :class:`~disseminator.payloads.DocumentParts`).
 
         Returns:
             What the document reached (all zero without a document, or for a retransmission).
@@ -296,7 +299,7 @@ class SiteNode:
         planned: DocumentPlan | None = None
         retained: Retained | None = None
         if dissemination is not None and dissemination.HasField("manifest"):
-            planned = self._plan_document(dissemination)
+            planned = self._plan_document(dissemination, wire)
         if planned is not None and dissemination is not None:
             appends += planned.appends
             self.metrics.routed.inc()
@@ -348,7 +351,7 @@ class SiteNode:
         )
 
     def _plan_document(
-        self, diss: pb.Dissemination | pb.DisseminationRecords
+        self, diss: pb.Dissemination | pb.DisseminationRecords, wire: bytes | None
     ) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""
         manifest = diss.manifest
@@ -361,7 +364,7 @@ class SiteNode:
             )
             return None
         try:
-            return self.planner.document(diss)
+            return self.planner.document(diss, wire)
         except PeerError as exc:
             self._refused_document(diss, exc)
             raise

@@ -29,6 +29,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from disseminator.store import Body, Piece, piece_size
 from xdn.errors import ProtocolError
@@ -36,7 +37,9 @@ from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import ranges_of_runs
 
-__all__ = ["DocumentParts", "Outgoing", "Segment", "records_of"]
+__all__ = [
+    "DocumentParts", "Outgoing", "ReceivedDocument", "Segment", "read_document", "records_of"
+]
 
 # Field numbers (length-delimited, wire type 2) of the messages assembled here.
 _DISSEMINATION_MANIFEST = 1
@@ -61,6 +64,7 @@ def _varint_size(value: int) -> int:
 
 
 _RECORD_TAG_BYTES = 1  # the tag of fields 1 to 15 of wire type 2 is one byte
+_MANIFEST_TAG = _DISSEMINATION_MANIFEST << 3 | 2
 _FRAGMENT_TAG = _DISSEMINATION_FRAGMENTS << 3 | 2
 _PROVENANCE_TAG = _DISSEMINATION_PROVENANCE << 3 | 2
 
@@ -79,6 +83,67 @@ def records_of(diss: pb.Dissemination | pb.DisseminationRecords) -> pb.Dissemina
         return diss
     records: pb.DisseminationRecords = pb.DisseminationRecords.FromString(diss.SerializeToString())
     return records
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedDocument:
+    """A ``Delivery`` that carries a document, read as records, with the bytes of its
+    dissemination as they came (``None`` if they could not be told apart), so that routing
+    forwards spans of those bytes instead of serializing the records again."""
+
+    sequence: int
+    dissemination: pb.DisseminationRecords
+    wire: bytes | None
+
+
+def read_document(data: bytes) -> ReceivedDocument | None:
+    """``data``, a serialized ``Delivery``, read as a document, or ``None`` when it is not
+    one that records read as the ``Delivery`` would be (another body, or an unknown field).
+
+    Raises:
+        DecodeError: ``data`` is not a message of this shape.
+    """
+    records: pb.DeliveryRecords = pb.DeliveryRecords.FromString(data)
+    if not records.HasField("dissemination") or len(UnknownFieldSet(records)):
+        return None
+    return ReceivedDocument(
+        sequence=records.sequence,
+        dissemination=records.dissemination,
+        wire=_sole_record(data, _DELIVERY_DISSEMINATION),
+    )
+
+
+def _sole_record(data: bytes, number: int) -> bytes | None:
+    """The bytes of field ``number`` (length-delimited) of the message ``data``, which
+    parsed, if it occurs there once (repeated, the parser merged its occurrences)."""
+    found: bytes | None = None
+    at = 0
+    while at < len(data):
+        key, at = _read_varint(data, at)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, at = _read_varint(data, at)
+        elif wire_type == 2:
+            size, start = _read_varint(data, at)
+            at = start + size
+            if key >> 3 == number:
+                if found is not None:
+                    return None
+                found = data[start:at]
+        else:  # fixed-width fields: none at the top of a Delivery read as records
+            return None
+    return found
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
 
 
 def _records_size(lengths: Sequence[int]) -> int:
@@ -170,6 +235,8 @@ class DocumentParts:
 
     Args:
         diss: the dissemination as received, read as records.
+        wire: the bytes ``diss`` was read from, if at hand: the body is then those bytes
+            as they came, when they lie as the records say (else the records serialized).
         identity: the (publisher, document id) every run must name.
         concepts: the ontology's concepts; a run of another is refused.
 
@@ -184,8 +251,8 @@ class DocumentParts:
         diss: pb.DisseminationRecords,
         identity: tuple[str, str],
         concepts: Collection[str],
+        wire: bytes | None = None,
     ) -> None:
-        self.body = Body(diss.SerializeToString())
         sizes = list(map(len, diss.fragments))  # no Python per fragment
         runs, names = _runs(diss, sizes, identity, concepts)
         self.leaves = ranges_of_runs(runs)
@@ -195,33 +262,47 @@ class DocumentParts:
         ]
         self.count = len(sizes)
         self.concepts = frozenset(names)
-        self._lay_out(diss, sizes)
+        as_received = (
+            wire is not None and not len(UnknownFieldSet(diss)) and self._lay_out(diss, sizes, wire)
+        )
+        if not as_received and not self._lay_out(diss, sizes, diss.SerializeToString()):
+            raise ProtocolError("the dissemination's fields are not laid out as expected")
 
-    def _lay_out(self, diss: pb.DisseminationRecords, sizes: Sequence[int]) -> None:
-        """Place each segment's records in the serialized message (the library writes fields
-        in number order: manifest, fragments, provenance, then unknown ones) from the sizes
-        of the records before it."""
+    def _lay_out(self, diss: pb.DisseminationRecords, sizes: Sequence[int], data: bytes) -> bool:
+        """Place each segment's records in ``data``, the serialized message, from the sizes
+        of the records before it, and say whether they lie there.
+
+        The library writes fields in number order (manifest, fragments, provenance, then
+        unknown ones); ``data`` as received is checked to lie that way: the manifest's record
+        first, a fragment's record at each segment's start, the chain's record last, with its
+        bytes, and nothing more. Fragments inside a segment are not looked at; a sender can
+        put anything there, as in the fragments themselves, and each subscriber checks every
+        fragment it gets against the publisher's signed root.
+        """
         manifest_size = diss.manifest.ByteSize()
         offset = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
+        if data[:offset - manifest_size] != _varint(_MANIFEST_TAG) + _varint(manifest_size):
+            return False
         self._manifest = (0, offset)
         self._spans: dict[Segment, tuple[int, int]] = {}
         for segment in self.segments:
             end = offset + _records_size(sizes[segment.start:segment.end])
             self._spans[segment] = (offset, end)
             offset = end
-        data = self.body.data
-        misplaced = ProtocolError("the dissemination's fields are not laid out as expected")
         if len(data) < offset or any(data[s] != _FRAGMENT_TAG for s, _ in self._spans.values()):
-            raise misplaced
+            return False
         self._fragments_end = offset
         self.received_provenance: tuple[Piece, ...] = ()
         if diss.provenance:  # the chain as it came, which every outgoing chain starts with
             size = len(diss.provenance)
             start = offset + _RECORD_TAG_BYTES + _varint_size(size)
             if data[offset] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
-                raise misplaced
+                return False
             newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
             self.received_provenance = ((start, start + size), *newline)
+            offset = start + size
+        self.body = Body(data)
+        return len(data) == offset or len(UnknownFieldSet(diss)) > 0
 
     def chosen(self, concepts: Collection[str]) -> list[Segment]:
         """The segments of ``concepts``, in message order."""

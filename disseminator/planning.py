@@ -123,13 +123,16 @@ class Planner:
         ]
         return out
 
-    def document(self, received: pb.Dissemination | pb.DisseminationRecords) -> DocumentPlan:
+    def document(
+        self, received: pb.Dissemination | pb.DisseminationRecords, wire: bytes | None = None
+    ) -> DocumentPlan:
         """One relayed message (and signed provenance hop) per destination of a document
-        (read as records: see :class:`~disseminator.payloads.DocumentParts`)."""
+        (read as records, from ``wire`` if at hand: see
+        :class:`~disseminator.payloads.DocumentParts`)."""
         diss = records_of(received)
         manifest = diss.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
-        parts = DocumentParts(diss, identity[:2], self.ontology.concepts)
+        parts = DocumentParts(diss, identity[:2], self.ontology.concepts, wire)
         message = None if _switched_off(diss) else self.verified(diss, parts.leaves)
         plan = DocumentPlan(
             identity=identity, fragments=parts.count, concepts=parts.concepts,

@@ -41,6 +41,7 @@ from disseminator.interest import InterestSender, interest_chunks
 from disseminator.limits import Limits
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
+from disseminator.payloads import ReceivedDocument, read_document
 from disseminator.receipts import ReceiptSender, SiteReceipts
 from disseminator.refresh import Group
 from disseminator.routing import Registration
@@ -223,11 +224,14 @@ class Uplink:
                 if receipts is not None:  # what was not acknowledged stays queued
                     receipts.cancel()
 
-    def _apply(self, delivery: pb.Delivery | pb.DeliveryRecords) -> None:
+    def _apply(self, delivery: pb.Delivery | ReceivedDocument) -> None:
         counter = (_APPLIED, delivery.sequence)
-        kind = _kind(delivery)
         try:
-            if kind == "key":
+            if isinstance(delivery, ReceivedDocument):
+                self._node.route(
+                    dissemination=delivery.dissemination, wire=delivery.wire, counter=counter
+                )
+            elif (kind := delivery.WhichOneof("body")) == "key":
                 self._node.route(keys=[delivery.key], counter=counter)
             elif kind == "rekey":
                 self._node.route(rekeys=[delivery.rekey], counter=counter)
@@ -249,18 +253,19 @@ class Uplink:
 _LINK = "/{}/Link".format(pb.DESCRIPTOR.services_by_name["Disseminator"].full_name)
 
 
-def read_delivery(data: bytes) -> pb.Delivery | pb.DeliveryRecords:
-    """A Delivery from the uplink, parsed whole (which checks every field); one that carries
-    a document comes as records, what routing reads (see :mod:`disseminator.payloads`)."""
+def read_delivery(data: bytes) -> pb.Delivery | ReceivedDocument:
+    """A Delivery from the uplink. One that carries a document is read as records with its
+    bytes, what routing forwards (see :mod:`disseminator.payloads`); any other is parsed
+    whole, which checks every field."""
+    document = read_document(data)
+    if document is not None:
+        return document
     delivery: pb.Delivery = pb.Delivery.FromString(data)
-    if delivery.WhichOneof("body") != "dissemination":
-        return delivery
-    records: pb.DeliveryRecords = pb.DeliveryRecords.FromString(data)
-    return records
+    return delivery
 
 
-def _kind(delivery: pb.Delivery | pb.DeliveryRecords) -> str | None:
-    if isinstance(delivery, pb.DeliveryRecords):
+def _kind(delivery: pb.Delivery | ReceivedDocument) -> str | None:
+    if isinstance(delivery, ReceivedDocument):
         return "dissemination"
     kind: str | None = delivery.WhichOneof("body")
     return kind
