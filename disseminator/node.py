@@ -114,6 +114,7 @@ class SiteNode:
 
         self._on_interest_change = on_membership_change
         self._events: dict[Destination, asyncio.Event] = {}
+        self._idle: dict[Destination, int] = {}  # streams waiting to be woken: their generation
         self._generation: dict[Destination, int] = {}
         self._online: set[Destination] = set()
         self._last_seen: dict[Destination, int] = {}
@@ -434,7 +435,13 @@ class SiteNode:
 
     # ---- streams -------------------------------------------------------------------------
     def wake(self, destination: Destination) -> None:
+        self._idle.pop(destination, None)
         self._events.setdefault(destination, asyncio.Event()).set()
+
+    def idle(self, destination: Destination) -> bool:
+        """Whether the current stream of ``destination`` has sent all it may (its window is
+        full, or nothing more is queued) and waits to be woken; what a test can wait for."""
+        return self._idle.get(destination, -1) == self.generation(destination)
 
     def connect(self, destination: Destination, applied: int, window: int) -> StreamCursor:
         """Start a connection to ``destination``; supersede any earlier one."""
@@ -508,7 +515,12 @@ class SiteNode:
                 )
             if not batch:
                 event.clear()
-                await event.wait()
+                self._idle[destination] = generation
+                try:
+                    await event.wait()
+                finally:
+                    if self._idle.get(destination) == generation:  # (cancelled, not woken)
+                        del self._idle[destination]
                 continue
             sent = self.metrics.deliveries_sent.labels(kind=destination.kind)
             for seq, payload in batch:
