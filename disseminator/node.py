@@ -29,6 +29,7 @@ from datetime import datetime
 
 from disseminator import leases, replay
 from disseminator.delivery import StreamCursor, resume_point
+from disseminator.fingerprints import Fingerprints
 from disseminator.grant_changes import (
     ENDING,
     Ending,
@@ -97,6 +98,7 @@ class SiteNode:
         self.engine = engine
         self.store = store
         self.table = RoutingTable()
+        self._fingerprints = Fingerprints()  # of the certificates in table.local
         self.planner = Planner(
             table=self.table, ontology=ontology, signer=site.signer, now_ms=self.now_ms,
             chains=provenance.ChainVerifier(site.tls.ca_pem, revoked=lambda: self.revoked),
@@ -112,6 +114,7 @@ class SiteNode:
 
         self._on_interest_change = on_membership_change
         self._events: dict[Destination, asyncio.Event] = {}
+        self._idle: dict[Destination, int] = {}  # streams waiting to be woken: their generation
         self._generation: dict[Destination, int] = {}
         self._online: set[Destination] = set()
         self._last_seen: dict[Destination, int] = {}
@@ -207,11 +210,12 @@ class SiteNode:
                     self.store.drop_destination("subscriber", reg.subscriber)
                     continue
                 self.table.local[reg.subscriber] = reg
+                self._fingerprints.remember(reg.subscriber, reg.certificate, credential.fingerprint)
                 self._requested[reg.subscriber] = reg.concepts()
                 expired += _expiry_of_others(
                     self.engine.subscribe(reg.subscriber, credential, at=self._clock())
                 )
-                self._replay_instances(reg.subscriber, reg.certificate)
+                self._replay_instances(reg.subscriber, credential.fingerprint)
                 dest = Destination("subscriber", reg.subscriber)
             elif stored.kind == ENDING:
                 self._recover_ending(reg)
@@ -399,21 +403,22 @@ class SiteNode:
 
     def _history(self, plan: DocumentPlan) -> History:
         """What routing ``plan`` adds to the durable history (see :class:`History`)."""
+        local = self.table.local
         instances = {
-            certs.credential_from_pem(self.table.local[name].certificate).fingerprint: frozenset(c)
+            self._fingerprints.of(name, local[name].certificate): frozenset(c)
             for name, c in plan.delivered.items()
-            if name in self.table.local
+            if name in local
         }
         return History(publisher=plan.identity[0], concepts=plan.concepts, instances=instances)
 
-    def _replay_instances(self, subscriber: str, certificate: bytes) -> ChangeSet:
-        """Tell the engine what this certificate received before, under any registration.
+    def _replay_instances(self, subscriber: str, fingerprint: str) -> ChangeSet:
+        """Tell the engine what ``subscriber``'s certificate (of ``fingerprint``, read as it
+        registers) received before, under any registration.
 
         Counts past the largest ``max_instances`` budget of a policy change nothing, so the
         replay stops there.
         """
         changes = ChangeSet()
-        fingerprint = certs.credential_from_pem(certificate).fingerprint
         for publisher, counts in sorted(self.store.instances(fingerprint).items()):
             policy = self.engine.policies.policies.get(publisher)
             budgets = [r.max_instances for r in policy.rules if r.max_instances] if policy else []
@@ -433,7 +438,13 @@ class SiteNode:
 
     # ---- streams -------------------------------------------------------------------------
     def wake(self, destination: Destination) -> None:
+        self._idle.pop(destination, None)
         self._events.setdefault(destination, asyncio.Event()).set()
+
+    def idle(self, destination: Destination) -> bool:
+        """Whether the current stream of ``destination`` has sent all it may (its window is
+        full, or nothing more is queued) and waits to be woken; what a test can wait for."""
+        return self._idle.get(destination, -1) == self.generation(destination)
 
     def connect(self, destination: Destination, applied: int, window: int) -> StreamCursor:
         """Start a connection to ``destination``; supersede any earlier one."""
@@ -507,7 +518,12 @@ class SiteNode:
                 )
             if not batch:
                 event.clear()
-                await event.wait()
+                self._idle[destination] = generation
+                try:
+                    await event.wait()
+                finally:
+                    if self._idle.get(destination) == generation:  # (cancelled, not woken)
+                        del self._idle[destination]
                 continue
             sent = self.metrics.deliveries_sent.labels(kind=destination.kind)
             for seq, payload in batch:
@@ -534,10 +550,9 @@ class SiteNode:
             self.engine.unsubscribe(name)
         if self._ending.pop(name, None) is not None:  # granted again (say, a new certificate)
             self.store.delete_registration(ENDING, "", name)
-        changes = self.engine.subscribe(
-            name, certs.credential_from_pem(registration.certificate), at=self._clock()
-        )
-        self._replay_instances(name, registration.certificate)
+        credential = certs.credential_from_pem(registration.certificate)
+        changes = self.engine.subscribe(name, credential, at=self._clock())
+        self._replay_instances(name, credential.fingerprint)
         left = self.engine.grants(name)
         registration = Registration(
             subscriber=name,
@@ -552,6 +567,7 @@ class SiteNode:
         self._ended.pop(name, None)
         self._requested[name] = requested
         self.table.local[name] = registration
+        self._fingerprints.remember(name, registration.certificate, credential.fingerprint)
         if previous is not None and dict(previous.grants) != dict(registration.grants):
             self._queue_grants_change(previous, registration, "registered again for other concepts")
         else:
@@ -579,6 +595,7 @@ class SiteNode:
     def _end_after_queue(self, subscriber: str, reason: str) -> None:
         """Route nothing more to ``subscriber``; end it once its queue is delivered."""
         reg = self.table.local.pop(subscriber)
+        self._fingerprints.forget(subscriber)
         self.membership_journal.touch()
         if subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
@@ -783,6 +800,7 @@ class SiteNode:
         self.membership_journal.touch()
         if self.table.local.pop(subscriber, None) is not None and subscriber in self.engine:
             self.engine.unsubscribe(subscriber)
+        self._fingerprints.forget(subscriber)
         if self._ending.pop(subscriber, None) is not None:
             self.store.delete_registration(ENDING, "", subscriber)
         self._requested.pop(subscriber, None)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = ["register"]
+
+_Number = TypeVar("_Number", int, float)
 
 
 def _subscribe(args: argparse.Namespace) -> int:
@@ -87,58 +92,120 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0.001 <= seconds <= 86_400:
-        raise argparse.ArgumentTypeError("the heartbeat interval must be 0.001 to 86400 seconds")
-    return seconds
+def _bounded(
+    convert: Callable[[str], _Number],
+    kind: str,
+    low: float,
+    high: float,
+    message: str,
+    *,
+    above: bool = False,
+) -> Callable[[str], _Number]:
+    """Build an argparse ``type`` that converts its text and checks it lies within bounds.
+
+    Args:
+        convert: ``int`` or ``float``; a :class:`ValueError` from it is refused as
+            ``'TEXT' is not KIND``.
+        kind: what the text should have been ("a whole number", "a number of seconds").
+        low: the lower bound, included unless ``above``.
+        high: the upper bound, included (``math.inf`` for none).
+        message: the refusal when the value is out of bounds (NaN always is).
+        above: whether the value must be strictly above ``low``.
+
+    Returns:
+        The validator, raising :class:`argparse.ArgumentTypeError` with a clear message.
+    """
+
+    def validate(text: str) -> _Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not ((low < value if above else low <= value) and value <= high):
+            raise argparse.ArgumentTypeError(message)
+        return value
+
+    return validate
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _seconds(low: float, high: float, what: str) -> Callable[[str], float]:
+    """A validator of a number of seconds from ``low`` to ``high``, ``what`` naming it."""
+    return _bounded(
+        float, "a number of seconds", low, high, f"{what} must be {low:g} to {high:g} seconds"
+    )
 
 
-def _seconds_in(text: str, low: float, high: float, what: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not low <= seconds <= high:
-        raise argparse.ArgumentTypeError(f"{what} must be {low:g} to {high:g} seconds")
-    return seconds
-
-
-def _grace(text: str) -> float:
-    return _seconds_in(text, 0, 30 * 86_400, "the CRL grace")
+_positive = _bounded(int, "a whole number", 1, math.inf, "must be at least 1")
+_heartbeat = _seconds(0.001, 86_400, "the heartbeat interval")
+_grace = _seconds(0, 30 * 86_400, "the CRL grace")
+_max_age = _seconds(1, 30 * 86_400, "the checkpoint age bound")
+_days = _bounded(
+    float, "a number of days", 0, 36_500,
+    "the retention must be more than 0 and at most 36500 days", above=True,
+)
 
 
 def _lease_seconds(text: str) -> float:
-    from xdn.lease import MAX_PERIOD_MS
+    from xdn.lease import MAX_PERIOD_MS  # imported when used: it loads the crypto stack
 
-    return _seconds_in(text, 1, MAX_PERIOD_MS / 1000, "a lease (a week at most)")
-
-
-def _max_age(text: str) -> float:
-    return _seconds_in(text, 1, 30 * 86_400, "the checkpoint age bound")
+    return _seconds(1, MAX_PERIOD_MS / 1000, "a lease (a week at most)")(text)
 
 
-def _days(text: str) -> float:
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not 0 < days <= 36_500:
-        raise argparse.ArgumentTypeError("the retention must be more than 0 and at most 36500 days")
-    return days
+# The numeric bounds and the CRL file of ``xdn subscribe``, one row an option:
+# (flag, type, default, metavar, help); every bound is checked by its validator above.
+_TUNING: tuple[tuple[str, Callable[[str], object], object, str | None, str], ...] = (
+    (
+        "--heartbeat", _heartbeat, 5.0, "SECONDS",
+        "send a heartbeat when idle this long; a site silent for 3x its own announced "
+        "interval is taken for dead and the subscriber reconnects (default 5)",
+    ),
+    (
+        "--crl", Path, None, None,
+        "a CA-signed CRL file to check publishers against from the start; the site's "
+        "relayed CRL replaces it when newer (a higher CRL number), never when older",
+    ),
+    (
+        "--crl-grace", _grace, 3600.0, "SECONDS",
+        "past the CRL's next update by more than this, revocation cannot be told: new "
+        "documents are held (not opened) until a fresh CRL arrives (default 3600)",
+    ),
+    (
+        "--max-held", _positive, 256, "DOCS",
+        "documents held per publisher while their keys have not arrived; past it the "
+        "oldest is dropped and reported (default 256)",
+    ),
+    (
+        "--max-held-mib", _positive, 64, "MIB",
+        "bytes held per publisher, in MiB, likewise (default 64)",
+    ),
+    (
+        "--lease", _lease_seconds, 3600.0, "SECONDS",
+        "membership lease period, renewed at a third of it while subscribed; offline "
+        "longer than this, the subscriber leaves the groups and rejoins when back "
+        "(default 3600)",
+    ),
+    (
+        "--checkpoint-max-age", _max_age, 3600.0, "SECONDS",
+        "past this age of a publisher's newest signed checkpoint, say we cannot vouch "
+        "that none of its newest documents was withheld (default 3600)",
+    ),
+    (
+        "--retention-days", _days, 30.0, "DAYS",
+        "the keyring's record of accepted documents (what makes a redelivery a duplicate "
+        "and an older version a replay) and the per-document keys are pruned after this long; "
+        "a document numbered at or below what was pruned is refused as a replay (default 30)",
+    ),
+    (
+        "--keep-documents", _positive, 100_000, "N",
+        "likewise, entries numbered more than N below their publisher's newest are pruned "
+        "(default 100000)",
+    ),
+    (
+        "--keep-epochs", _positive, 32, "K",
+        "group keys kept per group: the newest K epochs, plus those a held document "
+        "needs (default 32)",
+    ),
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -185,57 +252,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(state at subscribe time; their keys come with the publisher's next key update: "
         "`xdn publish` with no DOC, or the next publication)",
     )
-    parser.add_argument(
-        "--heartbeat", type=_seconds, default=5.0, metavar="SECONDS",
-        help="send a heartbeat when idle this long; a site silent for 3x its own announced "
-        "interval is taken for dead and the subscriber reconnects (default 5)",
-    )
-    parser.add_argument(
-        "--crl", type=Path,
-        help="a CA-signed CRL file to check publishers against from the start; the site's "
-        "relayed CRL replaces it when newer (a higher CRL number), never when older",
-    )
-    parser.add_argument(
-        "--crl-grace", type=_grace, default=3600.0, metavar="SECONDS",
-        help="past the CRL's next update by more than this, revocation cannot be told: new "
-        "documents are held (not opened) until a fresh CRL arrives (default 3600)",
-    )
-    parser.add_argument(
-        "--max-held", type=_positive, default=256, metavar="DOCS",
-        help="documents held per publisher while their keys have not arrived; past it the "
-        "oldest is dropped and reported (default 256)",
-    )
-    parser.add_argument(
-        "--max-held-mib", type=_positive, default=64, metavar="MIB",
-        help="bytes held per publisher, in MiB, likewise (default 64)",
-    )
-    parser.add_argument(
-        "--lease", type=_lease_seconds, default=3600.0, metavar="SECONDS",
-        help="membership lease period, renewed at a third of it while subscribed; offline "
-        "longer than this, the subscriber leaves the groups and rejoins when back "
-        "(default 3600)",
-    )
-    parser.add_argument(
-        "--checkpoint-max-age", type=_max_age, default=3600.0, metavar="SECONDS",
-        help="past this age of a publisher's newest signed checkpoint, say we cannot vouch "
-        "that none of its newest documents was withheld (default 3600)",
-    )
-    parser.add_argument(
-        "--retention-days", type=_days, default=30.0, metavar="DAYS",
-        help="the keyring's record of accepted documents (what makes a redelivery a duplicate "
-        "and an older version a replay) and the per-document keys are pruned after this long; "
-        "a document numbered at or below what was pruned is refused as a replay (default 30)",
-    )
-    parser.add_argument(
-        "--keep-documents", type=_positive, default=100_000, metavar="N",
-        help="likewise, entries numbered more than N below their publisher's newest are pruned "
-        "(default 100000)",
-    )
-    parser.add_argument(
-        "--keep-epochs", type=_positive, default=32, metavar="K",
-        help="group keys kept per group: the newest K epochs, plus those a held document "
-        "needs (default 32)",
-    )
+    for flag, kind, default, metavar, text in _TUNING:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
         "--state-dir", type=Path, default=Path("state"), help="keyring location (default ./state)"
     )

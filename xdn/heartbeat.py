@@ -53,6 +53,18 @@ class Heartbeats:
         self.state = Liveness.start(interval_s, now=clock())
         self._reannounce = False
         self._ahead: _ReadAhead[Any] | None = None  # what outgoing() reads, while it runs
+        self._waiting = False
+
+    @property
+    def waiting(self) -> bool:
+        """Whether :meth:`outgoing` has nothing ready to send and waits (for its source, its
+        next heartbeat or the peer's limit): a state tests wait for rather than loop turns."""
+        return self._waiting
+
+    @property
+    def read_ahead(self) -> int:
+        """How many of its source's messages :meth:`outgoing` holds read and not yet sent."""
+        return 0 if self._ahead is None else self._ahead.held()
 
     def slow_to(self, interval_s: float) -> None:
         """Send heartbeats no more often than every ``interval_s`` (at most
@@ -138,7 +150,12 @@ class Heartbeats:
                 if announced and self._reannounce:
                     continue  # (asked to slow down while we were not waiting)
                 timeout, judge = self._next_wake(beating=announced, judging=end_when_silent)
-                if await self._wait(ahead.arrival(), timeout):
+                self._waiting = True
+                try:
+                    arrived = await self._wait(ahead.arrival(), timeout)
+                finally:
+                    self._waiting = False
+                if arrived:
                     continue
                 now = self._clock()
                 if judge and self.state.dead(now):
@@ -228,6 +245,10 @@ class _ReadAhead(Generic[T]):
         if len(self._items) < _READ_AHEAD:
             self._room.set()
         return item
+
+    def held(self) -> int:
+        """How many messages were read and not yet taken."""
+        return sum(1 for item in self._items if item is not _END)
 
     def wake(self) -> None:
         """Wake whoever waits on :meth:`arrival`, though nothing arrived."""

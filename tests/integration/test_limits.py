@@ -24,15 +24,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
+from tests.integration.raw_calls import (
+    TIMEOUT,
+    issue_spare_site,
+    site_channel,
+    spare_site_hello,
+    stream_error,
+)
 from xdn import certs, crypto, identity, lease
-from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 SERVICE = "xdn.wire.v1.Disseminator"
-TIMEOUT = 10.0
 MIB = 1024 * 1024
 LIMITS = {
     "subscribe_concepts": 4,
@@ -67,9 +72,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     now = datetime.now(UTC)
     issue_party(network.certs, Party(name="carol", role="subscriber",
                                      attributes={"OU": "Cred1"}), now=now)
-    # A site certificate for a sub-block of d1's that no running site uses.
-    issue_party(network.certs, Party(name="d4", role="site", hosts=("127.0.0.1",),
-                                     attributes={certs.BLOCK_FIELD: "WorkOrder"}), now=now)
+    issue_spare_site(network)  # d4: a site certificate no running site uses
     try:
         network.start_sites()
         network.start_subscriber("alice")
@@ -80,35 +83,6 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
 
 
 # ---- helpers -------------------------------------------------------------------------------
-def _channel(network: LocalNetwork, site: str, name: str) -> grpc.aio.Channel:
-    creds = channel_credentials(TlsFiles.from_dir(network.certs, name))
-    return grpc.aio.secure_channel(network.address(site), creds, options=CHANNEL_OPTIONS)
-
-
-async def _stream_error(
-    network: LocalNetwork, site: str, name: str, method: str, messages: list[Any],
-) -> tuple[grpc.aio.AioRpcError, list[Any]]:
-    """Open a bidi stream, send ``messages`` and keep our side open; return how the site ends
-    it, and its replies (a write racing the site's status would turn it into INTERNAL)."""
-    ended = asyncio.Event()
-
-    async def requests() -> AsyncIterator[Any]:
-        for message in messages:
-            yield message
-        await ended.wait()
-
-    replies: list[Any] = []
-    async with _channel(network, site, name) as channel:
-        call = getattr(pb_grpc.DisseminatorStub(channel), method)(requests(), timeout=TIMEOUT)
-        try:
-            with pytest.raises(grpc.aio.AioRpcError) as info:
-                async for reply in call:
-                    replies.append(reply)
-        finally:
-            ended.set()
-    return info.value, replies
-
-
 def _assert_refused(error: grpc.aio.AioRpcError, *fragments: str) -> None:
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
     for fragment in fragments:
@@ -116,7 +90,7 @@ def _assert_refused(error: grpc.aio.AioRpcError, *fragments: str) -> None:
 
 
 async def _health(network: LocalNetwork, site: str) -> int:
-    async with _channel(network, site, "d1") as channel:
+    async with site_channel(network, site, "d1") as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=SERVICE), timeout=TIMEOUT
         )
@@ -133,10 +107,6 @@ def _subscribe(*concepts: str) -> pb.ClientMessage:
     return pb.ClientMessage(subscribe=pb.SubscribeRequest(concepts=list(concepts)))
 
 
-def _hello() -> pb.LinkMessage:
-    return pb.LinkMessage(hello=pb.LinkHello(site="d4", block="WorkOrder"))
-
-
 def _interest(members: list[pb.Member], *, more: bool = False) -> pb.LinkMessage:
     return pb.LinkMessage(interest=pb.InterestUpdate(members=members, more=more))
 
@@ -151,16 +121,16 @@ def _fake_members(count: int, prefix: str) -> list[pb.Member]:
 # ---- Subscribe -----------------------------------------------------------------------------
 def test_too_many_concepts_in_one_subscribe_are_refused(net: LocalNetwork) -> None:
     concepts = ["WorkOrder", "ResourceDetails", "ProductionProcess", "Production", "Nope"]
-    error, replies = asyncio.run(_stream_error(net, "d2", "carol", "Subscribe",
-                                               [_subscribe(*concepts)]))
+    error, replies = asyncio.run(stream_error(net, "d2", "carol", "Subscribe",
+                                              [_subscribe(*concepts)]))
     _assert_refused(error, "names 5 concepts", "subscribe_concepts = 4")
     assert replies == []
     _assert_serving(net)
 
 
 def test_a_concept_named_twice_is_invalid(net: LocalNetwork) -> None:
-    error, _ = asyncio.run(_stream_error(net, "d2", "carol", "Subscribe",
-                                         [_subscribe("WorkOrder", "WorkOrder")]))
+    error, _ = asyncio.run(stream_error(net, "d2", "carol", "Subscribe",
+                                        [_subscribe("WorkOrder", "WorkOrder")]))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "concept 'WorkOrder' is named twice" in (error.details() or "")
 
@@ -170,7 +140,7 @@ def test_an_oversized_subscribe_is_refused_before_it_is_parsed(net: LocalNetwork
     huge = _subscribe(*(["WorkOrder"] * 120_000))
     assert huge.ByteSize() > LIMITS["stream_message_bytes"]
     started = time.monotonic()
-    error, _ = asyncio.run(_stream_error(net, "d2", "carol", "Subscribe", [huge]))
+    error, _ = asyncio.run(stream_error(net, "d2", "carol", "Subscribe", [huge]))
     _assert_refused(error, "xdn.wire.v1.ClientMessage of", "stream_message_bytes = 1048576")
     assert time.monotonic() - started < TIMEOUT / 2
     _assert_serving(net)
@@ -181,7 +151,7 @@ async def _over_stream_limit(
     network: LocalNetwork, site: str, name: str, method: str, opening: Any,
 ) -> grpc.aio.AioRpcError:
     """Hold the limit's worth of silent streams open; return how one more is refused."""
-    async with _channel(network, site, name) as channel:
+    async with site_channel(network, site, name) as channel:
         stub = pb_grpc.DisseminatorStub(channel)
         never = asyncio.Event()
 
@@ -194,7 +164,7 @@ async def _over_stream_limit(
         try:
             await asyncio.gather(*(call.wait_for_connection() for call in held))
             # The held streams may not be counted yet: the caller retries (_wait_refused).
-            error, _ = await _stream_error(network, site, name, method, [opening])
+            error, _ = await stream_error(network, site, name, method, [opening])
         finally:
             for call in held:
                 call.cancel()
@@ -213,7 +183,7 @@ def test_a_subscriber_certificate_holds_at_most_its_streams(net: LocalNetwork) -
 
 def test_a_site_certificate_holds_at_most_its_link_streams(net: LocalNetwork) -> None:
     error = _wait_refused(lambda: asyncio.run(
-        _over_stream_limit(net, "d1", "d4", "Link", _hello())
+        _over_stream_limit(net, "d1", "d4", "Link", spare_site_hello())
     ))
     _assert_refused(error, "site certificate already holds 2 open Link streams",
                     "streams_per_site = 2")
@@ -239,8 +209,8 @@ def test_a_heartbeat_interval_out_of_bounds_is_refused(
 ) -> None:
     """The measured attack: a 5-minute heartbeat holding a silent stream for 15 minutes."""
     beat = pb.ClientMessage(heartbeat=pb.Heartbeat(interval_ms=interval_ms))
-    error, replies = asyncio.run(_stream_error(net, "d2", "carol", "Subscribe",
-                                               [_subscribe(), beat]))
+    error, replies = asyncio.run(stream_error(net, "d2", "carol", "Subscribe",
+                                              [_subscribe(), beat]))
     _assert_refused(error, f"announces an interval of {interval_ms / 1000:g}s", limit)
     assert replies and replies[0].WhichOneof("kind") == "subscribed"
     _assert_serving(net)
@@ -249,15 +219,15 @@ def test_a_heartbeat_interval_out_of_bounds_is_refused(
 # ---- a downlink's interest -------------------------------------------------------------------
 def test_too_many_members_in_one_interest_update_are_refused(net: LocalNetwork) -> None:
     """The measured attack: one InterestUpdate listing 40,000 members (here 51)."""
-    error, _ = asyncio.run(_stream_error(net, "d1", "d4", "Link",
-                                         [_hello(), _interest(_fake_members(51, "m"))]))
+    error, _ = asyncio.run(stream_error(net, "d1", "d4", "Link",
+                                        [spare_site_hello(), _interest(_fake_members(51, "m"))]))
     _assert_refused(error, "lists 51 members", "interest_members = 50", "chunks")
     _assert_serving(net)
 
 
 def test_too_many_members_behind_one_link_are_refused(net: LocalNetwork) -> None:
     chunks = [_interest(_fake_members(50, "a"), more=True), _interest(_fake_members(11, "b"))]
-    error, _ = asyncio.run(_stream_error(net, "d1", "d4", "Link", [_hello(), *chunks]))
+    error, _ = asyncio.run(stream_error(net, "d1", "d4", "Link", [spare_site_hello(), *chunks]))
     _assert_refused(error, "link_members = 60")
     _assert_serving(net)
 
@@ -267,7 +237,8 @@ def test_one_certificate_under_two_names_is_invalid(net: LocalNetwork) -> None:
     pem = (net.certs / "carol.pem").read_bytes()
     members = [pb.Member(subscriber="carol", certificate=pem),
                pb.Member(subscriber="carol2", certificate=pem)]
-    error, _ = asyncio.run(_stream_error(net, "d1", "d4", "Link", [_hello(), _interest(members)]))
+    error, _ = asyncio.run(stream_error(net, "d1", "d4", "Link",
+                                        [spare_site_hello(), _interest(members)]))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "lists one certificate twice" in (error.details() or "")
     _assert_serving(net)
@@ -293,12 +264,12 @@ async def _members_after_chunks(network: LocalNetwork) -> set[str]:
     stop = asyncio.Event()
 
     async def requests() -> AsyncIterator[pb.LinkMessage]:
-        yield _hello()
+        yield spare_site_hello()
         yield _interest(_fake_members(3, "x"), more=True)
         yield _interest([carol])
         await stop.wait()
 
-    async with _channel(network, "d1", "d4") as link, _channel(network, "d1",
+    async with site_channel(network, "d1", "d4") as link, site_channel(network, "d1",
                                                               "production-dept") as pub:
         call = pb_grpc.DisseminatorStub(link).Link(requests(), timeout=3 * TIMEOUT)
         deadline = time.monotonic() + TIMEOUT
@@ -336,7 +307,7 @@ def _publish_error(
     net: LocalNetwork, compression: grpc.Compression | None
 ) -> grpc.aio.AioRpcError:
     async def publish() -> grpc.aio.AioRpcError:
-        async with _channel(net, "d1", "production-dept") as channel:
+        async with site_channel(net, "d1", "production-dept") as channel:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await pb_grpc.DisseminatorStub(channel).Publish(
                     _large_publish(), timeout=TIMEOUT, compression=compression

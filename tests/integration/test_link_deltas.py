@@ -14,22 +14,26 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator
 
 import grpc
 import pytest
 
 from deploy.network import DEFAULT_SITES, LocalNetwork, SubscriberSpec, wait_until
-from deploy.pki import Party, issue_party
-from xdn import certs, identity
-from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from tests.integration.raw_calls import (
+    SPARE_SITE,
+    TIMEOUT,
+    issue_spare_site,
+    site_channel,
+    spare_site_hello,
+    stream_error,
+)
+from xdn import identity
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 10.0
 VERIFIED = "xdn_link_members_verified_total"
 UPDATES = "xdn_interest_updates_total"
 
@@ -46,9 +50,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     )
     network.workdir.mkdir(parents=True)
     network.prepare()
-    issue_party(network.certs, Party(name="d4", role="site", hosts=("127.0.0.1",),
-                                     attributes={certs.BLOCK_FIELD: "WorkOrder"}),
-                now=datetime.now(UTC))
+    issue_spare_site(network)
     try:
         network.start_sites()
         for name in ("alice", "erin"):
@@ -59,13 +61,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
         network.stop()
 
 
-def _channel(network: LocalNetwork, site: str, name: str) -> grpc.aio.Channel:
-    creds = channel_credentials(TlsFiles.from_dir(network.certs, name))
-    return grpc.aio.secure_channel(network.address(site), creds, options=CHANNEL_OPTIONS)
-
-
 async def _members_at(network: LocalNetwork, site: str) -> set[str]:
-    async with _channel(network, site, "production-dept") as channel:
+    async with site_channel(network, site, "production-dept") as channel:
         reply = await pb_grpc.DisseminatorStub(channel).GetMembership(
             pb.MembershipRequest(publisher="production-dept"), timeout=TIMEOUT
         )
@@ -99,33 +96,14 @@ def test_a_join_and_a_leave_behind_a_downlink_cost_the_uplink_one_check(
     assert net.metric("d1", VERIFIED) - verified == 1  # a leave checks nothing
 
 
-async def _link_error(network: LocalNetwork, updates: list[pb.InterestUpdate]) -> grpc.RpcError:
-    """Link to d1 as d4, send ``updates``, keep our side open; return how d1 ends the call."""
-    ended = asyncio.Event()
-
-    async def requests() -> AsyncIterator[pb.LinkMessage]:
-        yield pb.LinkMessage(hello=pb.LinkHello(site="d4", block="WorkOrder"))
-        for update in updates:
-            yield pb.LinkMessage(interest=update)
-        await ended.wait()
-
-    async with _channel(network, "d1", "d4") as channel:
-        call = pb_grpc.DisseminatorStub(channel).Link(requests(), timeout=TIMEOUT)
-        try:
-            with pytest.raises(grpc.aio.AioRpcError) as info:
-                async for _ in call:
-                    pass
-        finally:
-            ended.set()
-    return info.value
-
-
 def test_a_delta_that_does_not_follow_the_version_in_force_ends_the_stream(
     net: LocalNetwork,
 ) -> None:
     whole = pb.InterestUpdate(view=9, version=1)  # the whole set: nobody
     gap = pb.InterestUpdate(view=9, version=3, base=2, gone=[])  # version 2 never came
-    error = asyncio.run(_link_error(net, [whole, gap]))
+    error, _ = asyncio.run(stream_error(net, "d1", SPARE_SITE, "Link", [
+        spare_site_hello(), pb.LinkMessage(interest=whole), pb.LinkMessage(interest=gap),
+    ]))  # fmt: skip
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
     assert "link again and send the whole set" in (error.details() or ""), error.details()
     assert wait_until(lambda: _d1_lists(net, {"alice", "erin"}))  # d1 still serves

@@ -86,3 +86,50 @@ def test_subscribe_retention_has_defaults_and_refuses_nonsense(
         with pytest.raises(SystemExit):
             build_parser().parse_args([*base, option, bad])
         assert option in capsys.readouterr().err
+
+
+SUBSCRIBE_REFUSALS = (
+    ("--heartbeat", "soon", "'soon' is not a number of seconds"),
+    ("--heartbeat", "0", "the heartbeat interval must be 0.001 to 86400 seconds"),
+    ("--heartbeat", "nan", "the heartbeat interval must be 0.001 to 86400 seconds"),
+    ("--crl-grace", "-1", "the CRL grace must be 0 to 2.592e+06 seconds"),
+    ("--max-held", "many", "'many' is not a whole number"),
+    ("--max-held", "0", "must be at least 1"),
+    ("--max-held-mib", "-1", "must be at least 1"),
+    ("--lease", "604801", "a lease (a week at most) must be 1 to 604800 seconds"),
+    ("--lease", "an hour", "'an hour' is not a number of seconds"),
+    ("--checkpoint-max-age", "0.5", "the checkpoint age bound must be 1 to 2.592e+06 seconds"),
+    ("--retention-days", "0", "the retention must be more than 0 and at most 36500 days"),
+    ("--retention-days", "36501", "the retention must be more than 0 and at most 36500 days"),
+    ("--retention-days", "nan", "the retention must be more than 0 and at most 36500 days"),
+    ("--retention-days", "a week", "'a week' is not a number of days"),
+    ("--keep-documents", "-3", "must be at least 1"),
+    ("--keep-documents", "1e5", "'1e5' is not a whole number"),
+    ("--keep-epochs", "0", "must be at least 1"),
+    ("--keep-epochs", "1.5", "'1.5' is not a whole number"),
+)
+
+
+@pytest.mark.parametrize(("option", "bad", "message"), SUBSCRIBE_REFUSALS)
+def test_subscribe_refuses_a_bad_bound_with_a_clear_message(
+    option: str, bad: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["subscribe", "--connect", "h:1", "--name", "a", "--certs", "c", "--out", "o"]
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*base, option, bad])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"xdn subscribe: error: argument {option}: {message}"
+
+
+def test_subscribe_bounds_accept_their_edges() -> None:
+    base = ["subscribe", "--connect", "h:1", "--name", "a", "--certs", "c", "--out", "o"]
+    args = build_parser().parse_args([
+        *base, "--heartbeat", "0.001", "--crl-grace", "0", "--max-held", "1",
+        "--lease", "604800", "--checkpoint-max-age", "2592000", "--retention-days", "36500",
+        "--keep-documents", "1", "--keep-epochs", "1",
+    ])  # fmt: skip
+    assert (args.heartbeat, args.crl_grace, args.max_held, args.lease) == (0.001, 0.0, 1, 604800.0)
+    assert (args.checkpoint_max_age, args.retention_days) == (2_592_000.0, 36_500.0)
+    assert (args.keep_documents, args.keep_epochs) == (1, 1)
+    assert (type(args.max_held), type(args.retention_days)) == (int, float)

@@ -8,14 +8,21 @@ reports — is flagged, and so is a forged, foreign or stale entitlement.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from subscriber.session import Session, SubscriberSetup
-from tests.unit.sequence_fixtures import PUBLISHER, make_documents, make_pki, restricted
-from tests.unit.test_sequence_session import _checkpoint, _concepts
+from tests.unit import sequence_fixtures
+from tests.unit.sequence_fixtures import (
+    GROUP_KEY,
+    NOW,
+    PUBLISHER,
+    alice_session,
+    concepts_of,
+    restricted,
+    signed_checkpoint,
+)
 from xdn import certs, crypto
 from xdn.certs import Credential
 from xdn.completeness import (
@@ -27,14 +34,12 @@ from xdn.completeness import (
     stateful_concepts,
 )
 from xdn.errors import SignatureError
-from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology, load_ontology
 from xdn.paths import REPO_ROOT
 from xdn.policy import parse_policy
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import checkpoint_to_pb, entitlement_from_pb, entitlement_to_pb
 
-NOW = datetime.now(UTC)
 IRI = "http://xdn.example.org/ontology/production"
 POLICY = f"""[policy]
 publisher = "p"
@@ -145,14 +150,8 @@ def test_every_altered_entitlement_field_is_refused() -> None:
 
 
 # ---- at the subscriber: the measured attack ----------------------------------------------------
-@pytest.fixture(scope="module")
-def pki() -> dict[str, tuple[bytes, bytes]]:
-    return make_pki()
-
-
-@pytest.fixture(scope="module")
-def documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination]:
-    return make_documents(pki)
+pki = sequence_fixtures.pki
+documents = sequence_fixtures.documents
 
 
 def _entitlement(
@@ -171,24 +170,6 @@ def _entitlement(
     return entitlement_to_pb(signed, publisher_certificate=cert_pem)
 
 
-def _session(
-    tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], site_grants: list[str]
-) -> Session:
-    cert_pem, key_pem = pki["alice"]
-    setup = SubscriberSetup(
-        name="alice", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
-        connect="d2:1", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        provenance_log=tmp_path / "alice.nq",
-    )
-    session = Session(setup, clock=lambda: NOW)
-    session.grants_at_resume(
-        pb.Subscribed(grants=[pb.Grant(publisher=PUBLISHER, concepts=site_grants)])
-    )
-    for concept in site_grants:
-        session.keyring.put(PUBLISHER, concept, 1, b"\x22" * 32)
-    return session
-
-
 def _without(
     pki: dict[str, tuple[bytes, bytes]], message: pb.Dissemination, concept: str
 ) -> pb.Dissemination:
@@ -201,9 +182,9 @@ def _without(
 def test_a_site_dropping_a_granted_concept_and_its_grant_is_flagged(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    concepts = _concepts(documents[0])
+    concepts = concepts_of(documents[0])
     dropped = concepts[0]
-    session = _session(tmp_path, pki, [c for c in concepts if c != dropped])
+    session = alice_session(tmp_path, pki, [c for c in concepts if c != dropped])
     try:
         assert session.on_dissemination(_without(pki, documents[0], dropped), 1)
         assert session.report.withheld == 0, "before the entitlement: the site's word only"
@@ -219,7 +200,7 @@ def test_a_site_dropping_a_granted_concept_and_its_grant_is_flagged(
         received = (tmp_path / "out" / "received.jsonl").read_text().splitlines()
         assert json.loads(received[-1])["withheld"] == [dropped]
         # An honest delivery of everything is not flagged.
-        session.keyring.put(PUBLISHER, dropped, 1, b"\x22" * 32)
+        session.keyring.put(PUBLISHER, dropped, 1, GROUP_KEY)
         assert session.on_dissemination(documents[2], 4)
         assert session.report.withheld == 2
     finally:
@@ -229,8 +210,8 @@ def test_a_site_dropping_a_granted_concept_and_its_grant_is_flagged(
 def test_forged_foreign_and_stale_entitlements(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    concepts = _concepts(documents[0])
-    session = _session(tmp_path, pki, concepts)
+    concepts = concepts_of(documents[0])
+    session = alice_session(tmp_path, pki, concepts)
     try:
         forged = _entitlement(pki, concepts)
         forged.concepts.append("Invented")
@@ -241,7 +222,7 @@ def test_forged_foreign_and_stale_entitlements(
         assert len(refused) == 3
         assert session.completeness.entitled(PUBLISHER, 0) == frozenset()
         now_ms = int(NOW.timestamp() * 1000)
-        session.on_checkpoint(_checkpoint(pki, dict.fromkeys(concepts, 1)), 4)
+        session.on_checkpoint(signed_checkpoint(pki, dict.fromkeys(concepts, 1)), 4)
         assert session.completeness.unvouched(now_ms, 60_000) == {
             PUBLISHER: "no current signed entitlement received"
         }

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.unit.eventually import eventually
 from xdn.heartbeat import Heartbeats, PeerSilent
 
 HEARTBEAT = "heartbeat"
@@ -92,16 +93,22 @@ def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
             taken += 1
             yield taken
 
-    async def run() -> list[int]:
-        stream = Heartbeats(1.0).outgoing(endless(), lambda _: 0)
+    async def run() -> list[tuple[int, int]]:
+        beats = Heartbeats(1.0)
+        stream = beats.outgoing(endless(), lambda _: 0)
         received = [await anext(stream) for _ in range(6)]  # the heartbeat, then 1 … 5
-        for _ in range(20):  # let the reader run as far as it may
-            await asyncio.sleep(0)
+        assert received == [0, 1, 2, 3, 4, 5]
+        # The reader runs ahead until it holds its bound of 16, then waits for room: the
+        # source was asked for exactly 5 + 16 messages (not one more while it waits).
+        await eventually(lambda: beats.read_ahead == 16)
+        seen = [(beats.read_ahead, taken)]
+        assert await anext(stream) == 6  # one sent: room for one more read
+        await eventually(lambda: beats.read_ahead == 16)
+        seen.append((beats.read_ahead, taken))
         await stream.aclose()
-        return received
+        return seen
 
-    assert asyncio.run(asyncio.wait_for(run(), 10)) == [0, 1, 2, 3, 4, 5]
-    assert 5 < taken <= 5 + 16 + 1
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == [(16, 5 + 16), (16, 6 + 16)]
 
 
 def test_slowing_down_announces_the_new_interval_at_once_and_never_speeds_up() -> None:
@@ -129,7 +136,7 @@ def test_slowing_down_while_waiting_announces_at_once_not_at_the_old_interval() 
         stream = beats.outgoing(_quiet(), _beat)
         await anext(stream)  # "heartbeat 5000"; the next one is due in 5 s
         pending = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0)  # one turn of the loop: the stream waits
+        await eventually(lambda: beats.waiting)  # the stream waits (its next beat: in 5 s)
         started = time.monotonic()
         beats.slow_to(20.0)
         message = await asyncio.wait_for(pending, 10)

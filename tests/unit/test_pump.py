@@ -8,6 +8,7 @@ from pathlib import Path
 
 from disseminator.routing import Destination
 from disseminator.store import Append
+from tests.unit.eventually import eventually
 from tests.unit.site_fixtures import site_node
 
 CAROL = Destination("subscriber", "carol")
@@ -30,12 +31,12 @@ def test_an_ack_into_a_full_window_resumes_the_stream_and_others_do_not_wake_it(
         node.on_ack(CAROL, cursor, 1)  # … until this ack makes room
         seen.append(((await asyncio.wait_for(third, 10)).sequence, False))
         fourth = asyncio.ensure_future(anext(pump))
-        await asyncio.sleep(0)  # one turn of the loop: the pump finds the window full, waits
-        node.on_ack(CAROL, cursor, 2)  # room again: the pump is woken
-        woken = node._events[CAROL].is_set()
-        await asyncio.sleep(0)  # one turn: the pump finds nothing queued, waits
+        await eventually(lambda: node.idle(CAROL))  # the pump finds the window full, waits
+        node.on_ack(CAROL, cursor, 2)  # room again: the pump is woken …
+        woken = not node.idle(CAROL)
+        await eventually(lambda: node.idle(CAROL))  # … finds nothing queued, and waits again
         node.on_ack(CAROL, cursor, 3)  # the pump waits for deliveries, not room: not woken
-        seen.append((4, woken and not node._events[CAROL].is_set()))
+        seen.append((4, woken and node.idle(CAROL)))
         fourth.cancel()
         return seen
 

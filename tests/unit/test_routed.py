@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from disseminator.node import SiteIdentity, SiteNode
 from disseminator.store import Store, Window
+from tests.unit.bounded_checks import assert_keeps_something
 from tests.unit.receipt_fixtures import BLOCKS, NOW, PUBLISHER, Pki, make_pki
 from xdn import provenance
 from xdn.ontology import load_ontology
@@ -110,10 +111,7 @@ def test_the_floor_survives_a_restart_and_an_older_store_is_upgraded(tmp_path: P
 
 
 def test_a_window_must_keep_something() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        Window(retention_days=0)
-    with pytest.raises(ValueError, match="at least one"):
-        Window(per_publisher=0)
+    assert_keeps_something(Window, periods=("retention_days",), counts=("per_publisher",))
 
 
 @settings(max_examples=60, deadline=None)

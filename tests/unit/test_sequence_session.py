@@ -6,67 +6,36 @@ sequence in its key store."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
-import pytest
-
 from publisher.keystore import KeyStore
-from subscriber.session import Session, SubscriberSetup
-from tests.unit.sequence_fixtures import GROUP_KEY, NOW, PUBLISHER, make_documents, make_pki
+from subscriber.session import Session
+from tests.unit import sequence_fixtures
+from tests.unit.sequence_fixtures import (
+    GROUP_KEY,
+    NOW,
+    PUBLISHER,
+    alice_session,
+    concepts_of,
+    signed_checkpoint,
+)
 from xdn import certs, crypto
 from xdn.completeness import Checkpoint, sign_checkpoint
-from xdn.grpc_tls import TlsFiles
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import checkpoint_to_pb
 
-
-@pytest.fixture(scope="module")
-def pki() -> dict[str, tuple[bytes, bytes]]:
-    return make_pki()
-
-
-@pytest.fixture(scope="module")
-def documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination]:
-    return make_documents(pki)
+pki = sequence_fixtures.pki
+documents = sequence_fixtures.documents
 
 
 def _session(tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], concepts: list[str]) -> Session:
-    cert_pem, key_pem = pki["alice"]
-    setup = SubscriberSetup(
-        name="alice", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
-        connect="d2:1", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        provenance_log=tmp_path / "alice.nq", checkpoint_max_age_s=60,
-    )
-    session = Session(setup, clock=lambda: NOW)
-    session.grants_at_resume(
-        pb.Subscribed(grants=[pb.Grant(publisher=PUBLISHER, concepts=concepts)])
-    )
-    for concept in concepts:
-        session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
-    return session
-
-
-def _concepts(message: pb.Dissemination) -> list[str]:
-    return sorted({r.concept for r in message.manifest.ranges})
-
-
-def _checkpoint(
-    pki: dict[str, tuple[bytes, bytes]], latest: dict[str, int], *, at: datetime = NOW
-) -> pb.Checkpoint:
-    cert_pem, key_pem = pki[PUBLISHER]
-    checkpoint = Checkpoint(
-        publisher=PUBLISHER, issued_at_ms=int(at.timestamp() * 1000),
-        sequence=max(latest.values(), default=0), latest=latest,
-    )
-    signed = sign_checkpoint(checkpoint, crypto.load_private_key_pem(key_pem))
-    return checkpoint_to_pb(signed, publisher_certificate=cert_pem)
+    return alice_session(tmp_path, pki, concepts, checkpoint_max_age_s=60)
 
 
 def test_a_withheld_document_is_asked_for_and_reported_if_the_site_cannot_replay_it(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    session = _session(tmp_path, pki, _concepts(documents[0]))
+    session = _session(tmp_path, pki, concepts_of(documents[0]))
     try:
         assert session.on_dissemination(documents[0], 1)
         assert session.completeness.requests() == []
@@ -79,7 +48,7 @@ def test_a_withheld_document_is_asked_for_and_reported_if_the_site_cannot_replay
         assert session.report.gaps == 1
         gaps = [json.loads(line) for line in (tmp_path / "out" / "gaps.jsonl").open()]
         assert [(g["publisher"], g["sequence"]) for g in gaps] == [(PUBLISHER, 2)]
-        assert sorted(gaps[0]["concepts"]) == _concepts(documents[1])
+        assert sorted(gaps[0]["concepts"]) == concepts_of(documents[1])
         session.completeness.new_stream()
         assert session.completeness.requests() == [], "a reported gap is not asked again"
     finally:
@@ -89,13 +58,13 @@ def test_a_withheld_document_is_asked_for_and_reported_if_the_site_cannot_replay
 def test_a_replayed_document_fills_the_gap_and_the_state_survives_a_restart(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    session = _session(tmp_path, pki, _concepts(documents[0]))
+    session = _session(tmp_path, pki, concepts_of(documents[0]))
     try:
         session.on_dissemination(documents[0], 1)
         session.on_dissemination(documents[2], 2)
     finally:
         session.close()
-    again = _session(tmp_path, pki, _concepts(documents[0]))
+    again = _session(tmp_path, pki, concepts_of(documents[0]))
     try:
         again.completeness.new_stream()
         assert again.completeness.requests() == [pb.Missing(publisher=PUBLISHER, sequences=[2])]
@@ -110,17 +79,17 @@ def test_a_replayed_document_fills_the_gap_and_the_state_survives_a_restart(
 def test_withholding_the_newest_document_shows_by_the_checkpoint(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    concepts = _concepts(documents[0])
+    concepts = concepts_of(documents[0])
     session = _session(tmp_path, pki, concepts)
     try:
         assert session.completeness.unvouched(0, 60_000) == {
             PUBLISHER: "no signed checkpoint received"
         }
         session.on_dissemination(documents[0], 1)
-        session.on_checkpoint(_checkpoint(pki, dict.fromkeys(concepts, 1)), 2)
+        session.on_checkpoint(signed_checkpoint(pki, dict.fromkeys(concepts, 1)), 2)
         assert session.completeness.requests() == []
         # Document 2 and its checkpoint withheld; the checkpoint after 3 is relayed.
-        session.on_checkpoint(_checkpoint(pki, dict.fromkeys(concepts, 3)), 3)
+        session.on_checkpoint(signed_checkpoint(pki, dict.fromkeys(concepts, 3)), 3)
         assert session.completeness.requests() == [pb.Missing(publisher=PUBLISHER, sequences=[3])]
         now_ms = int(NOW.timestamp() * 1000)
         assert session.completeness.unvouched(now_ms, 60_000) == {
@@ -135,11 +104,11 @@ def test_withholding_the_newest_document_shows_by_the_checkpoint(
 def test_forged_or_foreign_checkpoints_count_for_nothing(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    concepts = _concepts(documents[0])
+    concepts = concepts_of(documents[0])
     session = _session(tmp_path, pki, concepts)
     try:
         session.on_dissemination(documents[0], 1)
-        forged = _checkpoint(pki, dict.fromkeys(concepts, 3))
+        forged = signed_checkpoint(pki, dict.fromkeys(concepts, 3))
         forged.concepts[0].latest = 2
         session.on_checkpoint(forged, 2)
         other_ca = certs.create_ca("test-ca", now=NOW)
@@ -163,7 +132,7 @@ def test_forged_or_foreign_checkpoints_count_for_nothing(
 def test_a_newly_granted_concept_starts_fresh(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
-    concepts = _concepts(documents[0])
+    concepts = concepts_of(documents[0])
     session = _session(tmp_path, pki, concepts[:1])
     for concept in concepts:
         session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from disseminator.config import load_site_config
+from disseminator.config import SiteConfig, load_site_config
 from xdn.errors import ConfigError
 
 GOOD = """
@@ -93,14 +93,25 @@ def test_a_site_refuses_to_start_for_a_block_its_certificate_does_not_authorise(
     )
     with pytest.raises(ConfigError, match=r"authorises block 'Production', but site\.block is"):
         asyncio.run(serve(load_site_config(path)))
-def test_heartbeat_and_drain_default_and_can_be_set(tmp_path: Path) -> None:
+def _loaded(tmp_path: Path, settings: str = "") -> SiteConfig:
+    """Load GOOD with ``settings`` (TOML lines) added to its ``[site]`` table."""
     path = tmp_path / "d2.toml"
-    path.write_text(GOOD)
-    config = load_site_config(path)
+    path.write_text(GOOD.replace("[tls]", f"{settings}\n\n[tls]"))
+    return load_site_config(path)
+
+
+def test_heartbeat_and_drain_default_and_can_be_set(tmp_path: Path) -> None:
+    config = _loaded(tmp_path)
     assert (config.heartbeat_seconds, config.drain_seconds) == (5.0, 10.0)
-    path.write_text(GOOD.replace("[tls]", "heartbeat_seconds = 0.5\ndrain_seconds = 0\n\n[tls]"))
-    config = load_site_config(path)
+    config = _loaded(tmp_path, "heartbeat_seconds = 0.5\ndrain_seconds = 0")
     assert (config.heartbeat_seconds, config.drain_seconds) == (0.5, 0.0)
+
+
+def test_the_routed_window_defaults_and_can_be_set(tmp_path: Path) -> None:
+    config = _loaded(tmp_path)
+    assert (config.routed_retention_days, config.routed_per_publisher) == (7.0, 100_000)
+    config = _loaded(tmp_path, "routed_retention_days = 0.5\nrouted_per_publisher = 50")
+    assert (config.routed_retention_days, config.routed_per_publisher) == (0.5, 50)
 
 
 @pytest.mark.parametrize(
@@ -110,45 +121,17 @@ def test_heartbeat_and_drain_default_and_can_be_set(tmp_path: Path) -> None:
         ("heartbeat_seconds = 1e9", "heartbeat_seconds must be between"),
         ('heartbeat_seconds = "5"', "heartbeat_seconds must be a number"),
         ("drain_seconds = -1", "drain_seconds must not be negative"),
-    ],
-)
-def test_bad_heartbeat_or_drain_settings_are_refused(
-    tmp_path: Path, setting: str, message: str
-) -> None:
-    path = tmp_path / "d2.toml"
-    path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
-    with pytest.raises(ConfigError, match=message):
-        load_site_config(path)
-
-
-def test_the_routed_window_defaults_and_can_be_set(tmp_path: Path) -> None:
-    path = tmp_path / "d2.toml"
-    path.write_text(GOOD)
-    config = load_site_config(path)
-    assert (config.routed_retention_days, config.routed_per_publisher) == (7.0, 100_000)
-    path.write_text(GOOD.replace(
-        "[tls]", "routed_retention_days = 0.5\nrouted_per_publisher = 50\n\n[tls]"
-    ))  # fmt: skip
-    config = load_site_config(path)
-    assert (config.routed_retention_days, config.routed_per_publisher) == (0.5, 50)
-
-
-@pytest.mark.parametrize(
-    ("setting", "message"),
-    [
         ("routed_retention_days = 0", "routed_retention_days must be positive"),
         ('routed_retention_days = "7"', "routed_retention_days must be a number of days"),
         ("routed_per_publisher = 0", "routed_per_publisher at least 1"),
         ("routed_per_publisher = 1.5", "routed_per_publisher must be a whole number"),
     ],
 )
-def test_bad_routed_window_settings_are_refused(
+def test_bad_heartbeat_drain_or_routed_window_settings_are_refused(
     tmp_path: Path, setting: str, message: str
 ) -> None:
-    path = tmp_path / "d2.toml"
-    path.write_text(GOOD.replace("[tls]", f"{setting}\n\n[tls]"))
     with pytest.raises(ConfigError, match=message):
-        load_site_config(path)
+        _loaded(tmp_path, setting)
 
 
 def test_the_newest_policy_version_a_site_enforced_is_never_lowered(tmp_path: Path) -> None:

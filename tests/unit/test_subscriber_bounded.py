@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from subscriber.export import checkpoint, reconcile
 from subscriber.retention import Pruned, Retention
-from subscriber.session import Session, SubscriberSetup
 from subscriber.store import Inbox, Keyring
-from tests.unit.sequence_fixtures import GROUP_KEY, NOW, PUBLISHER, make_documents, make_pki
-from xdn.grpc_tls import TlsFiles
+from tests.unit import sequence_fixtures
+from tests.unit.bounded_checks import assert_keeps_something
+from tests.unit.sequence_fixtures import GROUP_KEY, NOW, PUBLISHER, alice_session, concepts_of
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 DAY_MS = 86_400_000
@@ -179,14 +179,20 @@ def _lines(path: Path) -> list[str]:
     return [json.loads(line)["document"] for line in path.read_text().splitlines()]
 
 
-def test_a_checkpoint_syncs_the_export_and_empties_the_log(
-    tmp_path: Path, keyring: Keyring
-) -> None:
+def _synced(tmp_path: Path, keyring: Keyring) -> Inbox:
+    """An inbox in ``tmp_path`` where d1 and d2 were accepted, exported and checkpointed."""
     inbox = Inbox(tmp_path / "out")
     for n in (1, 2):
         _accept(keyring, "p", f"d{n}", n, at_ms=0)
         inbox.record(_record("p", f"d{n}"))
     checkpoint(keyring, inbox)
+    return inbox
+
+
+def test_a_checkpoint_syncs_the_export_and_empties_the_log(
+    tmp_path: Path, keyring: Keyring
+) -> None:
+    inbox = _synced(tmp_path, keyring)
     assert keyring.export_tail() == []
     assert keyring.export_mark().offset == inbox.received_path.stat().st_size
     (rows,) = keyring._db.execute("SELECT COUNT(*) FROM received_log").fetchone()
@@ -194,11 +200,7 @@ def test_a_checkpoint_syncs_the_export_and_empties_the_log(
 
 
 def test_start_up_reads_and_repairs_only_the_tail(tmp_path: Path, keyring: Keyring) -> None:
-    inbox = Inbox(tmp_path / "out")
-    for n in (1, 2):
-        _accept(keyring, "p", f"d{n}", n, at_ms=0)
-        inbox.record(_record("p", f"d{n}"))
-    checkpoint(keyring, inbox)
+    inbox = _synced(tmp_path, keyring)
     synced = inbox.received_path.read_bytes()
     # Before the mark: overwritten in place with bytes no record has. Were the synced part
     # read or rewritten at start-up, this would be found and replaced.
@@ -217,11 +219,7 @@ def test_start_up_reads_and_repairs_only_the_tail(tmp_path: Path, keyring: Keyri
 def test_an_export_cut_short_by_hand_gets_the_tail_after_its_last_whole_line(
     tmp_path: Path, keyring: Keyring
 ) -> None:
-    inbox = Inbox(tmp_path / "out")
-    for n in (1, 2):
-        _accept(keyring, "p", f"d{n}", n, at_ms=0)
-        inbox.record(_record("p", f"d{n}"))
-    checkpoint(keyring, inbox)
+    inbox = _synced(tmp_path, keyring)
     _accept(keyring, "p", "d3", 3, at_ms=0)
     first = inbox.received_path.read_text().splitlines()[0]
     inbox.received_path.write_text(first + "\n" + "{half a li")
@@ -264,46 +262,19 @@ def test_a_store_of_an_older_version_is_adopted_once(tmp_path: Path) -> None:
 # ---- the session: a pruned document is refused, a held document still opens ----------------
 
 
-@pytest.fixture(scope="module")
-def pki() -> dict[str, tuple[bytes, bytes]]:
-    return make_pki()
-
-
-@pytest.fixture(scope="module")
-def documents(pki: dict[str, tuple[bytes, bytes]]) -> list[pb.Dissemination]:
-    return make_documents(pki)
-
-
-def _session(
-    tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], clock: list[datetime],
-    retention: Retention, concepts: list[str],
-) -> Session:
-    cert_pem, key_pem = pki["alice"]
-    setup = SubscriberSetup(
-        name="alice", tls=TlsFiles(cert_pem=cert_pem, key_pem=key_pem, ca_pem=pki["ca"][0]),
-        connect="d2:1", out_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        provenance_log=tmp_path / "alice.nq", retention=retention,
-    )
-    session = Session(setup, clock=lambda: clock[0])
-    session.grants_at_resume(
-        pb.Subscribed(grants=[pb.Grant(publisher=PUBLISHER, concepts=concepts)])
-    )
-    return session
-
-
-def _concepts(message: pb.Dissemination) -> list[str]:
-    return sorted({r.concept for r in message.manifest.ranges})
+pki = sequence_fixtures.pki
+documents = sequence_fixtures.documents
 
 
 def test_a_document_whose_entry_was_pruned_is_refused_when_replayed(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
     clock = [NOW]
-    concepts = _concepts(documents[0])
-    session = _session(tmp_path, pki, clock, Retention(days=1, every_s=60), concepts)
+    concepts = concepts_of(documents[0])
+    session = alice_session(
+        tmp_path, pki, concepts, clock=lambda: clock[0], retention=Retention(days=1, every_s=60)
+    )
     try:
-        for concept in concepts:
-            session.keyring.put(PUBLISHER, concept, 1, GROUP_KEY)
         assert session.on_dissemination(documents[0], 1)
         assert session.on_dissemination(documents[1], 2)
         clock[0] += timedelta(days=2)
@@ -323,8 +294,11 @@ def test_a_held_document_still_opens_after_its_other_keys_aged_out(
     tmp_path: Path, pki: dict[str, tuple[bytes, bytes]], documents: list[pb.Dissemination]
 ) -> None:
     clock = [NOW]
-    concepts = _concepts(documents[0])
-    session = _session(tmp_path, pki, clock, Retention(epochs=2), concepts)
+    concepts = concepts_of(documents[0])
+    session = alice_session(
+        tmp_path, pki, concepts, clock=lambda: clock[0], with_keys=False,
+        retention=Retention(epochs=2),
+    )
     late, *others = concepts
     try:
         for concept in others:
@@ -346,7 +320,4 @@ def test_a_held_document_still_opens_after_its_other_keys_aged_out(
 
 
 def test_retention_settings_must_keep_something() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        Retention(days=0)
-    with pytest.raises(ValueError, match="at least one"):
-        Retention(epochs=0)
+    assert_keeps_something(Retention, periods=("days", "every_s"), counts=("documents", "epochs"))
