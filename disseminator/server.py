@@ -65,6 +65,7 @@ from disseminator.limits import (
 )
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
+from disseminator.payloads import Outgoing
 from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
     Accept,
@@ -404,12 +405,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 )
             )
             pumped = node.pump(destination, cursor, generation)
-            deliveries = (d.server_message_bytes() async for d in pumped)
             async with contextlib.aclosing(
-                watch.outgoing(context, deliveries, _subscriber_heartbeat)
+                watch.outgoing(context, pumped, _subscriber_heartbeat)
             ) as messages:
-                async for message in messages:
-                    yield message
+                async for message in messages:  # (read ahead as stored: joined only to go out)
+                    yield (
+                        message.server_message_bytes() if isinstance(message, Outgoing)
+                        else message
+                    )  # fmt: skip
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)
@@ -575,12 +578,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         )
         log.info("downlink %s connected (block %s)", peer.name, hello.block)
         try:
-            pumped = (d.delivery_bytes() async for d in node.pump(destination, cursor, generation))
+            pumped = node.pump(destination, cursor, generation)
             async with contextlib.aclosing(
                 watch.outgoing(context, pumped, _link_heartbeat)
             ) as deliveries:
-                async for delivery in deliveries:
-                    yield delivery
+                async for delivery in deliveries:  # (likewise)
+                    yield delivery.delivery_bytes() if isinstance(delivery, Outgoing) else delivery
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)
