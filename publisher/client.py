@@ -104,6 +104,9 @@ __all__ = ["PublishResult", "Publisher", "PublisherSetup"]
 
 log = logging.getLogger(__name__)
 
+#: Key messages per request at most: a site routes each request in one step of its loop.
+KEY_MESSAGES_PER_REQUEST = 1_000
+
 _Reply = TypeVar("_Reply")
 
 
@@ -192,7 +195,7 @@ def member_concepts(
 def _split(request: pb.PublishRequest) -> list[pb.PublishRequest]:
     """``request`` as requests that each fit in a gRPC message (see :mod:`publisher.split`)."""
     try:
-        return split_request(request, MAX_MESSAGE_BYTES // 2)
+        return split_request(request, MAX_MESSAGE_BYTES // 2, KEY_MESSAGES_PER_REQUEST)
     except ValueError as exc:
         raise UsageError(f"cannot send this publication: {exc}") from None
 

@@ -37,16 +37,21 @@ def _flattened(requests: list[pb.PublishRequest]) -> list[tuple[str, bytes]]:
     st.dictionaries(st.sampled_from(sorted(_KINDS)), st.lists(st.integers(0, 300), max_size=20)),
     st.integers(0, 400),
     st.integers(420, 3000),
+    st.integers(1, 30),
 )
 def test_parts_fit_and_keep_every_message_in_the_site_order(
-    sizes: dict[str, list[int]], document: int, max_bytes: int
+    sizes: dict[str, list[int]], document: int, max_bytes: int, max_messages: int
 ) -> None:
     request = _request(sizes, document)
-    parts = split_request(request, max_bytes)
+    parts = split_request(request, max_bytes, max_messages)
     assert all(p.ByteSize() <= max_bytes for p in parts)
+    assert all(len(_flattened([p])) <= max_messages for p in parts)
     assert _flattened(parts) == _flattened([request])  # same messages, kinds in order
-    if request.ByteSize() <= max_bytes:
+    keys = len(_flattened([request]))
+    if request.ByteSize() <= max_bytes and keys <= max_messages:
         assert parts == [request]
+    elif request.ByteSize() <= max_bytes:  # parts only as many as the count needs
+        assert len([p for p in parts if _flattened([p])]) == -(-keys // max_messages)
     documents = [p for p in parts if p.HasField("dissemination") or p.HasField("checkpoint")]
     assert documents == ([parts[-1]] if document else [])
     if document:
@@ -56,6 +61,6 @@ def test_parts_fit_and_keep_every_message_in_the_site_order(
 
 def test_a_message_larger_than_a_part_is_refused() -> None:
     with pytest.raises(ValueError, match="keys message of"):
-        split_request(_request({"keys": [10, 5000]}, 0), 1000)
+        split_request(_request({"keys": [10, 5000]}, 0), 1000, 10)
     with pytest.raises(ValueError, match="document's request"):
-        split_request(_request({"keys": [10]}, 5000), 1000)
+        split_request(_request({"keys": [10]}, 5000), 1000, 10)
