@@ -318,7 +318,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         await dht.stop(leave=True)
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=0.5)
-        node.flush_acks()
+        await node.settle_acks()
         node.flush_log()
         store.close()
         log_sink.close()

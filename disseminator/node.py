@@ -20,7 +20,10 @@ without locks.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import dataclasses
+import functools
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -126,6 +129,9 @@ class SiteNode:
         self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
         self._acks: dict[Destination, int] = {}  # acknowledged, not yet committed
         self._ack_flush: asyncio.TimerHandle | None = None
+        # Acknowledgements are committed on a thread of their own (see _flush_acks_aside).
+        self._ack_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acks")
+        self._acks_committing: asyncio.Future[int] | None = None
         self._log_flush: asyncio.TimerHandle | None = None
         self.revoked: frozenset[int] = frozenset()  # serials of the CA's current CRL
         self.crl_pem = b""  # that CRL as the CA signed it: relayed to local subscribers
@@ -490,18 +496,64 @@ class SiteNode:
                 self.flush_acks()
                 self._finish_ending(destination.name)
             elif self._ack_flush is None:
-                self._ack_flush = self._later(self.flush_acks, ACK_WINDOW_S)
+                self._ack_flush = self._later(self._flush_acks_aside, ACK_WINDOW_S)
             if blocked:
                 self.wake(destination)
 
     def flush_acks(self) -> None:
-        """Commit the acknowledgements received since the last flush, in one transaction."""
+        """Commit the acknowledgements received since the last flush, in one transaction, now
+        (one committed on the worker thread meanwhile is not waited for)."""
         if self._ack_flush is not None:
             self._ack_flush.cancel()
             self._ack_flush = None
         acks, self._acks = self._acks, {}
         if acks:
             self.store.ack_many({(d.kind, d.name): seq for d, seq in acks.items()})
+
+    def _flush_acks_aside(self) -> None:
+        """Commit the acknowledgements received since the last flush on the acknowledgement
+        thread, while the loop goes on (one flush at a time: the next waits for this one)."""
+        self._ack_flush = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous caller
+            return self.flush_acks()
+        if not self.store.acks_aside:
+            return self.flush_acks()
+        if self._acks_committing is not None or not self._acks:
+            return None
+        acks = {(d.kind, d.name): seq for d, seq in self._acks.items()}
+        self._acks = {}
+        committing = loop.run_in_executor(
+            self._ack_thread, self.store.commit_acks_aside, acks
+        )
+        self._acks_committing = committing
+        committing.add_done_callback(functools.partial(self._acks_committed, acks))
+        return None
+
+    def _acks_committed(
+        self, acks: dict[tuple[str, str], int], committing: asyncio.Future[int]
+    ) -> None:
+        self._acks_committing = None
+        if committing.cancelled() or committing.exception() is not None:
+            log.error("committing acknowledgements failed (kept, to try again): %r",
+                      None if committing.cancelled() else committing.exception())
+            for (kind, name), seq in acks.items():  # (acknowledged twice is harmless)
+                destination = Destination(kind, name)
+                self._acks[destination] = max(seq, self._acks.get(destination, 0))
+        else:
+            self.store.acked(acks, committing.result())
+        if self._acks and self._ack_flush is None:
+            self._ack_flush = self._later(self._flush_acks_aside, ACK_WINDOW_S)
+
+    async def settle_acks(self) -> None:
+        """Wait for the acknowledgements being committed on the worker thread, then commit the
+        rest here (before the store closes)."""
+        if self._acks_committing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._acks_committing)
+        self.flush_acks()
+        self._ack_thread.shutdown(wait=True)
 
     async def pump(
         self, destination: Destination, cursor: StreamCursor, generation: int

@@ -342,8 +342,18 @@ class Store:
             "SELECT COALESCE(SUM(next_seq - 1 - acked), 0) FROM destinations"
         ).fetchone()
         self._queued = int(queued)
+        # A second connection, for acknowledgements committed off the event loop. (So every
+        # transaction begins IMMEDIATE: one that read first could not then write past a commit
+        # of the other connection, where waiting for the lock is all it takes otherwise.)
+        self._aside: sqlite3.Connection | None = None
+        if str(path) != ":memory:":
+            self._aside = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self._aside.execute("PRAGMA synchronous=NORMAL")
+            self._aside.execute("PRAGMA secure_delete=FAST")
 
     def close(self) -> None:
+        if self._aside is not None:
+            self._aside.close()
         self._db.close()
 
     # ---- routing -------------------------------------------------------------------------
@@ -445,9 +455,9 @@ class Store:
             return payload, None
         return _encode_pieces(pieces), bodies[id(body)]
 
-    def _release(self, bodies: Iterable[int]) -> None:
+    def _release(self, bodies: Iterable[int], db: sqlite3.Connection | None = None) -> None:
         """Delete those of ``bodies`` no delivery or retained document uses any more."""
-        self._db.executemany(
+        (self._db if db is None else db).executemany(
             "DELETE FROM bodies WHERE id = ?1 "
             "AND NOT EXISTS (SELECT 1 FROM deliveries WHERE body = ?1) "
             "AND NOT EXISTS (SELECT 1 FROM retained WHERE body = ?1)",
@@ -544,7 +554,7 @@ class Store:
 
     def clear_log_outbox(self, ids: Iterable[int]) -> None:
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
 
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
@@ -587,13 +597,13 @@ class Store:
     def drop_receipts(self, seqs: Iterable[int]) -> None:
         """Forget receipts passed upstream (their ids stay known: a retry is a duplicate)."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("DELETE FROM receipts WHERE seq = ?", [(s,) for s in seqs])
 
     def drop_receipts_of(self, publisher: str, *, upto: int) -> int:
         """Forget ``publisher``'s receipts up to ``upto`` (it stored them); return how many."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             return int(
                 self._db.execute(
                     "DELETE FROM receipts WHERE publisher = ? AND seq <= ?", (publisher, upto)
@@ -614,7 +624,7 @@ class Store:
     def record_policies(self, enforced: dict[str, tuple[int, str]]) -> None:
         """Remember the policies put in force (a version is never lowered)."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany(
                 "INSERT INTO policy_versions VALUES (?, ?, ?) ON CONFLICT (publisher) DO UPDATE "
                 "SET version = excluded.version, digest = excluded.digest "
@@ -634,7 +644,7 @@ class Store:
         if saved is not None and saved[0] > number:
             return
         with self._db:  # numbers may exceed SQLite's 64-bit integers: kept as decimal text
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
                 "INSERT OR REPLACE INTO crl (id, number, pem) VALUES (1, ?, ?)",
                 (str(number), pem),
@@ -693,11 +703,34 @@ class Store:
     def ack_many(self, acks: Mapping[tuple[str, str], int]) -> None:
         """:meth:`ack` each destination ``(kind, name)`` up to its sequence number, all in one
         transaction (one commit for the acknowledgements of many destinations)."""
+        self.acked(acks, self._commit_acks(self._db, acks))
+
+    @property
+    def acks_aside(self) -> bool:
+        """Whether :meth:`commit_acks_aside` may be used (a store in a file: it has a second
+        connection)."""
+        return self._aside is not None
+
+    def commit_acks_aside(self, acks: Mapping[tuple[str, str], int]) -> int:
+        """What :meth:`ack_many` writes, on the store's second connection, for one worker
+        thread at a time: SQLite lets go of the interpreter while it works, so the event loop
+        goes on meanwhile on the other core. Returns how many deliveries were dropped, for
+        :meth:`acked` (on the loop's thread)."""
+        assert self._aside is not None, "a store in memory commits acknowledgements in line"
+        return self._commit_acks(self._aside, acks)
+
+    def acked(self, acks: Mapping[tuple[str, str], int], dropped: int) -> None:
+        """Account for acknowledgements committed (``dropped`` deliveries gone)."""
+        self._queued -= dropped
+        for (kind, name), seq in acks.items():
+            self._recent.discard(kind, name, upto=seq)
+
+    def _commit_acks(self, db: sqlite3.Connection, acks: Mapping[tuple[str, str], int]) -> int:
         dropped = 0
-        with self._db:
-            self._db.execute("BEGIN")
+        with db:
+            db.execute("BEGIN IMMEDIATE")
             for (kind, name), seq in acks.items():
-                self._db.execute(
+                db.execute(
                     "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
                     "AND ? < next_seq",
                     (seq, kind, name, seq),
@@ -706,24 +739,26 @@ class Store:
                     "kind = ? AND name = ? AND seq <= "
                     "(SELECT acked FROM destinations WHERE kind = ? AND name = ?)",
                     (kind, name, kind, name),
+                    db,
                 )
-        self._queued -= dropped
-        for (kind, name), seq in acks.items():
-            self._recent.discard(kind, name, upto=seq)
+        return dropped
 
-    def _drop_deliveries(self, where: str, args: tuple[str | int, ...]) -> int:
+    def _drop_deliveries(
+        self, where: str, args: tuple[str | int, ...], db: sqlite3.Connection | None = None
+    ) -> int:
         """Delete the deliveries ``where`` holds and release their bodies; return how many."""
-        bodies = [b for (b,) in self._db.execute(
+        db = self._db if db is None else db
+        bodies = [b for (b,) in db.execute(
             f"SELECT DISTINCT body FROM deliveries WHERE {where} AND body IS NOT NULL", args
         )]  # fmt: skip
-        count = self._db.execute(f"DELETE FROM deliveries WHERE {where}", args).rowcount
-        self._release(bodies)
+        count = db.execute(f"DELETE FROM deliveries WHERE {where}", args).rowcount
+        self._release(bodies, db)
         return int(count)
 
     def drop_destination(self, kind: str, name: str) -> int:
         """Forget a destination and its queue; return how many deliveries were discarded."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             count = self._drop_deliveries("kind = ? AND name = ?", (kind, name))
             self._db.execute("DELETE FROM destinations WHERE kind = ? AND name = ?", (kind, name))
         self._queued -= count
@@ -734,7 +769,7 @@ class Store:
     def save_registrations(self, kind: str, owner: str, regs: Iterable[StoredRegistration]) -> None:
         """Replace every registration of (kind, owner) with ``regs``."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
                 "DELETE FROM registrations WHERE kind = ? AND owner = ?", (kind, owner)
             )
@@ -758,7 +793,7 @@ class Store:
         """Delete the registrations of (kind, owner) named ``delete`` and save (insert or
         replace) ``save``, in one transaction: the rows a delta changes, no other."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany(
                 "DELETE FROM registrations WHERE kind = ? AND owner = ? AND subscriber = ?",
                 [(kind, owner, name) for name in delete],
@@ -774,7 +809,7 @@ class Store:
 
     def save_registration(self, reg: StoredRegistration) -> None:
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
                 f"INSERT OR REPLACE INTO registrations {_REG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (reg.kind, reg.owner, reg.subscriber, reg.certificate,
@@ -831,7 +866,7 @@ class Store:
 
     def delete_registration(self, kind: str, owner: str, subscriber: str) -> None:
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
                 "DELETE FROM registrations WHERE kind = ? AND owner = ? AND subscriber = ?",
                 (kind, owner, subscriber),
