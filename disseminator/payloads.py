@@ -235,10 +235,10 @@ class DocumentParts:
 
     Args:
         diss: the dissemination as received, read as records.
-        wire: the bytes ``diss`` was read from, if at hand: the body is then those bytes
-            as they came, when they lie as the records say (else the records serialized).
         identity: the (publisher, document id) every run must name.
         concepts: the ontology's concepts; a run of another is refused.
+        wire: the bytes ``diss`` was read from, if at hand: the body is then those bytes
+            as they came, when they lie as the records say (else the records serialized).
 
     Raises:
         ProtocolError: a run of another document or of an unknown concept, a run whose

@@ -28,23 +28,29 @@ SPARE_SITE = "d4"
 SPARE_BLOCK = "WorkOrder"
 
 
-def site_channel(network: LocalNetwork, site: str, name: str) -> grpc.aio.Channel:
-    """A channel to ``site`` under party ``name``'s certificate (mutual TLS)."""
-    creds = channel_credentials(TlsFiles.from_dir(network.certs, name))
-    return grpc.aio.secure_channel(network.address(site), creds, options=CHANNEL_OPTIONS)
+def site_channel(
+    network: LocalNetwork, site: str, name: str, *, options: Any = CHANNEL_OPTIONS,
+    tls: TlsFiles | None = None,
+) -> grpc.aio.Channel:
+    """A channel to ``site`` under party ``name``'s certificate (mutual TLS), or ``tls``."""
+    creds = channel_credentials(tls or TlsFiles.from_dir(network.certs, name))
+    return grpc.aio.secure_channel(network.address(site), creds, options=options)
 
 
 async def stream_error(
     network: LocalNetwork, site: str, name: str, method: str, messages: list[Any],
+    *, half_close: bool = False,
 ) -> tuple[grpc.aio.AioRpcError, list[Any]]:
-    """Open a bidi stream, send ``messages`` and keep our side open; return how the site ends
-    it, and its replies (a write racing the site's status would turn it into INTERNAL)."""
+    """Open a bidi stream, send ``messages`` and keep our side open (or half-close at once if
+    ``half_close``); return how the site ends it, and its replies (a write racing the site's
+    status would turn it into INTERNAL)."""
     ended = asyncio.Event()
 
     async def requests() -> AsyncIterator[Any]:
         for message in messages:
             yield message
-        await ended.wait()
+        if not half_close:
+            await ended.wait()
 
     replies: list[Any] = []
     async with site_channel(network, site, name) as channel:

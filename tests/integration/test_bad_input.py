@@ -24,8 +24,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork
 from deploy.pki import Party, issue_party
+from tests.integration.raw_calls import site_channel, stream_error
 from xdn import certs
-from xdn.grpc_tls import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, TlsFiles, channel_credentials
+from xdn.grpc_tls import MAX_MESSAGE_BYTES, TlsFiles
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -64,56 +65,19 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def _channel(
-    network: LocalNetwork, site: str, name: str, *, options: Any = CHANNEL_OPTIONS,
-    tls: TlsFiles | None = None,
-) -> grpc.aio.Channel:
-    creds = channel_credentials(tls or TlsFiles.from_dir(network.certs, name))
-    return grpc.aio.secure_channel(network.address(site), creds, options=options)
-
-
 async def _call_error(
     network: LocalNetwork, site: str, name: str,
     call: Callable[[pb_grpc.DisseminatorStub], Any], **kwargs: Any,
 ) -> grpc.aio.AioRpcError:
     """Make one unary call that must fail; return its error."""
-    async with _channel(network, site, name, **kwargs) as channel:
+    async with site_channel(network, site, name, **kwargs) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call(pb_grpc.DisseminatorStub(channel))
     return info.value
 
 
-async def _stream_error(
-    network: LocalNetwork, site: str, name: str, method: str, messages: list[Any],
-    *, half_close: bool = False,
-) -> tuple[grpc.aio.AioRpcError, list[Any]]:
-    """Open a bidi stream, send ``messages``; return the error the site ends it with, and replies.
-
-    Our side stays open until the site ends the call (or half-closes at once if ``half_close``):
-    a write racing the site's status would make grpc.aio report INTERNAL instead of it.
-    """
-    ended = asyncio.Event()
-
-    async def requests() -> AsyncIterator[Any]:
-        for message in messages:
-            yield message
-        if not half_close:
-            await ended.wait()
-
-    replies: list[Any] = []
-    async with _channel(network, site, name) as channel:
-        call = getattr(pb_grpc.DisseminatorStub(channel), method)(requests(), timeout=TIMEOUT)
-        try:
-            with pytest.raises(grpc.aio.AioRpcError) as info:
-                async for reply in call:
-                    replies.append(reply)
-        finally:
-            ended.set()
-    return info.value, replies
-
-
 async def _health(network: LocalNetwork, site: str) -> int:
-    async with _channel(network, site, "d1") as channel:
+    async with site_channel(network, site, "d1") as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=SERVICE), timeout=TIMEOUT
         )
@@ -153,7 +117,7 @@ GARBAGE = {
 
 async def _raw_call(network: LocalNetwork, method: str, garbage: bytes) -> grpc.aio.AioRpcError:
     """Send undecodable bytes to ``method`` (unary Publish or the Subscribe stream)."""
-    async with _channel(network, "d2" if method == "Subscribe" else "d1",
+    async with site_channel(network, "d2" if method == "Subscribe" else "d1",
                         "carol" if method == "Subscribe" else "production-dept") as channel:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             if method == "Publish":
@@ -274,7 +238,7 @@ def test_publish_by_a_publisher_the_site_does_not_know_fails_precondition(
 
 def test_membership_says_where_the_site_stands_for_the_publisher(net: LocalNetwork) -> None:
     async def standing(site: str, name: str) -> pb.SiteStanding:
-        async with _channel(net, site, name) as channel:
+        async with site_channel(net, site, name) as channel:
             reply = await pb_grpc.DisseminatorStub(channel).GetMembership(
                 pb.MembershipRequest(publisher=name), timeout=TIMEOUT
             )
@@ -319,12 +283,12 @@ def test_subscribe_stream_not_starting_with_subscribe_request_is_invalid(
     net: LocalNetwork,
 ) -> None:
     first_ack = [pb.ClientMessage(ack=pb.Ack(sequence=1))]
-    error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", first_ack))
+    error, replies = _run(stream_error(net, "d2", "carol", "Subscribe", first_ack))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "must start with a SubscribeRequest" in (error.details() or "")
     assert replies == []
     # Nothing at all: our half-close is the first thing the site reads.
-    error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", [], half_close=True))
+    error, replies = _run(stream_error(net, "d2", "carol", "Subscribe", [], half_close=True))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert replies == []
     _assert_serving(net)
@@ -332,7 +296,7 @@ def test_subscribe_stream_not_starting_with_subscribe_request_is_invalid(
 
 def test_subscribe_for_an_unknown_concept_is_invalid(net: LocalNetwork) -> None:
     request = [pb.ClientMessage(subscribe=pb.SubscribeRequest(concepts=["NoSuchConcept"]))]
-    error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", request))
+    error, replies = _run(stream_error(net, "d2", "carol", "Subscribe", request))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "unknown concept 'NoSuchConcept'" in (error.details() or "")
     assert replies == []
@@ -341,7 +305,7 @@ def test_subscribe_for_an_unknown_concept_is_invalid(net: LocalNetwork) -> None:
 
 def test_link_from_a_subscriber_certificate_is_unauthenticated(net: LocalNetwork) -> None:
     hello = [pb.LinkMessage(hello=pb.LinkHello(site="d2", block="WorkOrder"))]
-    error, replies = _run(_stream_error(net, "d1", "carol", "Link", hello))
+    error, replies = _run(stream_error(net, "d1", "carol", "Link", hello))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "role 'subscriber', expected 'site'" in (error.details() or "")
     assert replies == []
@@ -353,7 +317,7 @@ def test_link_for_a_block_the_certificate_does_not_authorise_is_denied(
 ) -> None:
     # d3 is a genuine site, but the CA authorised it for ResourceDetails only.
     hello = [pb.LinkMessage(hello=pb.LinkHello(site="d3", block="WorkOrder"))]
-    error, replies = _run(_stream_error(net, "d1", "d3", "Link", hello))
+    error, replies = _run(stream_error(net, "d1", "d3", "Link", hello))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "'d3' may serve block 'ResourceDetails' (its certificate), not 'WorkOrder'" in (
         error.details() or ""
@@ -404,7 +368,7 @@ async def _bogus_ack(network: LocalNetwork) -> tuple[list[Any], grpc.StatusCode,
         await ended.wait()  # keep our side open: only the site may end it
 
     replies: list[Any] = []
-    async with _channel(network, "d2", "carol") as channel:
+    async with site_channel(network, "d2", "carol") as channel:
         call = pb_grpc.DisseminatorStub(channel).Subscribe(requests(), timeout=3 * TIMEOUT)
         try:
             async for reply in call:
@@ -426,7 +390,7 @@ def test_path_refresh_of_a_group_not_granted_ends_the_stream(net: LocalNetwork) 
             refresh=pb.PathRefresh(publisher="qa-company", concept="QualityInspection")
         ),
     ]
-    error, replies = _run(_stream_error(net, "d2", "carol", "Subscribe", messages))
+    error, replies = _run(stream_error(net, "d2", "carol", "Subscribe", messages))
     assert replies and replies[0].WhichOneof("kind") == "subscribed"
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     carol = _member_id(net, "carol")
