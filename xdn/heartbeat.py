@@ -54,6 +54,8 @@ class Heartbeats:
         self._reannounce = False
         self._ahead: _ReadAhead[Any] | None = None  # what outgoing() reads, while it runs
         self._waiting = False
+        self._ring: asyncio.Future[None] | None = None  # see _alarm
+        self._ring_at = 0.0
 
     @property
     def waiting(self) -> bool:
@@ -95,11 +97,31 @@ class Heartbeats:
             await asyncio.wait({future})
             return True
         meant = self._clock() + timeout
-        done, _ = await asyncio.wait({future}, timeout=timeout)
+        done, _ = await asyncio.wait(
+            {future, self._alarm(timeout)}, return_when=asyncio.FIRST_COMPLETED
+        )
         now = self._clock()
         if self.state.overslept(meant=meant, now=now):  # (whatever woke us: the loop was held
             self.state.on_stall(now)  # up, so what the peer sent meanwhile is not read yet)
-        return bool(done)
+        return future in done
+
+    def _alarm(self, timeout: float) -> asyncio.Future[None]:
+        """A future done in ``timeout`` seconds or sooner.
+
+        A busy stream waits after every message, each time until a later moment; a timer per
+        wait would cost the loop one timer scheduled and one cancelled per message (14 % of a
+        site's loop with 10,000 streams). So a timer is set only when none is pending that rings
+        at or before the moment asked for; one that rings early wakes a waiter that finds
+        nothing due and waits again, at most once per interval. A timer is never cancelled: the
+        two directions of a stream may wait on different ones.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if self._ring is None or self._ring.done() or self._ring_at > deadline:
+            self._ring = loop.create_future()
+            self._ring_at = deadline
+            loop.call_at(deadline, _ring, self._ring)
+        return self._ring
 
     def _next_wake(self, *, beating: bool, judging: bool) -> tuple[float | None, bool]:
         """How long to wait for the next message to send, and whether to judge the peer then."""
@@ -192,6 +214,11 @@ class Heartbeats:
             if self.state.dead(now - grace):
                 return self.state.silence(now)
             await self._wait(never, self.state.until_judged(now - grace) + 0.01)
+
+
+def _ring(alarm: asyncio.Future[None]) -> None:
+    if not alarm.done():
+        alarm.set_result(None)
 
 
 class _ReadAhead(Generic[T]):

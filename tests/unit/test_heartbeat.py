@@ -242,3 +242,49 @@ def test_silent_waits_for_the_limit_plus_grace() -> None:
     elapsed, silence = asyncio.run(asyncio.wait_for(run(), 10))
     assert 0.39 <= elapsed < 5
     assert silence >= 0.39
+
+
+def test_a_busy_stream_sets_no_timer_per_message_in_either_direction() -> None:
+    """Each message is waited for, until later each time: the pending timer serves."""
+
+    async def run() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        timers = [0]
+        call_at = loop.call_at
+
+        def counted(when, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if callback.__name__ != "_set_result_unless_cancelled":  # (not the test's sleeps)
+                timers[0] += 1
+            return call_at(when, callback, *args, **kwargs)
+
+        loop.call_at = counted  # type: ignore[method-assign]
+        beats = Heartbeats(5.0)
+        turn = asyncio.Event()
+
+        async def paced() -> AsyncIterator[str]:
+            for i in range(200):
+                await turn.wait()  # the stream waits for each one
+                turn.clear()
+                yield f"item {i}"
+
+        sent = 0
+        stream = beats.outgoing(paced(), _beat)
+        await anext(stream)  # the opening heartbeat
+        for _ in range(200):
+            next_one = asyncio.ensure_future(anext(stream))
+            while not beats.waiting:  # (polled with sleeps: eventually() sets timers)
+                await asyncio.sleep(0.001)
+            turn.set()
+            await next_one
+            sent += 1
+        await stream.aclose()
+        outgoing = timers[0]
+        for _ in range(200):
+            read = loop.create_future()
+            loop.call_soon(read.set_result, "ack")
+            await beats.receive(read)
+        return sent, outgoing, timers[0] - outgoing
+
+    sent, outgoing, incoming = asyncio.run(asyncio.wait_for(run(), 60))
+    assert sent == 200
+    assert outgoing <= 5 and incoming <= 5, (outgoing, incoming)
