@@ -105,23 +105,23 @@ class Planner:
             raise ProtocolError(f"rekey of unknown concept {rekey.concept!r}")
         payload = pb.Delivery(rekey=rekey).SerializeToString()
         plan = self.table.plan(rekey.publisher, [("rekey", rekey.concept)])
-        return [Append(kind=d.kind, name=d.name, payload=payload) for d in plan]
+        return _shared(payload, [(d.kind, d.name) for d in plan])
 
     def checkpoint(self, checkpoint: pb.Checkpoint) -> list[Append]:
         """A publisher's checkpoint goes wherever anything of the publisher may go."""
         publisher = checkpoint.publisher
         payload = pb.Delivery(checkpoint=checkpoint).SerializeToString()
-        out = [
-            Append(kind="subscriber", name=name, payload=payload)
+        destinations = [
+            ("subscriber", name)
             for name, reg in self.table.local.items()
             if reg.grants.get(publisher)
         ]
-        out += [
-            Append(kind="link", name=site, payload=payload)
+        destinations += [
+            ("link", site)
             for site, regs in self.table.links.items()
             if any(r.grants.get(publisher) for r in regs.values())
         ]
-        return out
+        return _shared(payload, destinations)
 
     def document(
         self, received: pb.Dissemination | pb.DisseminationRecords, wire: bytes | None = None
@@ -266,3 +266,12 @@ def _switched_off(diss: pb.DisseminationRecords) -> bool:
     (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing signed.
     With the switch on, empty provenance is refused like any malformed chain."""
     return not diss.provenance and not provenance.enabled()
+
+
+def _shared(payload: bytes, destinations: Sequence[tuple[str, str]]) -> list[Append]:
+    """The same ``payload`` for each of ``destinations``: stored once, as a body their queues
+    refer to, when there are several (a checkpoint or a rekey: ~1 KB each, to every member)."""
+    if len(destinations) < 2:
+        return [Append(kind=kind, name=name, payload=payload) for kind, name in destinations]
+    body, whole = Body(payload), ((0, len(payload)),)
+    return [Append(kind=kind, name=name, body=body, pieces=whole) for kind, name in destinations]

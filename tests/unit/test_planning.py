@@ -267,6 +267,32 @@ def test_keys_go_to_their_subscriber_only_and_rekeys_where_the_concept_goes(pki:
         planner.rekey(pb.GroupRekey(publisher=PUBLISHER, concept="Nope", epoch=2))
 
 
+def test_a_checkpoint_or_rekey_for_many_destinations_is_stored_once(pki: Pki) -> None:
+    table = RoutingTable()
+    for name in ("alice", "carol", "erin"):
+        table.local[name] = _member(name, {"WorkOrder"})
+    table.set_link_members("d3", [_member("bob", {"WorkOrder"})])
+    planner = _planner(table, pki)
+    checkpoint = pb.Checkpoint(publisher=PUBLISHER, sequence=7)
+    rekey = pb.GroupRekey(publisher=PUBLISHER, concept="WorkOrder", epoch=2)
+    for appends, expected in (
+        (planner.checkpoint(checkpoint), pb.Delivery(checkpoint=checkpoint)),
+        (planner.rekey(rekey), pb.Delivery(rekey=rekey)),
+    ):
+        assert {(a.kind, a.name) for a in appends} == {
+            ("subscriber", "alice"), ("subscriber", "carol"), ("subscriber", "erin"),
+            ("link", "d3"),
+        }
+        assert len({id(a.body) for a in appends}) == 1 and appends[0].body is not None
+        assert all(a.delivery() == expected.SerializeToString() for a in appends)
+    alone = RoutingTable()
+    alone.local["alice"] = _member("alice", {"WorkOrder"})
+    (only,) = _planner(alone, pki).checkpoint(checkpoint)  # one destination: no body row
+    assert only.body is None and only.delivery() == pb.Delivery(
+        checkpoint=checkpoint
+    ).SerializeToString()
+
+
 def test_a_retained_document_goes_restricted_to_the_new_subscribers_grants(
     pki: Pki, published: Published
 ) -> None:
