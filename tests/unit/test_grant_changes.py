@@ -239,7 +239,8 @@ def test_a_new_registration_keeps_what_the_certificate_received(site: _Site) -> 
 
 def test_acknowledgements_are_committed_together_after_a_short_window(site: _Site) -> None:
     """The stream may send more at once; the store drops what was acknowledged a moment later,
-    every acknowledgement of the window in one commit."""
+    every acknowledgement of the window in one commit (on the acknowledgement thread's
+    connection)."""
     import asyncio
 
     node = site.node(site.policies(POLICY, 1))
@@ -251,18 +252,20 @@ def test_acknowledgements_are_committed_together_after_a_short_window(site: _Sit
     commits: list[str] = []
 
     flushed = asyncio.Event()
-    ack_many = node.store.ack_many
+    acked = node.store.acked
 
-    def committing(acks: Mapping[tuple[str, str], int]) -> None:  # the window's one commit
-        ack_many(acks)
+    def accounted(acks: Mapping[tuple[str, str], int], dropped: int) -> None:
+        acked(acks, dropped)  # (after the window's one commit)
         flushed.set()
 
     async def acknowledge() -> None:
         cursor = node.connect(ALICE, 0, 1024)
-        node.store.ack_many = committing  # type: ignore[method-assign]
-        node.store._db.set_trace_callback(
-            lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
-        )
+        node.store.acked = accounted  # type: ignore[method-assign]
+        for db in (node.store._db, node.store._aside):
+            assert db is not None
+            db.set_trace_callback(
+                lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
+            )
         for seq, _ in _queue(node):
             cursor.on_sent(seq)
             node.on_ack(ALICE, cursor, seq)
