@@ -29,6 +29,10 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
   carries at most :attr:`Limits.receipts_per_call` of them and, like a stream message, at most
   :attr:`Limits.stream_message_bytes` (checked before it is parsed); a ``GetReceipts`` reply
   holds as many;
+* a message larger than :attr:`Limits.part_bytes` goes out in parts (:mod:`xdn.parts`), and
+  one sent in parts (a Publish, a delivery from the uplink) is at most
+  :attr:`Limits.document_bytes`, refused at its first part; the parts held count against the
+  memory budget like one large message;
 * a site accepts no compressed request (:data:`SERVER_OPTIONS`): what xdn sends is ciphertext,
   which does not compress, so compression buys nothing and would let a small request inflate
   inside gRPC, before any limit here could see it (a compression bomb).
@@ -44,6 +48,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from xdn.errors import ConfigError, ProtocolError
+from xdn.grpc_tls import MAX_MESSAGE_BYTES
+from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES
 
 __all__ = [
     "LARGE_MESSAGE_BYTES",
@@ -62,6 +68,8 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (("grpc.compression_enabled_algori
 # Messages from this size on count against the memory budget (smaller ones are cheap).
 LARGE_MESSAGE_BYTES = 256 * 1024
 _MIB = 1024 * 1024
+# A site stores a document as one SQLite blob, and SQLite's default limit on one is 10^9 bytes.
+MAX_BODY_BYTES = 900 * _MIB
 
 
 class LimitExceeded(ProtocolError):
@@ -90,6 +98,8 @@ class Limits:
     memory_bytes: int = 256 * _MIB
     receipt_bytes: int = 256 * 1024
     receipts_per_call: int = 256
+    part_bytes: int = DEFAULT_PART_BYTES
+    document_bytes: int = 256 * _MIB
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -106,6 +116,14 @@ class Limits:
             raise ConfigError("limits.stream_message_bytes must be at least 65536")
         if self.memory_bytes < self.stream_message_bytes:
             raise ConfigError("limits.memory_bytes must be at least limits.stream_message_bytes")
+        if self.part_bytes < MIN_PART_BYTES or self.part_bytes > MAX_MESSAGE_BYTES // 2:
+            raise ConfigError(
+                f"limits.part_bytes must be within [{MIN_PART_BYTES}, {MAX_MESSAGE_BYTES // 2}]"
+            )
+        if self.document_bytes > self.memory_bytes:
+            raise ConfigError("limits.document_bytes must not exceed limits.memory_bytes")
+        if self.document_bytes > MAX_BODY_BYTES:
+            raise ConfigError(f"limits.document_bytes must be at most {MAX_BODY_BYTES}")
         if self.receipts_per_call > 256:
             raise ConfigError("limits.receipts_per_call must be at most 256")
 

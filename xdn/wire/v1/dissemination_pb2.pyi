@@ -233,8 +233,18 @@ class SubscriptionEnded(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class Part(_message.Message):
+    __slots__ = ("data", "size", "more")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    size: int
+    more: bool
+    def __init__(self, data: _Optional[bytes] = ..., size: _Optional[int] = ..., more: _Optional[bool] = ...) -> None: ...
+
 class Delivery(_message.Message):
-    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "checkpoint", "revocation_list", "entitlement", "unavailable")
+    __slots__ = ("sequence", "dissemination", "key", "rekey", "document_keys", "heartbeat", "grants_changed", "ended", "checkpoint", "revocation_list", "entitlement", "unavailable", "part")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -247,6 +257,7 @@ class Delivery(_message.Message):
     REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
     ENTITLEMENT_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     dissemination: Dissemination
     key: KeyMessage
@@ -259,7 +270,8 @@ class Delivery(_message.Message):
     revocation_list: RevocationList
     entitlement: Entitlement
     unavailable: Missing
-    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., revocation_list: _Optional[_Union[RevocationList, _Mapping]] = ..., entitlement: _Optional[_Union[Entitlement, _Mapping]] = ..., unavailable: _Optional[_Union[Missing, _Mapping]] = ...) -> None: ...
+    part: Part
+    def __init__(self, sequence: _Optional[int] = ..., dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., key: _Optional[_Union[KeyMessage, _Mapping]] = ..., rekey: _Optional[_Union[GroupRekey, _Mapping]] = ..., document_keys: _Optional[_Union[DocumentKeys, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., grants_changed: _Optional[_Union[GrantsChanged, _Mapping]] = ..., ended: _Optional[_Union[SubscriptionEnded, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., revocation_list: _Optional[_Union[RevocationList, _Mapping]] = ..., entitlement: _Optional[_Union[Entitlement, _Mapping]] = ..., unavailable: _Optional[_Union[Missing, _Mapping]] = ..., part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
 
 class RevocationList(_message.Message):
     __slots__ = ("crl",)

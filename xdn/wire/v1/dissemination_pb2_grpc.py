@@ -39,6 +39,11 @@ class DisseminatorStub:
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishRequest.SerializeToString,
                 response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.FromString,
                 _registered_method=True)
+        self.PublishParts = channel.stream_unary(
+                '/xdn.wire.v1.Disseminator/PublishParts',
+                request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.Part.SerializeToString,
+                response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.FromString,
+                _registered_method=True)
         self.GetMembership = channel.unary_unary(
                 '/xdn.wire.v1.Disseminator/GetMembership',
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.MembershipRequest.SerializeToString,
@@ -77,6 +82,13 @@ class DisseminatorServicer:
     def Publish(self, request, context):
         """A publisher pushes one document (and the key messages it needs) to its root disseminator;
         a request without a dissemination carries key messages only (a key service catching up).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PublishParts(self, request_iterator, context):
+        """The same, for a request too large for one message: its serialized bytes in parts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -131,6 +143,11 @@ def add_DisseminatorServicer_to_server(servicer, server):
             'Publish': grpc.unary_unary_rpc_method_handler(
                     servicer.Publish,
                     request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishRequest.FromString,
+                    response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.SerializeToString,
+            ),
+            'PublishParts': grpc.stream_unary_rpc_method_handler(
+                    servicer.PublishParts,
+                    request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.Part.FromString,
                     response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.SerializeToString,
             ),
             'GetMembership': grpc.unary_unary_rpc_method_handler(
@@ -190,6 +207,33 @@ class Disseminator:
             target,
             '/xdn.wire.v1.Disseminator/Publish',
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishRequest.SerializeToString,
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PublishParts(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/xdn.wire.v1.Disseminator/PublishParts',
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.Part.SerializeToString,
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.PublishAck.FromString,
             options,
             channel_credentials,
