@@ -126,6 +126,7 @@ class LocalNetwork:
         publishers: Sequence[PublisherSpec] = DEFAULT_PUBLISHERS,
         subscribers: Sequence[SubscriberSpec] = DEFAULT_SUBSCRIBERS,
         site_settings: Mapping[str, object] | None = None,
+        limits: Mapping[str, object] | None = None,
         verbose: bool = False,
     ) -> None:
         self.workdir = workdir.resolve()
@@ -136,6 +137,7 @@ class LocalNetwork:
         self.logs = workdir / "logs"
         self.ports: dict[str, int] = {}
         self.site_settings = dict(site_settings or {})  # extra [site] keys of every site
+        self.limits = dict(limits or {})  # the [limits] table of every site (none: defaults)
         self._verbose = verbose
         self._site_procs: dict[str, subprocess.Popen[bytes]] = {}
         self._subscriber_procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -194,6 +196,8 @@ class LocalNetwork:
             ("[ontology]", {"files": [str(ONTOLOGY)]}),
             ("[dht]", {"bootstrap": bootstrap}),
         ]
+        if self.limits:
+            tables.append(("[limits]", self.limits))
         for spec in self.publishers.values():
             tables.append(("[[publisher]]", {
                 "name": spec.name, "certificate": f"certs/{spec.name}.pem",

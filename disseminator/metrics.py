@@ -32,6 +32,11 @@ class SiteMetrics:
             "xdn_deliveries_sent", "Deliveries written to streams", ["kind"],
             registry=self.registry,
         )
+        self.parts_sent = Counter(
+            "xdn_delivery_parts_sent",
+            "Messages carrying a part of a delivery too large for one (see [limits] part_bytes)",
+            ["kind"], registry=self.registry,
+        )
         self.acks = Counter(
             "xdn_acks", "Acknowledgements received", ["kind"], registry=self.registry
         )

@@ -33,6 +33,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from disseminator.store import Body, Piece, piece_size
 from xdn.errors import ProtocolError
+from xdn.parts import PartData, cut
 from xdn.provenance import LeafRanges
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import ranges_of_runs
@@ -47,6 +48,8 @@ _DISSEMINATION_FRAGMENTS = 2
 _DISSEMINATION_PROVENANCE = 3
 _DELIVERY_SEQUENCE = 1  # varint
 _DELIVERY_DISSEMINATION = 2
+_DELIVERY_PART = 14
+_PART_DATA, _PART_SIZE, _PART_MORE = 1, 2, 3  # bytes, varint, bool (varint)
 _SERVER_MESSAGE_DELIVERY = 2
 
 
@@ -365,13 +368,45 @@ class Outgoing:
 
     def server_message_bytes(self) -> bytes:
         """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
+        return _server_message(self._chunks())
+
+    def delivery_messages(self, part_bytes: int) -> list[bytes]:
+        """What a Link stream sends: :meth:`delivery_bytes`, or, when that is larger than
+        ``part_bytes``, a ``Delivery`` per part of it (:mod:`xdn.parts`)."""
         chunks = self._chunks()
-        size = sum(len(c) for c in chunks)
-        head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(size)
-        return b"".join([head, *chunks])
+        if sum(len(c) for c in chunks) <= part_bytes:
+            return [b"".join(chunks)]
+        return [self._part(part) for part in cut(chunks, part_bytes)]
+
+    def server_messages(self, part_bytes: int) -> list[bytes]:
+        """What a Subscribe stream sends: each of :meth:`delivery_messages` in a
+        ``ServerMessage``."""
+        chunks = self._chunks()
+        if sum(len(c) for c in chunks) <= part_bytes:
+            return [_server_message(chunks)]
+        return [_server_message([self._part(part)]) for part in cut(chunks, part_bytes)]
+
+    def _part(self, part: PartData) -> bytes:
+        """A ``Delivery`` with this sequence number carrying ``part``."""
+        fields = [_varint(_PART_DATA << 3 | 2), _varint(len(part.data)), part.data]
+        if part.size:
+            fields += [_varint(_PART_SIZE << 3), _varint(part.size)]
+        if part.more:
+            fields += [_varint(_PART_MORE << 3), b"\x01"]
+        size = sum(len(f) for f in fields)
+        return b"".join([
+            _varint(_DELIVERY_SEQUENCE << 3), _varint(self.sequence),
+            _varint(_DELIVERY_PART << 3 | 2), _varint(size), *fields,
+        ])  # fmt: skip
 
     def parsed(self) -> pb.Delivery:
         """The delivery as a message (for inspection; sending uses the bytes)."""
         delivery = pb.Delivery()
         delivery.ParseFromString(self.delivery_bytes())
         return delivery
+
+
+def _server_message(chunks: Sequence[bytes | memoryview]) -> bytes:
+    size = sum(len(c) for c in chunks)
+    head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(size)
+    return b"".join([head, *chunks])

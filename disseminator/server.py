@@ -409,10 +409,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 watch.outgoing(context, pumped, _subscriber_heartbeat)
             ) as messages:
                 async for message in messages:  # (read ahead as stored: joined only to go out)
-                    yield (
-                        message.server_message_bytes() if isinstance(message, Outgoing)
-                        else message
-                    )  # fmt: skip
+                    if not isinstance(message, Outgoing):
+                        yield message
+                        continue
+                    sent = message.server_messages(self.limits.part_bytes)
+                    if len(sent) > 1:  # (a large delivery: its parts, one after another)
+                        node.metrics.parts_sent.labels(kind="subscriber").inc(len(sent))
+                    for each in sent:
+                        yield each
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)
@@ -583,7 +587,14 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 watch.outgoing(context, pumped, _link_heartbeat)
             ) as deliveries:
                 async for delivery in deliveries:  # (likewise)
-                    yield delivery.delivery_bytes() if isinstance(delivery, Outgoing) else delivery
+                    if not isinstance(delivery, Outgoing):
+                        yield delivery
+                        continue
+                    sent = delivery.delivery_messages(self.limits.part_bytes)
+                    if len(sent) > 1:
+                        node.metrics.parts_sent.labels(kind="site").inc(len(sent))
+                    for each in sent:
+                        yield each
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)

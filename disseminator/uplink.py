@@ -8,7 +8,9 @@ computed when the stream comes to it, however many changes came before. An updat
 chunks within the site limits (``interest_members`` entries and half of
 ``stream_message_bytes`` per InterestUpdate), every chunk but the last marked ``more``: the
 uplink puts it in force with its last chunk. A gap the uplink finds ends the stream; the next
-one starts with the whole set again. Each delivery is routed
+one starts with the whole set again. A delivery too large for one
+message comes in parts, joined here (:class:`~xdn.wire_parts.DeliveryJoiner`, at most ``[limits]
+document_bytes``). Each delivery is routed
 on (to our subscribers and downlinks) in one transaction that also records its sequence number,
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
@@ -51,6 +53,7 @@ from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wire_parts import DeliveryJoiner
 
 __all__ = ["Uplink", "interest_chunks", "read_delivery"]
 
@@ -214,11 +217,18 @@ class Uplink:
             receipts = None if self._receipts is None else asyncio.ensure_future(
                 self._receipts.run(stub)
             )
+            parts = DeliveryJoiner(self._limits.document_bytes, f"uplink {self._address}")
             try:
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
-                    if _kind(delivery) == "heartbeat":
+                    if (kind := _kind(delivery)) == "heartbeat":
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
+                    elif kind == "part":
+                        assert isinstance(delivery, pb.Delivery)
+                        whole = parts.add(delivery, read_delivery)
+                        if whole is not None:
+                            self._apply(whole)
                     else:
+                        parts.check_whole(delivery)
                         self._apply(delivery)
             finally:
                 if receipts is not None:  # what was not acknowledged stays queued

@@ -40,6 +40,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         max_held_documents=args.max_held,
         max_held_bytes=args.max_held_mib * 1024 * 1024,
+        max_document_bytes=args.max_document_mib * 1024 * 1024,
         local_crl=local_crl,
         crl_grace=timedelta(seconds=args.crl_grace),
         lease_s=args.lease,
@@ -177,6 +178,11 @@ _TUNING: tuple[tuple[str, Callable[[str], object], object, str | None, str], ...
     (
         "--max-held-mib", _positive, 64, "MIB",
         "bytes held per publisher, in MiB, likewise (default 64)",
+    ),
+    (
+        "--max-document-mib", _positive, 1024, "MIB",
+        "the largest delivery accepted when a site sends one in parts (a large document), "
+        "in MiB; a larger one is refused at its first part (default 1024)",
     ),
     (
         "--lease", _lease_seconds, 3600.0, "SECONDS",

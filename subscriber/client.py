@@ -31,6 +31,7 @@ from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.heartbeat import Heartbeats, PeerSilent
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wire_parts import DeliveryJoiner
 
 __all__ = [
     "SubscriberSetup",
@@ -89,6 +90,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
 
     credentials = channel_credentials(setup.tls)
     watch = Heartbeats(setup.heartbeat_s)
+    parts = DeliveryJoiner(setup.max_document_bytes, f"site {address}")
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         call = pb_grpc.DisseminatorStub(channel).Subscribe(
             watch.outgoing(requests(), _heartbeat, opening=1)
@@ -105,6 +107,11 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     return None
                 message = _received(read, watch, address)
                 if message is None:
+                    continue
+                if message.WhichOneof("kind") == "delivery":
+                    delivery = _whole(parts, message.delivery, address)
+                    if delivery is not None:
+                        _handle_delivery(session, delivery, outgoing, stop)
                     continue
                 if message.WhichOneof("kind") == "subscribed" and message.subscribed.heartbeat_ms:
                     watch.slow_to(message.subscribed.heartbeat_ms / 1000)  # a busy site asks
@@ -160,6 +167,21 @@ def _received(
         raise _ConnectionLost(f"{address}: {exc}") from None
 
 
+def _whole(parts: DeliveryJoiner, delivery: pb.Delivery, address: str) -> pb.Delivery | None:
+    """``delivery``, or once the last of its parts came the delivery they make (None before).
+
+    Raises:
+        _ConnectionLost: the parts do not follow (reconnect and resume).
+    """
+    try:
+        if delivery.WhichOneof("body") == "part":
+            return parts.add(delivery, pb.Delivery.FromString)
+        parts.check_whole(delivery)
+    except ProtocolError as exc:
+        raise _ConnectionLost(f"{address}: {exc}") from None
+    return delivery
+
+
 def _handle(
     session: Session,
     message: pb.ServerMessage,
@@ -167,8 +189,7 @@ def _handle(
     stop: asyncio.Event,
 ) -> None:
     setup = session.setup
-    kind = message.WhichOneof("kind")
-    if kind == "subscribed":
+    if message.WhichOneof("kind") == "subscribed":
         session.report.served_by = message.subscribed.served_by
         # Our lease names the site that serves us; until it arrives we are no member.
         session.lease_site = (message.subscribed.served_by, message.subscribed.block)
@@ -200,8 +221,15 @@ def _handle(
                 session.keyring.clear_stale(publisher, concept)
         _send_refresh_requests(session, outgoing)
         _send_missing_requests(session, outgoing)
-        return
-    delivery = message.delivery
+
+
+def _handle_delivery(
+    session: Session,
+    delivery: pb.Delivery,
+    outgoing: asyncio.Queue[pb.ClientMessage | None],
+    stop: asyncio.Event,
+) -> None:
+    setup = session.setup
     if delivery.sequence <= session.keyring.applied(session.address):
         outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence)))
         return  # applied before a reconnect; the site did not see our ack

@@ -108,6 +108,7 @@ class SubscriberSetup:
     local_crl: bytes | None = None  # a CRL given by the operator (PEM); the newer one is used
     crl_grace: timedelta = DEFAULT_GRACE  # how long past its nextUpdate a CRL still counts
     lease_s: float = 3600.0  # membership lease period; renewed at a third of it
+    max_document_bytes: int = 1024 * 1024 * 1024  # one delivery sent in parts, all together
     # Past this age of a publisher's newest signed checkpoint, we cannot vouch that none of its
     # newest documents was withheld.
     checkpoint_max_age_s: float = 3600.0

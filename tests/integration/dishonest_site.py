@@ -24,6 +24,8 @@ what it relays, which is exactly the power the threat model gives a dishonest si
                         and signs its own hop over the altered chain
 ``relay-unverified``    relays documents without checking their provenance chains (it skips
                         Algorithm 2 and the CRL for them), still relaying the CRL it has
+``mangle-parts``        sends the first part of every delivery it sends its subscribers in parts
+                        twice (a part that says it starts a delivery, amid that delivery)
 ``forge-receipt:NAME``  for every receipt a subscriber sends it, also passes upstream a forged
                         one: the same document relayed to its subscriber NAME and receipted in
                         NAME's name (NAME's certificate), signed with the site's own key
@@ -44,7 +46,7 @@ from xdn.grpc_fork import disable_grpc_fork_handlers
 FAULTS = (
     "tamper-rekey", "forge-enrolment", "forge-documents", "drop-document", "drop-concept",
     "list-member", "keep-members", "forge-provenance", "forge-receipt",
-    "relay-unverified",
+    "relay-unverified", "mangle-parts",
 )
 
 Transform = Callable[[Any, Any], list[Any]]  # (node, delivery to a subscriber) → what to send
@@ -295,6 +297,18 @@ def _publisher_of(data: bytes) -> str:
     return provenance.Message.from_nquads(data).content().publisher
 
 
+def _patch_mangle_parts() -> None:
+    from disseminator.payloads import Outgoing
+
+    honest = Outgoing.server_messages
+
+    def server_messages(self: Outgoing, part_bytes: int) -> list[bytes]:
+        sent = honest(self, part_bytes)
+        return sent if len(sent) < 2 else [sent[0], *sent]
+
+    Outgoing.server_messages = server_messages  # type: ignore[method-assign]
+
+
 def install(fault: str) -> None:
     """Patch this process's site code with ``fault`` (one of :data:`FAULTS`)."""
     name, _, argument = fault.partition(":")
@@ -319,6 +333,8 @@ def install(fault: str) -> None:
         _patch_relay_unverified()
     elif name == "forge-receipt":
         _patch_forge_receipt(argument)
+    elif name == "mangle-parts":
+        _patch_mangle_parts()
     else:
         raise SystemExit(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
 

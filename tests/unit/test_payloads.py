@@ -311,3 +311,30 @@ def test_bytes_that_only_look_laid_out_at_the_segment_heads_are_serialized_again
     assert parts.body.data is not wire
     delivered = _bytes(parts, parts.delivery(parts.segments, parts.received_provenance))
     assert pb.Delivery.FromString(delivered) == _expected(diss, {"A"}, diss.provenance)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sequence=st.integers(1, 2**64 - 1), part_bytes=st.integers(1024, 4096))
+def test_a_delivery_larger_than_a_part_goes_out_in_parts_that_join_to_it(
+    sequence: int, part_bytes: int
+) -> None:
+    from disseminator.payloads import Outgoing
+
+    diss = _dissemination([("A", 30), ("B", 20)])
+    parts = _parts(diss)
+    pieces = parts.delivery(parts.segments, (b"prov" * 300,))
+    chunks = Append(kind="subscriber", name="s", body=parts.body, pieces=pieces).chunks()
+    out = Outgoing(sequence, chunks)
+    whole = out.delivery_bytes()
+    assert len(whole) > part_bytes
+    sent = [pb.Delivery.FromString(m) for m in out.delivery_messages(part_bytes)]
+    wrapped = [pb.ServerMessage.FromString(m) for m in out.server_messages(part_bytes)]
+    assert [m.delivery for m in wrapped] == sent
+    assert {d.sequence for d in sent} == {sequence}
+    assert all(d.WhichOneof("body") == "part" for d in sent)
+    assert [d.part.size for d in sent] == [len(whole)] + [0] * (len(sent) - 1)
+    assert [d.part.more for d in sent] == [True] * (len(sent) - 1) + [False]
+    assert all(len(d.part.data) <= part_bytes for d in sent)
+    assert b"".join(d.part.data for d in sent) == whole
+    assert out.delivery_messages(len(whole)) == [whole]  # small enough: whole, as before
+    assert out.server_messages(len(whole)) == [out.server_message_bytes()]

@@ -1,0 +1,93 @@
+"""Deliveries larger than a site's part size cross every hop in parts, and arrive whole.
+
+The sites' part size is cut to 64 KiB so that a document of ~600 KB goes in parts on the link
+from d1 to d2 and to each subscriber: the same code path a document over gRPC's 64 MiB ceiling
+takes at the default part size (4 MiB). The long test sends one over that ceiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
+
+from deploy.expectations import expected_deliveries, read_received
+from deploy.network import ONTOLOGY, LocalNetwork, wait_until
+from xdn.docgen import generate
+from xdn.ontology import load_ontology
+
+pytestmark = pytest.mark.integration
+
+PUBLISHER = "production-dept"
+
+
+@pytest.fixture
+def small_parts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalNetwork]:
+    """The default network with 64 KiB parts; ``request.param``: (site, fault) to run one
+    site as the dishonest double (tests/integration/dishonest_site.py)."""
+    net = LocalNetwork(tmp_path / "net", limits={"part_bytes": 65_536})
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    if getattr(request, "param", None):
+        site, fault = request.param
+        net.sites[site] = dataclasses.replace(net.sites[site], launcher=launcher(fault))
+    try:
+        net.start_sites()
+        yield net
+    finally:
+        net.stop()
+
+
+def _document(path: Path, size: int, seed: int) -> Path:
+    with path.open("wb") as out:
+        generate(PUBLISHER, size, out, seed=seed)
+    return path
+
+
+def test_a_document_larger_than_a_part_reaches_each_subscriber_exactly(
+    small_parts: LocalNetwork, tmp_path: Path
+) -> None:
+    net = small_parts
+    for name in net.subscribers:
+        net.start_subscriber(name)
+        net.wait_subscribed(name)
+    large = _document(tmp_path / "large.xml", 600_000, seed=5)
+    small = _document(tmp_path / "small.xml", 5_000, seed=6)  # whole, between parts
+    granted = net.granted_subscribers(PUBLISHER)
+    assert granted, "the sample policy grants someone"
+    net.publish(PUBLISHER, [large, small], wait_for=granted, timeout=300)
+    ontology = load_ontology([ONTOLOGY])
+    for name in granted:
+        expected = expected_deliveries(net, ontology, name, {PUBLISHER: [large, small]})
+        assert wait_until(
+            lambda n=name, e=expected: read_received(net.inbox(n))[0] == e  # type: ignore[misc]
+        ), net.output(name)
+        assert read_received(net.inbox(name))[1] == 0  # nothing refused
+    # The parts really went over a link and to subscribers, and only for the large one.
+    assert net.metric("d1", "xdn_delivery_parts_sent_total", kind="site") > 1
+    subscriber_parts = sum(
+        net.metric(site, "xdn_delivery_parts_sent_total", kind="subscriber")
+        for site in net.sites
+    )
+    assert subscriber_parts > len(granted)
+
+
+@pytest.mark.parametrize("small_parts", [("d2", "mangle-parts")], indirect=True)
+def test_parts_that_do_not_follow_are_refused_and_nothing_of_them_accepted(
+    small_parts: LocalNetwork, tmp_path: Path
+) -> None:
+    net = small_parts
+    net.start_subscriber("alice")
+    net.wait_subscribed("alice")
+    large = _document(tmp_path / "large.xml", 600_000, seed=5)
+    net.publish(PUBLISHER, [large])
+    # The repeated first part says it starts a delivery amid that delivery: alice drops the
+    # stream at the bad part, resumes, gets the same bad parts, and drops it again.
+    assert wait_until(lambda: net.output("alice").count("states a size") >= 2, timeout=60), (
+        net.output("alice")
+    )
+    assert "connection lost" in net.output("alice")
+    assert read_received(net.inbox("alice")) == ({}, 0)  # nothing accepted from them
