@@ -278,7 +278,7 @@ class SiteNode:
         self,
         *,
         dissemination: pb.Dissemination | pb.DisseminationRecords | None = None,
-        wire: bytes | None = None,
+        wire: bytes | memoryview | None = None,
         keys: Sequence[pb.KeyMessage] = (),
         rekeys: Sequence[pb.GroupRekey] = (),
         document_keys: Sequence[pb.DocumentKeys] = (),
@@ -361,7 +361,7 @@ class SiteNode:
         )
 
     def _plan_document(
-        self, diss: pb.Dissemination | pb.DisseminationRecords, wire: bytes | None
+        self, diss: pb.Dissemination | pb.DisseminationRecords, wire: bytes | memoryview | None
     ) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""
         manifest = diss.manifest

@@ -25,7 +25,7 @@ Segments also know the manifest leaves they are, for the provenance hop that nam
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -96,10 +96,10 @@ class ReceivedDocument:
 
     sequence: int
     dissemination: pb.DisseminationRecords
-    wire: bytes | None
+    wire: memoryview | None
 
 
-def read_document(data: bytes) -> ReceivedDocument | None:
+def read_document(data: bytes | bytearray) -> ReceivedDocument | None:
     """``data``, a serialized ``Delivery``, read as a document, or ``None`` when it is not
     one that records read as the ``Delivery`` would be (another body, or an unknown field).
 
@@ -116,10 +116,11 @@ def read_document(data: bytes) -> ReceivedDocument | None:
     )
 
 
-def _sole_record(data: bytes, number: int) -> bytes | None:
+def _sole_record(data: bytes | bytearray, number: int) -> memoryview | None:
     """The bytes of field ``number`` (length-delimited) of the message ``data``, which
-    parsed, if it occurs there once (repeated, the parser merged its occurrences)."""
-    found: bytes | None = None
+    parsed, if it occurs there once (repeated, the parser merged its occurrences): a view of
+    ``data``, not a copy (a document can be large)."""
+    found: memoryview | None = None
     at = 0
     while at < len(data):
         key, at = _read_varint(data, at)
@@ -132,13 +133,13 @@ def _sole_record(data: bytes, number: int) -> bytes | None:
             if key >> 3 == number:
                 if found is not None:
                     return None
-                found = data[start:at]
+                found = memoryview(data)[start:at]
         else:  # fixed-width fields: none at the top of a Delivery read as records
             return None
     return found
 
 
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+def _read_varint(data: bytes | bytearray, at: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         byte = data[at]
@@ -254,7 +255,7 @@ class DocumentParts:
         diss: pb.DisseminationRecords,
         identity: tuple[str, str],
         concepts: Collection[str],
-        wire: bytes | None = None,
+        wire: bytes | memoryview | None = None,
     ) -> None:
         sizes = list(map(len, diss.fragments))  # no Python per fragment
         runs, names = _runs(diss, sizes, identity, concepts)
@@ -271,7 +272,9 @@ class DocumentParts:
         if not as_received and not self._lay_out(diss, sizes, diss.SerializeToString()):
             raise ProtocolError("the dissemination's fields are not laid out as expected")
 
-    def _lay_out(self, diss: pb.DisseminationRecords, sizes: Sequence[int], data: bytes) -> bool:
+    def _lay_out(
+        self, diss: pb.DisseminationRecords, sizes: Sequence[int], data: bytes | memoryview
+    ) -> bool:
         """Place each segment's records in ``data``, the serialized message, from the sizes
         of the records before it, and say whether they lie there.
 
@@ -370,21 +373,30 @@ class Outgoing:
         """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
         return _server_message(self._chunks())
 
-    def delivery_messages(self, part_bytes: int) -> list[bytes]:
+    def in_parts(self, part_bytes: int) -> bool:
+        """Whether it goes in parts: its ``Delivery`` is larger than ``part_bytes``."""
+        return sum(len(c) for c in self._chunks()) > part_bytes
+
+    def delivery_messages(self, part_bytes: int) -> Iterator[bytes]:
         """What a Link stream sends: :meth:`delivery_bytes`, or, when that is larger than
-        ``part_bytes``, a ``Delivery`` per part of it (:mod:`xdn.parts`)."""
+        ``part_bytes``, a ``Delivery`` per part of it (:mod:`xdn.parts`), made one at a time
+        as they go."""
         chunks = self._chunks()
         if sum(len(c) for c in chunks) <= part_bytes:
-            return [b"".join(chunks)]
-        return [self._part(part) for part in cut(chunks, part_bytes)]
+            yield b"".join(chunks)
+            return
+        for part in cut(chunks, part_bytes):
+            yield self._part(part)
 
-    def server_messages(self, part_bytes: int) -> list[bytes]:
+    def server_messages(self, part_bytes: int) -> Iterator[bytes]:
         """What a Subscribe stream sends: each of :meth:`delivery_messages` in a
         ``ServerMessage``."""
         chunks = self._chunks()
         if sum(len(c) for c in chunks) <= part_bytes:
-            return [_server_message(chunks)]
-        return [_server_message([self._part(part)]) for part in cut(chunks, part_bytes)]
+            yield _server_message(chunks)
+            return
+        for part in cut(chunks, part_bytes):
+            yield _server_message([self._part(part)])
 
     def _part(self, part: PartData) -> bytes:
         """A ``Delivery`` with this sequence number carrying ``part``."""

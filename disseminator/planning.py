@@ -124,7 +124,9 @@ class Planner:
         return _shared(payload, destinations)
 
     def document(
-        self, received: pb.Dissemination | pb.DisseminationRecords, wire: bytes | None = None
+        self,
+        received: pb.Dissemination | pb.DisseminationRecords,
+        wire: bytes | memoryview | None = None,
     ) -> DocumentPlan:
         """One relayed message (and signed provenance hop) per destination of a document
         (read as records, from ``wire`` if at hand: see

@@ -412,10 +412,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     if not isinstance(message, Outgoing):
                         yield message
                         continue
-                    sent = message.server_messages(self.limits.part_bytes)
-                    if len(sent) > 1:  # (a large delivery: its parts, one after another)
-                        node.metrics.parts_sent.labels(kind="subscriber").inc(len(sent))
-                    for each in sent:
+                    parts = message.in_parts(self.limits.part_bytes)
+                    for each in message.server_messages(self.limits.part_bytes):
+                        if parts:  # (a large delivery: its parts, made one after another)
+                            node.metrics.parts_sent.labels(kind="subscriber").inc()
                         yield each
             error = self._stream_errors.pop(destination, None)
             if error is not None:
@@ -590,10 +590,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     if not isinstance(delivery, Outgoing):
                         yield delivery
                         continue
-                    sent = delivery.delivery_messages(self.limits.part_bytes)
-                    if len(sent) > 1:
-                        node.metrics.parts_sent.labels(kind="site").inc(len(sent))
-                    for each in sent:
+                    parts = delivery.in_parts(self.limits.part_bytes)
+                    for each in delivery.delivery_messages(self.limits.part_bytes):
+                        if parts:
+                            node.metrics.parts_sent.labels(kind="site").inc()
                         yield each
             error = self._stream_errors.pop(destination, None)
             if error is not None:

@@ -120,7 +120,7 @@ class QueueFull(Exception):
 class Body:
     """Bytes several rows share (a document's fragments), stored once per routing step."""
 
-    data: bytes
+    data: bytes | memoryview  # (a view: of the message a large document came in)
 
 
 #: Part of a stored message: literal bytes, or the span ``[start, end)`` of its :class:`Body`.
@@ -132,13 +132,13 @@ def piece_size(piece: Piece) -> int:
     return len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
 
 
-def _chunks(body: bytes, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
+def _chunks(body: bytes | memoryview, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
     """The byte chunks ``pieces`` of ``body`` stand for (views of the body: no copy)."""
     view = memoryview(body)
     return [p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces]
 
 
-def _assemble(body: bytes, pieces: Sequence[Piece]) -> bytes:
+def _assemble(body: bytes | memoryview, pieces: Sequence[Piece]) -> bytes:
     return b"".join(_chunks(body, pieces))
 
 

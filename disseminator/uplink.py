@@ -263,7 +263,7 @@ class Uplink:
 _LINK = "/{}/Link".format(pb.DESCRIPTOR.services_by_name["Disseminator"].full_name)
 
 
-def read_delivery(data: bytes) -> pb.Delivery | ReceivedDocument:
+def read_delivery(data: bytes | bytearray) -> pb.Delivery | ReceivedDocument:
     """A Delivery from the uplink. One that carries a document is read as records with its
     bytes, what routing forwards (see :mod:`disseminator.payloads`); any other is parsed
     whole, which checks every field."""

@@ -96,7 +96,7 @@ class Joiner:
             raise ValueError(f"limit must be positive, got {limit}")
         self.limit = limit
         self.what = what
-        self._held: list[bytes] = []
+        self._held = bytearray()
         self._expected = 0
         self._received = 0
 
@@ -110,8 +110,9 @@ class Joiner:
         """Bytes held of the message partly received."""
         return self._received
 
-    def add(self, part: PartData) -> bytes | None:
-        """Take the next part; return the joined message if it was the last one.
+    def add(self, part: PartData) -> bytearray | None:
+        """Take the next part; return the joined message if it was the last one (grown in
+        place as parts came, so a large message is held once, not once more to join it).
 
         Raises:
             PartLimitError: a first part announces a message over the limit.
@@ -124,7 +125,7 @@ class Joiner:
             self.reset()
             raise
 
-    def _add(self, part: PartData) -> bytes | None:
+    def _add(self, part: PartData) -> bytearray | None:
         if not self._expected:
             if part.size == 0:
                 raise ProtocolError(f"the first part of {self.what} does not state its size")
@@ -141,7 +142,7 @@ class Joiner:
             raise ProtocolError(
                 f"the parts of {self.what} hold more than the {self._expected} bytes announced"
             )
-        self._held.append(part.data)
+        self._held += part.data
         if part.more:
             return None
         if self._received != self._expected:
@@ -149,10 +150,10 @@ class Joiner:
                 f"the parts of {self.what} end after {self._received} of the "
                 f"{self._expected} bytes announced"
             )
-        joined = b"".join(self._held)
+        joined = self._held
         self.reset()
         return joined
 
     def reset(self) -> None:
         """Forget a message partly received."""
-        self._held, self._expected, self._received = [], 0, 0
+        self._held, self._expected, self._received = bytearray(), 0, 0

@@ -49,7 +49,7 @@ class DeliveryJoiner:
         """Whether a delivery is partly received."""
         return self._joiner.pending
 
-    def add(self, delivery: pb.Delivery, parse: Callable[[bytes], _D]) -> _D | None:
+    def add(self, delivery: pb.Delivery, parse: Callable[[bytearray], _D]) -> _D | None:
         """Take a ``Delivery`` carrying a part; return the whole delivery (read by ``parse``)
         once its last part came.
 

@@ -37,7 +37,7 @@ what it relays, which is exactly the power the threat model gives a dishonest si
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,9 +302,9 @@ def _patch_mangle_parts() -> None:
 
     honest = Outgoing.server_messages
 
-    def server_messages(self: Outgoing, part_bytes: int) -> list[bytes]:
-        sent = honest(self, part_bytes)
-        return sent if len(sent) < 2 else [sent[0], *sent]
+    def server_messages(self: Outgoing, part_bytes: int) -> Iterator[bytes]:
+        sent = list(honest(self, part_bytes))
+        return iter(sent if len(sent) < 2 else [sent[0], *sent])
 
     Outgoing.server_messages = server_messages  # type: ignore[method-assign]
 

@@ -327,6 +327,7 @@ def test_a_delivery_larger_than_a_part_goes_out_in_parts_that_join_to_it(
     out = Outgoing(sequence, chunks)
     whole = out.delivery_bytes()
     assert len(whole) > part_bytes
+    assert out.in_parts(part_bytes) and not out.in_parts(len(whole))
     sent = [pb.Delivery.FromString(m) for m in out.delivery_messages(part_bytes)]
     wrapped = [pb.ServerMessage.FromString(m) for m in out.server_messages(part_bytes)]
     assert [m.delivery for m in wrapped] == sent
@@ -336,5 +337,5 @@ def test_a_delivery_larger_than_a_part_goes_out_in_parts_that_join_to_it(
     assert [d.part.more for d in sent] == [True] * (len(sent) - 1) + [False]
     assert all(len(d.part.data) <= part_bytes for d in sent)
     assert b"".join(d.part.data for d in sent) == whole
-    assert out.delivery_messages(len(whole)) == [whole]  # small enough: whole, as before
-    assert out.server_messages(len(whole)) == [out.server_message_bytes()]
+    assert list(out.delivery_messages(len(whole))) == [whole]  # small enough: whole, as before
+    assert list(out.server_messages(len(whole))) == [out.server_message_bytes()]
