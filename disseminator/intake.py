@@ -10,12 +10,19 @@ against the site's limits and reserve large ones in the memory budget shared by 
 the markers into the typed errors the servicer maps to ``RESOURCE_EXHAUSTED`` and
 ``INVALID_ARGUMENT``. A large message keeps its share of the budget until its handler is done
 with it.
+
+``PublishParts`` is the exception to "large": a part of any size counts against the budget as
+it arrives (before it is parsed), and the call keeps the shares of all its parts until its
+handler returns, since the parts are held (joined, then parsed) until the request they make has
+been handled (:mod:`disseminator.publish_parts`). A part is at most one gRPC message
+(:data:`xdn.grpc_tls.MAX_MESSAGE_BYTES`, the server's receive limit); ``stream_message_bytes``
+does not apply to it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Protocol
 
 import grpc
@@ -35,6 +42,7 @@ class Service(Protocol):
     limits: Limits
 
     def Publish(self, request: Any, context: Any) -> Any: ...
+    def PublishParts(self, requests: Any, context: Any) -> Any: ...
     def GetMembership(self, request: Any, context: Any) -> Any: ...
     def Subscribe(self, requests: Any, context: Any) -> Any: ...
     def Link(self, requests: Any, context: Any) -> Any: ...
@@ -70,14 +78,23 @@ class _Held:
     def __init__(self, message: Any, budget: MemoryBudget, size: int) -> None:
         self.message, self._budget, self._size = message, budget, size
 
+    def take(self) -> int:
+        """Hand this message's share over to the caller (who releases it); return its size."""
+        size, self._size = self._size, 0
+        return size
+
     def __del__(self) -> None:
         self._budget.release(self._size)
 
 
 def _lenient(
-    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None
+    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None,
+    *, large: int = LARGE_MESSAGE_BYTES,
 ) -> Any:
-    """A request deserializer: cheap size checks first, then a parse that never raises."""
+    """A request deserializer: cheap size checks first, then a parse that never raises.
+
+    A message of ``large`` bytes or more is reserved in ``budget`` before it is parsed.
+    """
     type_name = message_type.DESCRIPTOR.full_name
 
     def parse(data: bytes) -> Any:
@@ -85,7 +102,7 @@ def _lenient(
         try:
             if check is not None:
                 check(size, type_name)
-            if size >= LARGE_MESSAGE_BYTES:
+            if size >= large:
                 budget.reserve(size, type_name)
         except LimitExceeded as exc:
             return Refused(exc)
@@ -93,7 +110,7 @@ def _lenient(
             message = message_type.FromString(data)
         except DecodeError:
             message = Malformed(type_name)
-        return _Held(message, budget, size) if size >= LARGE_MESSAGE_BYTES else message
+        return _Held(message, budget, size) if size >= large else message
 
     return parse
 
@@ -120,6 +137,41 @@ def _stream(handler: Any) -> Any:
     return call
 
 
+class _Shares:
+    """The budget shares of one call's messages, kept until the call is done."""
+
+    def __init__(self, budget: MemoryBudget) -> None:
+        self._budget = budget
+        self.size = 0
+
+    async def taking(self, requests: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+        async for held in requests:
+            if isinstance(held, _Held):
+                self.size += held.take()
+                yield held.message
+            else:
+                yield held
+
+    def release(self) -> None:
+        self._budget.release(self.size)
+        self.size = 0
+
+
+def _kept(handler: Any, budget: MemoryBudget) -> Any:
+    """A stream-unary handler whose messages keep their budget shares until it returns,
+    whichever way (a reply, a refusal, a cancelled call)."""
+
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        shares = _Shares(budget)
+        try:
+            async with contextlib.aclosing(shares.taking(requests)) as messages:
+                return await handler(messages, context)
+        finally:
+            shares.release()
+
+    return call
+
+
 def well_formed(message: Any) -> None:
     if isinstance(message, Refused):
         raise message.error
@@ -142,6 +194,11 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
         "Publish": grpc.unary_unary_rpc_method_handler(
             _unary(service.Publish),
             request_deserializer=_lenient(pb.PublishRequest, budget),
+            response_serializer=pb.PublishAck.SerializeToString,
+        ),
+        "PublishParts": grpc.stream_unary_rpc_method_handler(
+            _kept(service.PublishParts, budget),
+            request_deserializer=_lenient(pb.Part, budget, large=0),
             response_serializer=pb.PublishAck.SerializeToString,
         ),
         "GetMembership": grpc.unary_unary_rpc_method_handler(
