@@ -22,7 +22,7 @@ does not apply to it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import grpc
@@ -32,7 +32,7 @@ from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, Limits, Memo
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-__all__ = ["Malformed", "Refused", "Service", "add_to_server", "well_formed"]
+__all__ = ["KeptStream", "Malformed", "Refused", "Service", "add_to_server", "well_formed"]
 
 
 class Service(Protocol):
@@ -137,20 +137,31 @@ def _stream(handler: Any) -> Any:
     return call
 
 
-class _Shares:
-    """The budget shares of one call's messages, kept until the call is done."""
+class KeptStream:
+    """The messages of a client stream, each keeping its share of the memory budget until the
+    call is done (:meth:`release`) or the handler lets go of them (:meth:`let_go`)."""
 
-    def __init__(self, budget: MemoryBudget) -> None:
+    def __init__(self, requests: AsyncIterator[Any], budget: MemoryBudget) -> None:
+        self._requests = aiter(requests)
         self._budget = budget
-        self.size = 0
+        self._keeping = True
+        self.size = 0  # bytes kept
 
-    async def taking(self, requests: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
-        async for held in requests:
-            if isinstance(held, _Held):
-                self.size += held.take()
-                yield held.message
-            else:
-                yield held
+    def __aiter__(self) -> KeptStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        held = await anext(self._requests)
+        if not isinstance(held, _Held):
+            return held
+        if self._keeping:
+            self.size += held.take()
+        return held.message  # (not kept: its share goes when the caller drops it)
+
+    def let_go(self) -> None:
+        """Release what is kept, and keep nothing more (the messages are dropped as read)."""
+        self._keeping = False
+        self.release()
 
     def release(self) -> None:
         self._budget.release(self.size)
@@ -162,12 +173,11 @@ def _kept(handler: Any, budget: MemoryBudget) -> Any:
     whichever way (a reply, a refusal, a cancelled call)."""
 
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        shares = _Shares(budget)
+        kept = KeptStream(requests, budget)
         try:
-            async with contextlib.aclosing(shares.taking(requests)) as messages:
-                return await handler(messages, context)
+            return await handler(kept, context)
         finally:
-            shares.release()
+            kept.release()
 
     return call
 

@@ -57,7 +57,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from disseminator.intake import Malformed, add_to_server, well_formed
+from disseminator.intake import KeptStream, Malformed, add_to_server, well_formed
 from disseminator.interest import LinkInterest
 from disseminator.limits import (
     LimitExceeded,
@@ -98,6 +98,9 @@ WINDOW = 1024
 _OVER_LIMIT_GRACE_S = 1.0
 # Downlink members verified at once before the loop serves other calls.
 _VERIFY_SLICE = 32
+# How long a refused PublishParts call may go on sending (dropped as read) before the site
+# ends it anyway (see _drain).
+_REFUSED_PARTS_GRACE_S = 10.0
 
 
 class _Abort(Exception):
@@ -140,6 +143,22 @@ async def _opening(request_iterator: AsyncIterator[Any], timeout_s: float) -> An
         return await asyncio.wait_for(anext(aiter(request_iterator), None), timeout_s)
     except TimeoutError:
         raise ProtocolError(f"no opening message within {timeout_s:g}s") from None
+
+
+async def _drain(parts: KeptStream, grace_s: float) -> None:
+    """Read and drop the rest of a refused client stream, for at most ``grace_s`` seconds.
+
+    A client still writing when the site ends its call may see ``INTERNAL`` ("Internal error
+    from Core") in place of the status the site sent: grpc.aio lets the failed write replace
+    the status (grpc/grpc#36066). So a refused ``PublishParts`` caller is read to its
+    half-close before the status goes out; what it sends is dropped as it arrives and is
+    released from the memory budget at once (:meth:`KeptStream.let_go`).
+    """
+    parts.let_go()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(grace_s):
+            async for _ in parts:
+                pass
 
 
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
@@ -215,13 +234,16 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise
 
     async def PublishParts(
-        self, parts: AsyncIterator[pb.Part], context: grpc.aio.ServicerContext
+        self, parts: KeptStream, context: grpc.aio.ServicerContext
     ) -> pb.PublishAck:
         """Publish, for a request sent in parts (:mod:`disseminator.publish_parts`): the caller
         is checked at its first part, before any more of the request is read."""
         try:
             first = await _opening(parts, self._opening_timeout_s)
-            await self._refuse_if_draining(context)
+            if self._draining:
+                raise _Abort(
+                    grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
+                )
             publisher = self._peer(context, role="publisher")
             joined = await joined_request(first, parts, limit=self.limits.document_bytes)
             self._node.metrics.publish_parts.inc(joined.parts)
@@ -231,6 +253,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             )
             return self._publish(publisher, joined.request)
         except (_Abort, PeerError) as exc:
+            await _drain(parts, _REFUSED_PARTS_GRACE_S)
             await self._refuse(context, exc)
             raise
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,14 +22,17 @@ import pytest
 
 from deploy.pki import Party, ensure_ca, issue_party
 from disseminator.intake import add_to_server
-from disseminator.limits import Limits, MemoryBudget
+from disseminator.limits import SERVER_OPTIONS, Limits, MemoryBudget
 from disseminator.metrics import SiteMetrics
 from disseminator.publish_parts import joined_request
 from disseminator.server import DisseminatorService
+from xdn import certs
 from xdn.errors import ProtocolError
+from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials, server_credentials
 from xdn.parts import cut
 from xdn.publication import Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 PUBLISHER = "production-dept"
 _KIB = 1024
@@ -112,13 +116,22 @@ class _Site:
 
 
 @pytest.fixture(scope="module")
-def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("pki")
     now = datetime.now(UTC)
     ensure_ca(directory, now=now)
     issue_party(directory, Party(name=PUBLISHER, role="publisher"), now=now)
     issue_party(directory, Party(name="carol", role="subscriber"), now=now)
-    return {name: (directory / f"{name}.pem").read_bytes() for name in ("ca", PUBLISHER, "carol")}
+    issue_party(directory, Party(
+        name="d9", role="site", hosts=("localhost", "127.0.0.1"),
+        attributes={certs.BLOCK_FIELD: "ProductionProcess"},
+    ), now=now)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def pems(pki: Path) -> dict[str, bytes]:
+    return {name: (pki / f"{name}.pem").read_bytes() for name in ("ca", PUBLISHER, "carol")}
 
 
 def _site(pems: dict[str, bytes], limits: Limits | None = None) -> _Site:
@@ -293,19 +306,22 @@ def test_a_malformed_part_is_invalid(pems: dict[str, bytes]) -> None:
 def test_parts_from_a_subscriber_certificate_are_refused_at_the_first(
     pems: dict[str, bytes],
 ) -> None:
-    parts = _parts(_request(200 * _KIB).SerializeToString(), 64 * _KIB)
-    read: list[int] = []
+    parts = _parts(_request(400 * _KIB).SerializeToString(), 64 * _KIB)
+    held: list[int] = []
+    site = _site(pems)
 
-    async def counted() -> AsyncIterator[bytes]:
+    async def watched() -> AsyncIterator[bytes]:
         for part in parts:
-            read.append(1)
+            held.append(site.budget.in_use)
             yield part
 
-    site = _site(pems)
     with pytest.raises(_Aborted) as info:
-        asyncio.run(site.call(counted(), "carol"))
+        asyncio.run(site.call(watched(), "carol"))
     assert info.value.code == grpc.StatusCode.UNAUTHENTICATED
-    assert len(read) == 1  # nothing read past the first part
+    assert "expected 'publisher'" in info.value.details
+    assert site.node.routed == []
+    # Refused at the first part; the rest is read to the half-close but dropped as it comes.
+    assert len(held) == len(parts) and set(held) == {0}
     assert site.budget.in_use == 0
 
 
@@ -316,6 +332,52 @@ def test_a_draining_site_refuses_publishing_in_parts(pems: dict[str, bytes]) -> 
     assert (refused.code, refused.details) == (
         grpc.StatusCode.UNAVAILABLE, "site d9 is shutting down"
     )
+
+
+def test_a_caller_refused_while_still_sending_learns_the_sites_status(pki: Path) -> None:
+    """Over real gRPC: a publisher whose write is pending when the site refuses would see
+    INTERNAL in place of the site's status (grpc/grpc#36066) unless the site reads it to its
+    half-close first; so every one of these calls must end with the site's status. (The race
+    is a matter of timing: without the site's draining, a few of the 40 calls, in most runs,
+    end with INTERNAL; the test above shows the draining itself deterministically.)"""
+    limits = Limits(stream_message_bytes=64 * _KIB, memory_bytes=2048 * _KIB,
+                    document_bytes=2048 * _KIB)
+    data = b"x" * (8 * 1024 * _KIB)  # announced at its first part: over document_bytes
+
+    async def scenario() -> list[tuple[grpc.StatusCode, str]]:
+        node = _Node((pki / "ca.pem").read_bytes())
+        service = DisseminatorService(node, limits=limits)  # type: ignore[arg-type]
+        server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
+        add_to_server(service, server)
+        port = server.add_secure_port(
+            "127.0.0.1:0", server_credentials(TlsFiles.from_dir(pki, "d9"))
+        )
+        await server.start()
+        seen = []
+        try:
+            credentials = channel_credentials(TlsFiles.from_dir(pki, PUBLISHER))
+            async with grpc.aio.secure_channel(
+                f"127.0.0.1:{port}", credentials, options=CHANNEL_OPTIONS
+            ) as channel:
+                stub = pb_grpc.DisseminatorStub(channel)
+                for _ in range(40):
+                    parts = (
+                        pb.Part(data=p.data, size=p.size, more=p.more)
+                        for p in cut([data], 1024 * _KIB)
+                    )
+                    try:
+                        await stub.PublishParts(parts, timeout=30)
+                    except grpc.aio.AioRpcError as exc:
+                        seen.append((exc.code(), exc.details() or ""))
+        finally:
+            await server.stop(None)
+        assert service.budget.in_use == 0
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert len(seen) == 40
+    assert {code for code, _ in seen} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert all("document_bytes" in details for _, details in seen)
 
 
 # ---- the joining alone ---------------------------------------------------------------------
