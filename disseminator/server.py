@@ -11,7 +11,8 @@ learns the status the site sent.
   not a root or enforces no policy of the publisher (:mod:`xdn.publication`); the
   acknowledgement says what the document reached and where the site stands.
   ``PublishParts`` is the same for a request too large for one message, sent in parts
-  (:mod:`disseminator.publish_parts`); its caller is checked at the first part.
+  (:mod:`disseminator.publish_parts`); its caller is checked at the first part, and a refused
+  caller is read to its half-close (for a few seconds at most) before it gets its status.
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
   when ``auth_list ⊆ served_list``, otherwise fail with ``FAILED_PRECONDITION`` carrying the
   uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); a new subscriber
