@@ -46,7 +46,7 @@ class _PartsNetwork(LocalNetwork):
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
-    network = _PartsNetwork(tmp_path_factory.mktemp("publish-parts") / "net")
+    network = _PartsNetwork(tmp_path_factory.mktemp("publishing-in-parts") / "net")
     network.workdir.mkdir(parents=True)
     network.prepare()
     try:
