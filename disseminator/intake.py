@@ -10,6 +10,13 @@ against the site's limits and reserve large ones in the memory budget shared by 
 the markers into the typed errors the servicer maps to ``RESOURCE_EXHAUSTED`` and
 ``INVALID_ARGUMENT``. A large message keeps its share of the budget until its handler is done
 with it.
+
+``PublishParts`` is the exception to "large": a part of any size counts against the budget as
+it arrives (before it is parsed), and the call keeps the shares of all its parts until its
+handler returns, since the parts are held (joined, then parsed) until the request they make has
+been handled (:mod:`disseminator.publish_parts`). A part is at most one gRPC message
+(:data:`xdn.grpc_tls.MAX_MESSAGE_BYTES`, the server's receive limit); ``stream_message_bytes``
+does not apply to it.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, Limits, Memo
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-__all__ = ["Malformed", "Refused", "Service", "add_to_server", "well_formed"]
+__all__ = ["KeptStream", "Malformed", "Refused", "Service", "add_to_server", "well_formed"]
 
 
 class Service(Protocol):
@@ -35,6 +42,7 @@ class Service(Protocol):
     limits: Limits
 
     def Publish(self, request: Any, context: Any) -> Any: ...
+    def PublishParts(self, requests: Any, context: Any) -> Any: ...
     def GetMembership(self, request: Any, context: Any) -> Any: ...
     def Subscribe(self, requests: Any, context: Any) -> Any: ...
     def Link(self, requests: Any, context: Any) -> Any: ...
@@ -70,14 +78,23 @@ class _Held:
     def __init__(self, message: Any, budget: MemoryBudget, size: int) -> None:
         self.message, self._budget, self._size = message, budget, size
 
+    def take(self) -> int:
+        """Hand this message's share over to the caller (who releases it); return its size."""
+        size, self._size = self._size, 0
+        return size
+
     def __del__(self) -> None:
         self._budget.release(self._size)
 
 
 def _lenient(
-    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None
+    message_type: Any, budget: MemoryBudget, check: Callable[[int, str], None] | None = None,
+    *, large: int = LARGE_MESSAGE_BYTES,
 ) -> Any:
-    """A request deserializer: cheap size checks first, then a parse that never raises."""
+    """A request deserializer: cheap size checks first, then a parse that never raises.
+
+    A message of ``large`` bytes or more is reserved in ``budget`` before it is parsed.
+    """
     type_name = message_type.DESCRIPTOR.full_name
 
     def parse(data: bytes) -> Any:
@@ -85,7 +102,7 @@ def _lenient(
         try:
             if check is not None:
                 check(size, type_name)
-            if size >= LARGE_MESSAGE_BYTES:
+            if size >= large:
                 budget.reserve(size, type_name)
         except LimitExceeded as exc:
             return Refused(exc)
@@ -93,7 +110,7 @@ def _lenient(
             message = message_type.FromString(data)
         except DecodeError:
             message = Malformed(type_name)
-        return _Held(message, budget, size) if size >= LARGE_MESSAGE_BYTES else message
+        return _Held(message, budget, size) if size >= large else message
 
     return parse
 
@@ -120,6 +137,51 @@ def _stream(handler: Any) -> Any:
     return call
 
 
+class KeptStream:
+    """The messages of a client stream, each keeping its share of the memory budget until the
+    call is done (:meth:`release`) or the handler lets go of them (:meth:`let_go`)."""
+
+    def __init__(self, requests: AsyncIterator[Any], budget: MemoryBudget) -> None:
+        self._requests = aiter(requests)
+        self._budget = budget
+        self._keeping = True
+        self.size = 0  # bytes kept
+
+    def __aiter__(self) -> KeptStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        held = await anext(self._requests)
+        if not isinstance(held, _Held):
+            return held
+        if self._keeping:
+            self.size += held.take()
+        return held.message  # (not kept: its share goes when the caller drops it)
+
+    def let_go(self) -> None:
+        """Release what is kept, and keep nothing more (the messages are dropped as read)."""
+        self._keeping = False
+        self.release()
+
+    def release(self) -> None:
+        self._budget.release(self.size)
+        self.size = 0
+
+
+def _kept(handler: Any, budget: MemoryBudget) -> Any:
+    """A stream-unary handler whose messages keep their budget shares until it returns,
+    whichever way (a reply, a refusal, a cancelled call)."""
+
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        kept = KeptStream(requests, budget)
+        try:
+            return await handler(kept, context)
+        finally:
+            kept.release()
+
+    return call
+
+
 def well_formed(message: Any) -> None:
     if isinstance(message, Refused):
         raise message.error
@@ -142,6 +204,11 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
         "Publish": grpc.unary_unary_rpc_method_handler(
             _unary(service.Publish),
             request_deserializer=_lenient(pb.PublishRequest, budget),
+            response_serializer=pb.PublishAck.SerializeToString,
+        ),
+        "PublishParts": grpc.stream_unary_rpc_method_handler(
+            _kept(service.PublishParts, budget),
+            request_deserializer=_lenient(pb.Part, budget, large=0),
             response_serializer=pb.PublishAck.SerializeToString,
         ),
         "GetMembership": grpc.unary_unary_rpc_method_handler(

@@ -81,6 +81,12 @@ class SiteMetrics:
             "Interest updates of downlinks put in force, by kind: the whole set or a delta",
             ["kind"], registry=self.registry,
         )
+        self.publish_parts = Counter(
+            "xdn_publish_parts",
+            "Parts received of publish requests sent in parts (PublishParts), counted once the "
+            "request they make is joined",
+            registry=self.registry,
+        )
         self.dead_peers = Counter(
             "xdn_dead_peers", "Streams ended because the peer went silent (no heartbeat)",
             ["kind"], registry=self.registry,

@@ -10,6 +10,9 @@ learns the status the site sent.
   request may carry key messages only). Refused with ``FAILED_PRECONDITION`` at a site that is
   not a root or enforces no policy of the publisher (:mod:`xdn.publication`); the
   acknowledgement says what the document reached and where the site stands.
+  ``PublishParts`` is the same for a request too large for one message, sent in parts
+  (:mod:`disseminator.publish_parts`); its caller is checked at the first part, and a refused
+  caller is read to its half-close (for a few seconds at most) before it gets its status.
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
   when ``auth_list ⊆ served_list``, otherwise fail with ``FAILED_PRECONDITION`` carrying the
   uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); a new subscriber
@@ -55,7 +58,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from disseminator.intake import Malformed, add_to_server, well_formed
+from disseminator.intake import KeptStream, Malformed, add_to_server, well_formed
 from disseminator.interest import LinkInterest
 from disseminator.limits import (
     LimitExceeded,
@@ -66,6 +69,7 @@ from disseminator.limits import (
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
 from disseminator.payloads import Outgoing
+from disseminator.publish_parts import joined_request
 from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
     Accept,
@@ -95,6 +99,9 @@ WINDOW = 1024
 _OVER_LIMIT_GRACE_S = 1.0
 # Downlink members verified at once before the loop serves other calls.
 _VERIFY_SLICE = 32
+# How long a refused PublishParts call may go on sending (dropped as read) before the site
+# ends it anyway (see _drain).
+_REFUSED_PARTS_GRACE_S = 10.0
 
 
 class _Abort(Exception):
@@ -137,6 +144,22 @@ async def _opening(request_iterator: AsyncIterator[Any], timeout_s: float) -> An
         return await asyncio.wait_for(anext(aiter(request_iterator), None), timeout_s)
     except TimeoutError:
         raise ProtocolError(f"no opening message within {timeout_s:g}s") from None
+
+
+async def _drain(parts: KeptStream, grace_s: float) -> None:
+    """Read and drop the rest of a refused client stream, for at most ``grace_s`` seconds.
+
+    A client still writing when the site ends its call may see ``INTERNAL`` ("Internal error
+    from Core") in place of the status the site sent: grpc.aio lets the failed write replace
+    the status (grpc/grpc#36066). So a refused ``PublishParts`` caller is read to its
+    half-close before the status goes out; what it sends is dropped as it arrives and is
+    released from the memory budget at once (:meth:`KeptStream.let_go`).
+    """
+    parts.let_go()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(grace_s):
+            async for _ in parts:
+                pass
 
 
 class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
@@ -206,42 +229,76 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             well_formed(request)
             publisher = self._peer(context, role="publisher")
-            standing = self._node.standing(publisher.name)
-            refused = site_refusal(standing, publisher.name)
-            if refused is not None:
-                raise _Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION, refused.reason, redirect=refused.uplink
-                )
-            has_document = request.HasField("dissemination")
-            if has_document and not request.dissemination.HasField("manifest"):
-                raise ProtocolError("a PublishRequest's dissemination needs a manifest")
-            manifest = request.dissemination.manifest
-            if has_document and manifest.publisher != publisher.name:
-                raise _Abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
-                )
-            addressed = (
-                *request.keys, *request.rekeys, *request.document_keys, *request.entitlements
-            )
-            if any(m.publisher != publisher.name for m in addressed):
-                raise ProtocolError("a key message names another publisher")
-            checkpoint = request.checkpoint if request.HasField("checkpoint") else None
-            if checkpoint is not None and checkpoint.publisher != publisher.name:
-                raise ProtocolError("a checkpoint names another publisher")
-            if not has_document and not addressed and checkpoint is None:
-                raise ProtocolError("a PublishRequest carries neither a document nor keys")
-            reach = self._node.route(
-                dissemination=request.dissemination if has_document else None,
-                keys=list(request.keys),
-                rekeys=list(request.rekeys),
-                document_keys=list(request.document_keys),
-                checkpoint=checkpoint,
-                entitlements=list(request.entitlements),
-            )
+            return self._publish(publisher, request)
         except (_Abort, PeerError) as exc:
             await self._refuse(context, exc)
             raise
+
+    async def PublishParts(
+        self, parts: KeptStream, context: grpc.aio.ServicerContext
+    ) -> pb.PublishAck:
+        """Publish, for a request sent in parts (:mod:`disseminator.publish_parts`): the caller
+        is checked at its first part, before any more of the request is read."""
+        try:
+            first = await _opening(parts, self._opening_timeout_s)
+            if self._draining:
+                raise _Abort(
+                    grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
+                )
+            publisher = self._peer(context, role="publisher")
+            joined = await joined_request(first, parts, limit=self.limits.document_bytes)
+            self._node.metrics.publish_parts.inc(joined.parts)
+            log.info(
+                "publish by %s joined from %d parts (%d bytes)",
+                publisher.name, joined.parts, joined.size,
+            )
+            return self._publish(publisher, joined.request)
+        except (_Abort, PeerError) as exc:
+            await _drain(parts, _REFUSED_PARTS_GRACE_S)
+            await self._refuse(context, exc)
+            raise
+
+    def _publish(self, publisher: certs.Credential, request: pb.PublishRequest) -> pb.PublishAck:
+        """Route a publisher's request (however it came) and say what it reached.
+
+        Raises:
+            _Abort: the site takes nothing from this publisher, or the request publishes in
+                another publisher's name.
+            PeerError: the request is malformed or names another publisher.
+        """
+        standing = self._node.standing(publisher.name)
+        refused = site_refusal(standing, publisher.name)
+        if refused is not None:
+            raise _Abort(
+                grpc.StatusCode.FAILED_PRECONDITION, refused.reason, redirect=refused.uplink
+            )
+        has_document = request.HasField("dissemination")
+        if has_document and not request.dissemination.HasField("manifest"):
+            raise ProtocolError("a PublishRequest's dissemination needs a manifest")
+        manifest = request.dissemination.manifest
+        if has_document and manifest.publisher != publisher.name:
+            raise _Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"publisher {publisher.name!r} may not publish as {manifest.publisher!r}",
+            )
+        addressed = (
+            *request.keys, *request.rekeys, *request.document_keys, *request.entitlements
+        )
+        if any(m.publisher != publisher.name for m in addressed):
+            raise ProtocolError("a key message names another publisher")
+        checkpoint = request.checkpoint if request.HasField("checkpoint") else None
+        if checkpoint is not None and checkpoint.publisher != publisher.name:
+            raise ProtocolError("a checkpoint names another publisher")
+        if not has_document and not addressed and checkpoint is None:
+            raise ProtocolError("a PublishRequest carries neither a document nor keys")
+        reach = self._node.route(
+            dissemination=request.dissemination if has_document else None,
+            keys=list(request.keys),
+            rekeys=list(request.rekeys),
+            document_keys=list(request.document_keys),
+            checkpoint=checkpoint,
+            entitlements=list(request.entitlements),
+        )
         return pb.PublishAck(
             document_id=manifest.document_id,
             fragments_accepted=reach.fragments,

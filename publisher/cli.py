@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from xdn.errors import UsageError
+from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES
 from xdn.paths import REPO_ROOT
 
 __all__ = ["register"]
@@ -25,6 +26,7 @@ def _publish(args: argparse.Namespace) -> int:
 
     if args.id is not None and len(args.documents) != 1:
         raise UsageError("--id names one document: give exactly one DOC with it")
+    _check_part_bytes(args.part_bytes)
     tls = TlsFiles.from_dir(args.certs, args.name)
     ontology = load_ontology(args.ontology)
     setup = PublisherSetup(
@@ -41,6 +43,7 @@ def _publish(args: argparse.Namespace) -> int:
         retain=args.retain,
         allow_older_policy=args.allow_older_policy,
         crl=_crl(args),
+        part_bytes=args.part_bytes,
     )
 
     def warn(message: str) -> None:
@@ -83,6 +86,18 @@ def _publish(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def _check_part_bytes(part_bytes: int) -> None:
+    """``--part-bytes`` must be a part size the publisher can send (checked before any work)."""
+    from publisher.client import MAX_PART_BYTES
+
+    if not MIN_PART_BYTES <= part_bytes <= MAX_PART_BYTES:
+        raise UsageError(
+            f"--part-bytes {part_bytes}: a part must be at least {MIN_PART_BYTES} bytes "
+            f"(smaller parts would cost more in framing than they carry) and at most "
+            f"{MAX_PART_BYTES} (half of one gRPC message)"
+        )
 
 
 def _crl(args: argparse.Namespace) -> Path | None:
@@ -180,5 +195,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--allow-older-policy", action="store_true",
         help="publish even when the site enforces a newer version of this publisher's policy "
         "than --policy (a warning instead of a refusal)",
+    )
+    parser.add_argument(
+        "--part-bytes", type=int, default=DEFAULT_PART_BYTES, metavar="N",
+        help="largest message sent; a larger document goes in parts of this size "
+        "(default 4 MiB)",
     )
     parser.set_defaults(func=_publish)

@@ -23,7 +23,10 @@ Theory of operation, per document:
    Merkle manifest; originate the signed provenance message.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
    outbox delivered, store the document version and append provenance to the log. The
-   acknowledgement says what the document reached (:class:`xdn.publication.Reach`).
+   acknowledgement says what the document reached (:class:`xdn.publication.Reach`). A request
+   larger than the publisher's part size (:attr:`PublisherSetup.part_bytes`) goes in parts of
+   that size on one ``PublishParts`` call instead (:mod:`xdn.parts`), acknowledged alike; the
+   request is serialized once either way.
 
 Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
 while the network takes the previous one. Only one ``Publish`` is in flight, and its request
@@ -85,6 +88,7 @@ from xdn.lkh import (
 )
 from xdn.mapping import Mapping, map_document
 from xdn.ontology import Ontology
+from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES, cut
 from xdn.policy import Policy, auth_list
 from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -106,6 +110,11 @@ log = logging.getLogger(__name__)
 
 #: Key messages per request at most: a site routes each request in one step of its loop.
 KEY_MESSAGES_PER_REQUEST = 1_000
+#: Seconds a site has to take and acknowledge one publish request (whole or in parts).
+PUBLISH_TIMEOUT_S = 120
+#: The largest part size: a part with its framing must fit one gRPC message.
+MAX_PART_BYTES = MAX_MESSAGE_BYTES // 2
+_PUBLISH = f"/{pb.DESCRIPTOR.services_by_name['Disseminator'].full_name}/Publish"
 
 _Reply = TypeVar("_Reply")
 
@@ -125,6 +134,16 @@ class PublisherSetup:
     retain: int = 10  # recent documents whose keys a joiner is granted (0: none)
     allow_older_policy: bool = False  # publish even if the site enforces a newer policy
     crl: Path | None = None  # the CA's CRL: never seal a key to a revoked member
+    part_bytes: int = DEFAULT_PART_BYTES  # largest message sent; larger requests go in parts
+
+    def __post_init__(self) -> None:
+        if isinstance(self.part_bytes, bool) or not isinstance(self.part_bytes, int):
+            raise TypeError(f"part_bytes must be an int, got {self.part_bytes!r}")
+        if not MIN_PART_BYTES <= self.part_bytes <= MAX_PART_BYTES:
+            raise ValueError(
+                f"part_bytes must be within [{MIN_PART_BYTES}, {MAX_PART_BYTES}], "
+                f"got {self.part_bytes}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,7 +212,8 @@ def member_concepts(
 
 
 def _split(request: pb.PublishRequest) -> list[pb.PublishRequest]:
-    """``request`` as requests that each fit in a gRPC message (see :mod:`publisher.split`)."""
+    """``request`` as requests of at most :data:`KEY_MESSAGES_PER_REQUEST` key messages, which
+    fit one gRPC message, the document in the last (see :mod:`publisher.split`)."""
     try:
         return split_request(request, MAX_MESSAGE_BYTES // 2, KEY_MESSAGES_PER_REQUEST)
     except ValueError as exc:
@@ -256,6 +276,9 @@ class Publisher:
             setup.connect, channel_credentials(setup.tls), options=CHANNEL_OPTIONS
         )
         self._stub = pb_grpc.DisseminatorStub(self._channel)
+        self._publish_serialized = self._channel.unary_unary(  # Publish, of bytes at hand
+            _PUBLISH, request_serializer=bytes, response_deserializer=pb.PublishAck.FromString
+        )
         self._concept_order = concept_order(setup.ontology)  # ~15 ms: once, not per document
         self._unsent: dict[str, int] = {}  # versions prepared but not yet acknowledged
         self._inflight: dict[str, int] = {}  # concept → sequence prepared, not acknowledged
@@ -284,6 +307,26 @@ class Publisher:
             raise UsageError(
                 f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
             ) from None
+
+    async def _publish(self, what: str, request: pb.PublishRequest) -> pb.PublishAck:
+        """Send one request, serialized once: whole (``Publish``) when it fits the part size,
+        else in parts (``PublishParts``); return the site's acknowledgement.
+
+        Raises:
+            UsageError: the site refused the request, or the call failed (see :meth:`_call`).
+        """
+        data = request.SerializeToString()
+        part_bytes = self._setup.part_bytes
+        if len(data) <= part_bytes:
+            ack: pb.PublishAck = await self._call(
+                what, self._publish_serialized(data, timeout=PUBLISH_TIMEOUT_S)
+            )
+            return ack
+        log.info("%s: %d bytes, in parts of at most %d", what, len(data), part_bytes)
+        parts = (
+            pb.Part(data=p.data, size=p.size, more=p.more) for p in cut([data], part_bytes)
+        )
+        return await self._call(what, self._stub.PublishParts(parts, timeout=PUBLISH_TIMEOUT_S))
 
     def _check_site(self, reply: pb.Membership) -> None:
         """Refuse to go on at a site that would drop what we send; warn once per finding."""
@@ -591,14 +634,11 @@ class Publisher:
         """Await the network's acknowledgement, then record what it accepted."""
         try:
             *keys_first, last = _split(request)
-            for part in keys_first:  # (key messages too many for one gRPC message)
-                await self._call(
-                    f"sending key messages before {prepared.document_id!r}",
-                    self._stub.Publish(part, timeout=120),
+            for part in keys_first:  # (key messages too many for one request)
+                await self._publish(
+                    f"sending key messages before {prepared.document_id!r}", part
                 )
-            ack = await self._call(
-                f"publishing {prepared.document_id!r}", self._stub.Publish(last, timeout=120)
-            )
+            ack = await self._publish(f"publishing {prepared.document_id!r}", last)
         finally:  # accepted: the key store has it below; refused: no document points to it
             for concept in prepared.concepts:
                 if self._inflight.get(concept) == prepared.sequence:
@@ -678,7 +718,7 @@ class Publisher:
         request.entitlements.extend(self._entitlements(every=True))
         if outbox or refreshes or request.HasField("checkpoint") or request.entitlements:
             for part in _split(request):
-                await self._call("sending key messages", self._stub.Publish(part, timeout=120))
+                await self._publish("sending key messages", part)
             for sent in outbox:
                 self._lkh.delivered(sent.concept, sent.epoch)
         return rekeyed, len(request.keys) + len(request.rekeys) + len(request.document_keys)

@@ -49,6 +49,7 @@ LIMITS = {
     "heartbeat_max_seconds": 30,
     "stream_message_bytes": 1 * MIB,
     "memory_bytes": 2 * MIB,
+    "document_bytes": 2 * MIB,  # (at most memory_bytes)
 }
 
 

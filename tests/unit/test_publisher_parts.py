@@ -1,0 +1,217 @@
+"""A publisher sends a request larger than its part size in parts (``PublishParts``), a smaller
+one whole (``Publish``), and handles the acknowledgement and a refusal alike.
+
+The root site is a fake servicer on a real in-process gRPC server (mutual TLS, port 0) that
+records which call carried what; it joins parts with :class:`xdn.parts.Joiner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork
+from publisher.client import Publisher, PublisherSetup, PublishResult
+from xdn import certs
+from xdn.errors import UsageError
+from xdn.grpc_tls import TlsFiles, server_credentials
+from xdn.mapping import load_mapping
+from xdn.ontology import load_ontology
+from xdn.parts import MIN_PART_BYTES, Joiner, PartData
+from xdn.paths import REPO_ROOT
+from xdn.policy import load_signed_policy
+from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+
+PUBLISHER = "production-dept"
+SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
+
+
+@dataclass(frozen=True, slots=True)
+class _Received:
+    call: str  # "Publish" or "PublishParts"
+    parts: int
+    largest_part: int
+    request: pb.PublishRequest
+
+
+class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
+    """A root site that records every publish request and how it came."""
+
+    def __init__(self, refuse_parts: str | None = None) -> None:
+        self.received: list[_Received] = []
+        self._refuse_parts = refuse_parts
+
+    async def GetMembership(
+        self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Membership:
+        return pb.Membership(site="d1", standing=pb.SiteStanding(root=True, policy_version=1))
+
+    def _ack(self, request: pb.PublishRequest) -> pb.PublishAck:
+        return pb.PublishAck(
+            document_id=request.dissemination.manifest.document_id,
+            fragments_accepted=len(request.dissemination.fragments), subscribers_reached=7,
+        )
+
+    async def Publish(
+        self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PublishAck:
+        self.received.append(_Received("Publish", 1, request.ByteSize(), request))
+        return self._ack(request)
+
+    async def PublishParts(
+        self, parts: AsyncIterator[pb.Part], context: grpc.aio.ServicerContext
+    ) -> pb.PublishAck:
+        joiner, count, largest = Joiner(10**9, "a request"), 0, 0
+        async for part in parts:
+            if self._refuse_parts is not None:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._refuse_parts)
+            count, largest = count + 1, max(largest, len(part.data))
+            joined = joiner.add(PartData(part.data, part.size, part.more))
+            if joined is not None:
+                request = pb.PublishRequest.FromString(joined)
+                self.received.append(_Received("PublishParts", count, largest, request))
+                return self._ack(request)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no last part")
+        raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
+    """The PKI and the signed policy of a local network (no process is started)."""
+    net = LocalNetwork(tmp_path_factory.mktemp("parts") / "net")
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    yield net
+
+
+def _setup(net: LocalNetwork, state: Path, port: int, **options: int) -> PublisherSetup:
+    ontology = load_ontology([ONTOLOGY])
+    tls = TlsFiles.from_dir(net.certs, PUBLISHER)
+    mapping = REPO_ROOT / "ontology" / "mappings" / f"{PUBLISHER}.toml"
+    return PublisherSetup(
+        name=PUBLISHER, tls=tls, ontology=ontology, mapping=load_mapping(mapping, ontology),
+        policy=load_signed_policy(
+            net.workdir / "policies" / f"{PUBLISHER}.toml", ontology,
+            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER,
+        ),
+        state_dir=state, provenance_log=state / "provenance.nq", connect=f"127.0.0.1:{port}",
+        **options,
+    )
+
+
+async def _publish(
+    net: LocalNetwork, state: Path, site: _RootSite, **options: int
+) -> PublishResult:
+    server = grpc.aio.server()
+    pb_grpc.add_DisseminatorServicer_to_server(site, server)
+    port = server.add_secure_port(
+        "127.0.0.1:0", server_credentials(TlsFiles.from_dir(net.certs, "d1"))
+    )
+    await server.start()
+    publisher = Publisher(_setup(net, state, port, **options), warn=lambda _: None)
+    try:
+        return await publisher.publish(SAMPLE)
+    finally:
+        await publisher.close()
+        await server.stop(None)
+
+
+def test_a_request_larger_than_the_part_size_goes_in_parts(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    site = _RootSite()
+    result = asyncio.run(_publish(network, tmp_path, site, part_bytes=MIN_PART_BYTES))
+    (received,) = site.received
+    assert received.call == "PublishParts"
+    size = received.request.ByteSize()
+    assert size > MIN_PART_BYTES
+    assert received.parts == -(-size // MIN_PART_BYTES)  # every part full but the last
+    assert received.largest_part == MIN_PART_BYTES
+    assert len(received.request.dissemination.fragments) == result.fragments > 0
+    assert received.request.HasField("checkpoint")
+    assert result.reach.subscribers == 7  # the acknowledgement is read as Publish's
+
+
+def test_a_request_within_the_part_size_goes_whole(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    site = _RootSite()
+    result = asyncio.run(_publish(network, tmp_path, site))  # the default: 4 MiB
+    (received,) = site.received
+    assert received.call == "Publish"
+    assert received.request.ByteSize() <= 4 * 1024 * 1024
+    assert len(received.request.dissemination.fragments) == result.fragments > 0
+    assert result.reach.subscribers == 7
+
+
+def _sized(size: int) -> pb.PublishRequest:
+    """A key-only request of exactly ``size`` serialized bytes."""
+    request = pb.PublishRequest(keys=[pb.KeyMessage(publisher=PUBLISHER)])
+    request.keys[0].sealed = b"k" * (size - request.ByteSize() - 4)
+    while request.ByteSize() < size:
+        request.keys[0].sealed += b"k"
+    assert request.ByteSize() == size
+    return request
+
+
+def test_the_part_size_itself_goes_whole_one_byte_more_in_parts(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    async def scenario(site: _RootSite) -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_DisseminatorServicer_to_server(site, server)
+        port = server.add_secure_port(
+            "127.0.0.1:0", server_credentials(TlsFiles.from_dir(network.certs, "d1"))
+        )
+        await server.start()
+        publisher = Publisher(_setup(network, tmp_path, port, part_bytes=4096))
+        try:
+            for size in (4096, 4097):
+                await publisher._publish("sending key messages", _sized(size))
+        finally:
+            await publisher.close()
+            await server.stop(None)
+
+    site = _RootSite()
+    asyncio.run(scenario(site))
+    assert [(r.call, r.parts, r.request) for r in site.received] == [
+        ("Publish", 1, _sized(4096)), ("PublishParts", 2, _sized(4097)),
+    ]
+
+
+def test_a_refusal_of_parts_is_the_sites_message(network: LocalNetwork, tmp_path: Path) -> None:
+    site = _RootSite(refuse_parts="over the site's limit document_bytes = 1024")
+    with pytest.raises(UsageError) as info:
+        asyncio.run(_publish(network, tmp_path, site, part_bytes=MIN_PART_BYTES))
+    message = str(info.value)
+    assert "publishing 'production-dept-order'" in message
+    assert "(RESOURCE_EXHAUSTED): over the site's limit document_bytes = 1024" in message
+
+
+@pytest.mark.parametrize("part_bytes", [MIN_PART_BYTES - 1, 64 * 1024 * 1024, True])
+def test_a_part_size_out_of_bounds_is_refused_before_any_work(
+    network: LocalNetwork, tmp_path: Path, part_bytes: int
+) -> None:
+    with pytest.raises((ValueError, TypeError), match="part_bytes"):
+        _setup(network, tmp_path, 9, part_bytes=part_bytes)
+
+
+def test_the_cli_refuses_a_part_size_below_the_minimum(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from xdn.cli import main
+
+    code = main([
+        "publish", "doc.xml", "--connect", "127.0.0.1:9", "--name", PUBLISHER,
+        "--certs", "certs", "--mapping", "m.toml", "--policy", "p.toml", "--part-bytes", "100",
+    ])
+    assert code == 1
+    assert capsys.readouterr().err.startswith(
+        "xdn: error: --part-bytes 100: a part must be at least 1024 bytes"
+    )
