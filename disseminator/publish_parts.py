@@ -82,7 +82,7 @@ async def joined_request(first: Any, rest: AsyncIterator[Any], *, limit: int) ->
     )
 
 
-def _add(joiner: Joiner, message: pb.Part) -> bytes | None:
+def _add(joiner: Joiner, message: pb.Part) -> bytearray | None:
     """Give ``joiner`` one part; the joined bytes at the last one."""
     try:
         return joiner.add(PartData(message.data, message.size, message.more))
@@ -94,7 +94,7 @@ def _add(joiner: Joiner, message: pb.Part) -> bytes | None:
         ) from None
 
 
-def _parsed(data: bytes) -> pb.PublishRequest:
+def _parsed(data: bytearray) -> pb.PublishRequest:
     try:
         request: pb.PublishRequest = pb.PublishRequest.FromString(data)
     except DecodeError:
