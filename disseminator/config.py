@@ -36,9 +36,9 @@ Example ``d2.toml``::
     heartbeat_min_seconds = 0.05     # a peer announcing an interval outside [min, max] is refused
     heartbeat_max_seconds = 60
     stream_message_bytes = 1048576   # one Subscribe / Link stream message
-    memory_bytes = 268435456         # large messages held at once across all calls
+    memory_bytes = 1073741824        # large messages held at once across all calls
     part_bytes = 4194304             # larger messages go out in parts of this size
-    document_bytes = 268435456       # one message sent in parts (a document), all parts together
+    document_bytes = 536870912       # one message sent in parts (a document), all parts together
 
     [dht]                            # site discovery (see docs/dht.md); optional
     bootstrap = ["127.0.0.1:50051"]  # any running site; without `uplink` the uplink is found here

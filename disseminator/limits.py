@@ -95,11 +95,11 @@ class Limits:
     heartbeat_max_seconds: float = 60.0
     heartbeats_per_second: float = 200.0
     stream_message_bytes: int = 1 * _MIB
-    memory_bytes: int = 256 * _MIB
+    memory_bytes: int = 1024 * _MIB
     receipt_bytes: int = 256 * 1024
     receipts_per_call: int = 256
     part_bytes: int = DEFAULT_PART_BYTES
-    document_bytes: int = 256 * _MIB
+    document_bytes: int = 512 * _MIB
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -17,6 +17,7 @@ from dishonest_site import launcher  # tests/integration is on sys.path (pytest'
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn.docgen import generate
+from xdn.grpc_tls import MAX_MESSAGE_BYTES
 from xdn.ontology import load_ontology
 
 pytestmark = pytest.mark.integration
@@ -69,8 +70,7 @@ def test_a_document_larger_than_a_part_reaches_each_subscriber_exactly(
     # The parts really went over a link and to subscribers, and only for the large one.
     assert net.metric("d1", "xdn_delivery_parts_sent_total", kind="site") > 1
     subscriber_parts = sum(
-        net.metric(site, "xdn_delivery_parts_sent_total", kind="subscriber")
-        for site in net.sites
+        net.metric(site, "xdn_delivery_parts_sent_total", kind="subscriber") for site in net.sites
     )
     assert subscriber_parts > len(granted)
 
@@ -91,3 +91,30 @@ def test_parts_that_do_not_follow_are_refused_and_nothing_of_them_accepted(
     )
     assert "connection lost" in net.output("alice")
     assert read_received(net.inbox("alice")) == ({}, 0)  # nothing accepted from them
+
+
+@pytest.mark.long
+def test_a_document_over_grpcs_message_ceiling_crosses_in_parts(tmp_path: Path) -> None:
+    """~30 MB of XML: a publish request over 64 MiB (one gRPC message's most) goes to the root
+    in default-sized parts (4 MiB), and on down the link and to alice."""
+    net = LocalNetwork(tmp_path / "net")
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    try:
+        net.start_sites()
+        net.start_subscriber("alice")
+        net.wait_subscribed("alice")
+        large = _document(tmp_path / "huge.xml", 30_000_000, seed=7)
+        net.publish(PUBLISHER, [large], wait_for=["alice"], timeout=600)
+        parts = net.metric("d1", "xdn_publish_parts_total")
+        assert parts * 4 * 1024 * 1024 > MAX_MESSAGE_BYTES  # it could not have gone whole
+        expected = expected_deliveries(
+            net, load_ontology([ONTOLOGY]), "alice", {PUBLISHER: [large]}
+        )
+        assert wait_until(
+            lambda: read_received(net.inbox("alice")) == (expected, 0), timeout=300
+        ), net.output("alice")
+        assert net.metric("d1", "xdn_delivery_parts_sent_total", kind="site") > 1
+        assert net.metric("d2", "xdn_delivery_parts_sent_total", kind="subscriber") > 1
+    finally:
+        net.stop()

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
-from deploy.network import LocalNetwork, SiteSpec, wait_until
+from deploy.network import LocalNetwork, wait_until
 from tests.integration.raw_calls import site_channel
 from xdn.docgen import generate
 from xdn.paths import REPO_ROOT
@@ -35,18 +35,12 @@ TIMEOUT = 10.0
 DOCUMENT_BYTES = 4 * 1024 * 1024
 
 
-class _PartsNetwork(LocalNetwork):
-    """The default network, every site taking publish requests of up to DOCUMENT_BYTES."""
-
-    def site_config(self, site: SiteSpec, *, port: int = 0) -> Path:
-        path = super().site_config(site, port=port)
-        path.write_text(path.read_text() + f"\n[limits]\ndocument_bytes = {DOCUMENT_BYTES}\n")
-        return path
-
-
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
-    network = _PartsNetwork(tmp_path_factory.mktemp("publishing-in-parts") / "net")
+    network = LocalNetwork(  # every site taking publish requests of up to DOCUMENT_BYTES
+        tmp_path_factory.mktemp("publishing-in-parts") / "net",
+        limits={"document_bytes": DOCUMENT_BYTES},
+    )
     network.workdir.mkdir(parents=True)
     network.prepare()
     try:
