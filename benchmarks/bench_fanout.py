@@ -15,6 +15,11 @@ every delivery and do nothing else, so that the site is what is measured. The re
 * ``join_cost_10k_vs_10`` — seconds from a new subscriber's first request to its first document
   (the site replays its retained documents to a new subscriber that asks for them) when the
   site serves N subscribers ÷ the same when it serves 10: median of several joins each.
+* ``non_readers_10k_honest_delivery_vs_readers`` — seconds for M documents to reach the 10
+  subscribers of the join baseline (still connected) once the N never read again (streams
+  open, heartbeats on, no read, no acknowledgement) ÷ the same while the N read and
+  acknowledge (the site routes to as many queues either way); the note says how much the
+  site's RSS grew while they did not read.
 * ``site_rss_mb_10k_subscribers`` — the site's peak RSS (VmHWM) over the run, once it has
   routed 100 documents to the N subscribers: those of the fan-out streamed to them, the rest
   queued for them while they are away (registered, their streams moved to the bare server);
@@ -116,11 +121,11 @@ async def _ask_all(processes: list[_Process], command: str) -> list[dict[str, An
     return await asyncio.gather(*(p.ask(command) for p in processes))
 
 
-def _peak_rss_mb(pid: int) -> float:
+def _peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmHWM for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 class _Bench:
@@ -206,9 +211,11 @@ class _Bench:
         await self.few.ask("expect 2")
         return await self._join(self.few, "jf")
 
-    async def fanout(self) -> tuple[list[float], list[float]]:
-        """Connect the N, enrol them; time M documents per repetition; then joins at N."""
-        assert self.publisher is not None
+    async def fanout(self) -> tuple[list[float], list[float], list[float]]:
+        """Connect the N, enrol them; time M documents per repetition (and how long the 10
+        subscribers of :meth:`joins_at_ten`, still connected, take to get them); then joins
+        at N."""
+        assert self.publisher is not None and self.few is not None
         address = self.net.address("d1")
         started = time.perf_counter()
         await _ask_all(self.clients, f"connect {address}")
@@ -220,7 +227,7 @@ class _Bench:
         await self._publish(1)  # enrols everyone: not timed
         await _ask_all(self.clients, "expect 3")  # two retained documents, then this one
         print(f"   fanout: enrolled in {time.perf_counter() - started:.0f} s", flush=True)
-        rates = []
+        rates, honest = [], []
         expected = 3
         for rep in range(self.repetitions):
             if rep == 0:
@@ -231,10 +238,25 @@ class _Bench:
             answers = await _ask_all(self.clients, f"expect {expected}")
             last = max(a["last_at"] for a in answers)
             rates.append(self.many * self.batch / (last - began))
+            honest.append((await self.few.ask(f"expect {self.published}"))["last_at"] - began)
             if rep == 0:
                 await self.clients[0].ask(f"dump {self.workdir / 'captured'}")
         joins = await self._join(self.clients[0], "jm")
-        return rates, joins
+        return rates, joins, honest
+
+    async def stalled(self) -> tuple[list[float], float]:
+        """The N stop reading (streams open, heartbeats on): how long the 10 honest ones take
+        to get M documents, per repetition; and how much the site's RSS grew meanwhile (MB)."""
+        assert self.few is not None
+        pid = self.net.site_pid("d1")
+        await _ask_all(self.clients, "stall")
+        before = _peak_rss_mb(pid, "VmRSS")
+        times = []
+        for _ in range(self.repetitions):
+            began = time.monotonic()
+            await self._publish(self.batch)
+            times.append((await self.few.ask(f"expect {self.published}"))["last_at"] - began)
+        return times, _peak_rss_mb(pid, "VmRSS") - before
 
     async def rest(self) -> float:
         """Route the rest of the 100 documents to the N, now registered but away (their
@@ -282,12 +304,16 @@ async def _measure(workdir: Path, many: int, batch: int, repetitions: int) -> di
     try:
         await bench.prepare()
         few_joins = await bench.joins_at_ten()
-        rates, many_joins = await bench.fanout()
+        rates, many_joins, honest = await bench.fanout()
+        print(f"   fanout: honest delivery while the {many} read: {_spread(honest, '{:.2f}')} s",
+              flush=True)
+        stalled, stalled_growth = await bench.stalled()
         bare_rates, bare_rss = await bench.bare()
         site_rss = await bench.rest()
         return {
             "rates": rates, "bare_rates": bare_rates, "few_joins": few_joins,
             "many_joins": many_joins, "site_rss": site_rss, "bare_rss": bare_rss,
+            "honest": honest, "stalled": stalled, "stalled_growth": stalled_growth,
         }
     finally:
         await bench.stop()
@@ -321,6 +347,16 @@ def run(quick: bool) -> list[Result]:
             note=f"Subscribe to first (retained) document, {JOINS} joins each; at {many}: "
             f"{_spread(m['many_joins'], '{:.3f}')} s; at 10: "
             f"{_spread(m['few_joins'], '{:.3f}')} s",
+        ),
+        ratio_result(
+            name=f"non_readers_{label}_honest_delivery_vs_readers",
+            value=statistics.median(m["stalled"]), unit="s",
+            baseline=f"the same while the {many} read",
+            baseline_value=statistics.median(m["honest"]), goal="<= 1.1",
+            note=f"seconds for {batch} documents to reach 10 honest subscribers while {many} "
+            f"others never read (streams open, heartbeats on): {_spread(m['stalled'], '{:.2f}')}"
+            f" s; while they read: {_spread(m['honest'], '{:.2f}')} s; site RSS grew "
+            f"{m['stalled_growth']:.0f} MB while they did not read",
         ),
         ratio_result(
             name=f"site_rss_mb_{label}_subscribers", value=m["site_rss"], unit="MB",

@@ -20,6 +20,9 @@ stdout:
   ``Subscribed`` first);
 * ``join NAME ADDRESS`` — opens one more session (from the spec's ``spare``) and answers with
   the seconds from its first request to its first document;
+* ``stall`` — every session stops reading its stream (and so acknowledging) until ``close``,
+  but keeps sending heartbeats: the subscriber that never reads, which the site must not let slow
+  the others;
 * ``close`` — ends every session; ``quit`` — exits.
 
 Run: ``python -m benchmarks.fanout_clients SPEC.json`` (see :func:`_load_spec`).
@@ -56,8 +59,9 @@ class _Session:
     profile: int
     concepts: tuple[str, ...] = ()
     capture: bool = False
+    spare: bool = False  # opened by ``join``: not one of the sessions ``expect`` waits for
     documents: int = 0
-    reached_at: float = 0.0
+    arrivals: list[float] = field(default_factory=list)  # when each document came (monotonic)
     started_at: float = 0.0
     first_document_at: float = 0.0
     last_sent: float = 0.0
@@ -74,6 +78,8 @@ class _Swarm:
         self.sessions = sessions
         self.spare = spare
         self.capturing = False
+        self.stalled = False
+        self._never = asyncio.Event()  # what a stalled session waits for
         self.target = 0
         self.waiting = 0
         self.all_reached = asyncio.Event()
@@ -81,11 +87,11 @@ class _Swarm:
 
     def _note_document(self, session: _Session) -> None:
         session.documents += 1
+        session.arrivals.append(time.monotonic())
         if session.first_document_at == 0.0:
-            session.first_document_at = time.monotonic()
+            session.first_document_at = session.arrivals[-1]
             session.first_document.set()
-        if self.target and session.documents == self.target:
-            session.reached_at = time.monotonic()
+        if self.target and session.documents == self.target and not session.spare:
             self.waiting -= 1
             if self.waiting == 0:
                 self.all_reached.set()
@@ -110,6 +116,8 @@ class _Swarm:
                 response_deserializer=None,
             )(requests())
             async for raw in call:
+                if self.stalled:
+                    await self._never.wait()  # reads no more: the site's writes back up
                 message = pb.ServerMessage.FromString(raw)
                 kind = message.WhichOneof("kind")
                 if kind == "heartbeat":
@@ -139,6 +147,7 @@ class _Swarm:
         async with self._opening:
             session.subscribed = asyncio.Event()
             session.documents = 0
+            session.arrivals = []
             session.started_at = session.last_sent = time.monotonic()
             session.task = asyncio.ensure_future(self._run(session, address))
             done, _ = await asyncio.wait(
@@ -165,13 +174,10 @@ class _Swarm:
         self.target = count
         self.all_reached.clear()
         self.waiting = sum(s.documents < count for s in self.sessions)
-        for session in self.sessions:
-            if session.documents >= count:
-                session.reached_at = session.reached_at or time.monotonic()
         if self.waiting:
             await self._wait_watching(self.all_reached.wait(), self.sessions)
         self.target = 0
-        return {"reached": count, "last_at": max(s.reached_at for s in self.sessions)}
+        return {"reached": count, "last_at": max(s.arrivals[count - 1] for s in self.sessions)}
 
     async def _wait_watching(
         self, waiting: Coroutine[Any, Any, object], sessions: list[_Session]
@@ -203,6 +209,7 @@ class _Swarm:
                 with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                     await session.task
                 session.task = None
+        self.stalled = False  # (sessions opened from now on read)
         return {"closed": len(everyone)}
 
     def dump(self, directory: Path) -> dict[str, object]:
@@ -253,14 +260,14 @@ def _load_spec(path: Path) -> tuple[list[_Session], dict[str, _Session]]:
     capture = set(spec.get("capture", ()))
     concepts = {int(k): tuple(v) for k, v in spec.get("concepts", {}).items()}
 
-    def session(name: str, profile: int) -> _Session:
+    def session(name: str, profile: int, *, spare: bool = False) -> _Session:
         return _Session(
             name=name, tls=TlsFiles.from_dir(directory, name), profile=profile,
-            concepts=concepts.get(profile, ()), capture=name in capture,
+            concepts=concepts.get(profile, ()), capture=name in capture, spare=spare,
         )
 
     sessions = [session(name, profile) for name, profile in spec["sessions"]]
-    spare = {name: session(name, profile) for name, profile in spec.get("spare", ())}
+    spare = {name: session(name, profile, spare=True) for name, profile in spec.get("spare", ())}
     return sessions, spare
 
 
@@ -287,6 +294,9 @@ async def _serve(spec: Path) -> None:
                 answer = swarm.dump(Path(args[0]))
             elif command == "join":
                 answer = await swarm.join(args[0], args[1])
+            elif command == "stall":
+                swarm.stalled = True
+                answer = {"stalled": len(swarm.sessions)}
             elif command == "close":
                 answer = await swarm.close()
             else:
