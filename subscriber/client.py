@@ -112,10 +112,10 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     delivery = _whole(parts, message.delivery, address)
                     if delivery is not None:
                         _handle_delivery(session, delivery, outgoing, stop)
-                    continue
-                if message.WhichOneof("kind") == "subscribed" and message.subscribed.heartbeat_ms:
-                    watch.slow_to(message.subscribed.heartbeat_ms / 1000)  # a busy site asks
-                _handle(session, message, outgoing, stop)
+                elif message.WhichOneof("kind") == "subscribed":
+                    if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
+                        watch.slow_to(message.subscribed.heartbeat_ms / 1000)
+                    _on_subscribed(session, message.subscribed, outgoing)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 for key, value in exc.trailing_metadata() or ():
@@ -182,45 +182,43 @@ def _whole(parts: DeliveryJoiner, delivery: pb.Delivery, address: str) -> pb.Del
     return delivery
 
 
-def _handle(
+def _on_subscribed(
     session: Session,
-    message: pb.ServerMessage,
+    subscribed: pb.Subscribed,
     outgoing: asyncio.Queue[pb.ClientMessage | None],
-    stop: asyncio.Event,
 ) -> None:
     setup = session.setup
-    if message.WhichOneof("kind") == "subscribed":
-        session.report.served_by = message.subscribed.served_by
-        # Our lease names the site that serves us; until it arrives we are no member.
-        session.lease_site = (message.subscribed.served_by, message.subscribed.block)
-        outgoing.put_nowait(pb.ClientMessage(lease=session.lease()))
-        grants = session.grants_at_resume(message.subscribed)
-        if message.subscribed.resumed_after < session.keyring.applied(session.address):
-            # The site lost track of our queue; dedupe by document from here on.
-            session.keyring.set_applied(session.address, message.subscribed.resumed_after)
-        session.report.retained += message.subscribed.retained
-        if message.subscribed.crl:  # the site's CRL: kept if newer than the one in force
-            session.on_crl(message.subscribed.crl, session.keyring.applied(session.address))
-        session.completeness.new_stream()  # ask again for what is still missing
-        if setup.retained:
-            now_ms = int(session.clock().timestamp() * 1000)
-            session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
-        session.inbox.write_subscription(
-            {"subscriber": setup.name, "served_by": message.subscribed.served_by, "grants": grants}
-        )
-        retained = message.subscribed.retained
-        print(
-            f"{setup.name}: subscribed at {message.subscribed.served_by}"
-            + (f" ({retained} retained documents queued)" if retained else ""),
-            flush=True,
-        )
-        for publisher, concept in session.keyring.stale():  # a new stream: ask again
-            if concept in grants.get(publisher, ()):
-                session.ask_refresh(publisher, concept, again=True)
-            else:  # no longer granted here: nothing to catch up on
-                session.keyring.clear_stale(publisher, concept)
-        _send_refresh_requests(session, outgoing)
-        _send_missing_requests(session, outgoing)
+    session.report.served_by = subscribed.served_by
+    # Our lease names the site that serves us; until it arrives we are no member.
+    session.lease_site = (subscribed.served_by, subscribed.block)
+    outgoing.put_nowait(pb.ClientMessage(lease=session.lease()))
+    grants = session.grants_at_resume(subscribed)
+    if subscribed.resumed_after < session.keyring.applied(session.address):
+        # The site lost track of our queue; dedupe by document from here on.
+        session.keyring.set_applied(session.address, subscribed.resumed_after)
+    session.report.retained += subscribed.retained
+    if subscribed.crl:  # the site's CRL: kept if newer than the one in force
+        session.on_crl(subscribed.crl, session.keyring.applied(session.address))
+    session.completeness.new_stream()  # ask again for what is still missing
+    if setup.retained:
+        now_ms = int(session.clock().timestamp() * 1000)
+        session.subscribed_at_ms = session.keyring.subscribed_since_ms(now_ms)
+    session.inbox.write_subscription(
+        {"subscriber": setup.name, "served_by": subscribed.served_by, "grants": grants}
+    )
+    retained = subscribed.retained
+    print(
+        f"{setup.name}: subscribed at {subscribed.served_by}"
+        + (f" ({retained} retained documents queued)" if retained else ""),
+        flush=True,
+    )
+    for publisher, concept in session.keyring.stale():  # a new stream: ask again
+        if concept in grants.get(publisher, ()):
+            session.ask_refresh(publisher, concept, again=True)
+        else:  # no longer granted here: nothing to catch up on
+            session.keyring.clear_stale(publisher, concept)
+    _send_refresh_requests(session, outgoing)
+    _send_missing_requests(session, outgoing)
 
 
 def _handle_delivery(
