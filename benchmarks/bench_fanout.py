@@ -244,11 +244,13 @@ class _Bench:
         joins = await self._join(self.clients[0], "jm")
         return rates, joins, honest
 
-    async def stalled(self) -> tuple[list[float], float]:
+    async def stalled(self) -> tuple[list[float], float, float]:
         """The N stop reading (streams open, heartbeats on): how long the 10 honest ones take
-        to get M documents, per repetition; and how much the site's RSS grew meanwhile (MB)."""
+        to get M documents, per repetition; how much the site's RSS grew meanwhile (MB); and
+        the site's peak RSS before (MB)."""
         assert self.few is not None
         pid = self.net.site_pid("d1")
+        peak = _peak_rss_mb(pid)
         await _ask_all(self.clients, "stall")
         before = _peak_rss_mb(pid, "VmRSS")
         times = []
@@ -256,7 +258,7 @@ class _Bench:
             began = time.monotonic()
             await self._publish(self.batch)
             times.append((await self.few.ask(f"expect {self.published}"))["last_at"] - began)
-        return times, _peak_rss_mb(pid, "VmRSS") - before
+        return times, _peak_rss_mb(pid, "VmRSS") - before, peak
 
     async def rest(self) -> float:
         """Route the rest of the 100 documents to the N, now registered but away (their
@@ -307,13 +309,14 @@ async def _measure(workdir: Path, many: int, batch: int, repetitions: int) -> di
         rates, many_joins, honest = await bench.fanout()
         print(f"   fanout: honest delivery while the {many} read: {_spread(honest, '{:.2f}')} s",
               flush=True)
-        stalled, stalled_growth = await bench.stalled()
+        stalled, stalled_growth, peak_reading = await bench.stalled()
         bare_rates, bare_rss = await bench.bare()
         site_rss = await bench.rest()
         return {
             "rates": rates, "bare_rates": bare_rates, "few_joins": few_joins,
             "many_joins": many_joins, "site_rss": site_rss, "bare_rss": bare_rss,
             "honest": honest, "stalled": stalled, "stalled_growth": stalled_growth,
+            "peak_reading": peak_reading,
         }
     finally:
         await bench.stop()
@@ -363,6 +366,7 @@ def run(quick: bool) -> list[Result]:
             baseline="bare streaming server's peak RSS, same streams",
             baseline_value=m["bare_rss"], goal="value <= 1000 MB",
             note=f"site peak RSS (VmHWM) after {TOTAL_DOCUMENTS} documents routed to {many} "
-            "subscribers",
+            f"subscribers, non-readers included ({m['peak_reading']:.0f} MB before they "
+            "stopped reading)",
         ),
     ]
