@@ -114,46 +114,48 @@ def _still_publishes(net: LocalNetwork, tmp_path: Path) -> None:
     _published(net, copy, extra=("--part-bytes", "1024"))
 
 
-def test_parts_announcing_more_than_document_bytes_are_resource_exhausted(
-    net: LocalNetwork, tmp_path: Path
+_GARBAGE = b"\x0a\x10abc" + b"\xff" * 3000  # field 1 announces 16 bytes, then no valid tag
+
+
+@pytest.mark.parametrize(
+    ("parts", "code", "messages"),
+    [
+        pytest.param(  # over document_bytes, refused at the first part
+            [pb.Part(data=b"x" * 1024, size=DOCUMENT_BYTES + 1, more=True),
+             pb.Part(data=b"y" * 1024, more=True)],
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            (f"announces {DOCUMENT_BYTES + 1} bytes", f"document_bytes = {DOCUMENT_BYTES}"),
+            id="over-document-bytes",
+        ),
+        pytest.param(
+            [pb.Part(data=b"a" * 10, size=20, more=True), pb.Part(data=b"b" * 10, size=20)],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ("states a size (20) where it continues one of 20 bytes",),
+            id="do-not-follow",
+        ),
+        pytest.param(
+            [pb.Part(data=b"a" * 10, size=30, more=True), pb.Part(data=b"b" * 10, more=True)],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ("ended after 2 parts, holding 20 of the 30 bytes",),
+            id="half-closed-before-the-last",
+        ),
+        pytest.param(
+            [pb.Part(data=_GARBAGE[:1500], size=len(_GARBAGE), more=True),
+             pb.Part(data=_GARBAGE[1500:])],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ("are not a valid PublishRequest",),
+            id="not-a-publish-request",
+        ),
+    ],
+)  # fmt: skip
+def test_parts_that_make_no_acceptable_request_are_refused(
+    net: LocalNetwork, tmp_path: Path, parts: list[pb.Part], code: grpc.StatusCode,
+    messages: tuple[str, ...],
 ) -> None:
-    first = pb.Part(data=b"x" * 1024, size=DOCUMENT_BYTES + 1, more=True)
-    error = asyncio.run(_parts_error(net, [first, pb.Part(data=b"y" * 1024, more=True)]))
-    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert f"announces {DOCUMENT_BYTES + 1} bytes" in (error.details() or "")
-    assert f"document_bytes = {DOCUMENT_BYTES}" in (error.details() or "")
-    _still_publishes(net, tmp_path)
-
-
-def test_parts_that_do_not_follow_are_invalid(net: LocalNetwork, tmp_path: Path) -> None:
-    parts = [pb.Part(data=b"a" * 10, size=20, more=True), pb.Part(data=b"b" * 10, size=20)]
     error = asyncio.run(_parts_error(net, parts))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "states a size (20) where it continues one of 20 bytes" in (error.details() or "")
-    _still_publishes(net, tmp_path)
-
-
-def test_a_call_half_closed_before_its_last_part_is_invalid(
-    net: LocalNetwork, tmp_path: Path
-) -> None:
-    parts = [pb.Part(data=b"a" * 10, size=30, more=True), pb.Part(data=b"b" * 10, more=True)]
-    error = asyncio.run(_parts_error(net, parts))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "ended after 2 parts, holding 20 of the 30 bytes" in (error.details() or "")
-    _still_publishes(net, tmp_path)
-
-
-def test_joined_bytes_that_are_not_a_publish_request_are_invalid(
-    net: LocalNetwork, tmp_path: Path
-) -> None:
-    garbage = b"\x0a\x10abc" + b"\xff" * 3000  # field 1 announces 16 bytes, then no valid tag
-    parts = [
-        pb.Part(data=garbage[:1500], size=len(garbage), more=True),
-        pb.Part(data=garbage[1500:]),
-    ]
-    error = asyncio.run(_parts_error(net, parts))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "are not a valid PublishRequest" in (error.details() or "")
+    assert error.code() == code
+    for message in messages:
+        assert message in (error.details() or "")
     _still_publishes(net, tmp_path)
 
 
