@@ -28,6 +28,7 @@ from typing import Any
 
 import grpc
 
+from xdn.collector import tune_for_service
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -105,6 +106,7 @@ async def _serve(certs: Path, site: str, capture: Path, profiles_file: Path) -> 
 
 def main() -> None:
     certs, site, capture, profiles = sys.argv[1:5]
+    tune_for_service()  # as the site does
     asyncio.run(_serve(Path(certs), site, Path(capture), Path(profiles)))
 
 

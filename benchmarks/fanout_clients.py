@@ -44,6 +44,7 @@ from typing import Any
 import grpc
 
 from xdn import certs, crypto, lease
+from xdn.collector import tune_for_service
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -308,6 +309,7 @@ async def _serve(spec: Path) -> None:
 
 
 def main() -> None:
+    tune_for_service()  # (as the site does: the same for both servers they measure)
     asyncio.run(_serve(Path(sys.argv[1])))
 
 

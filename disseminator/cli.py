@@ -13,8 +13,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from disseminator.config import load_site_config
     from disseminator.daemon import serve
+    from xdn.collector import tune_for_service
 
     config = load_site_config(args.config)
+    tune_for_service()
     print(f"site {config.name}: serving block {config.block} (config {args.config})", flush=True)
     report = asyncio.run(serve(config))
     print(f"site {config.name}: stopped; {report.describe()}", flush=True)

@@ -397,21 +397,12 @@ class Store:
                 dest = (item.kind, item.name)
                 if dest in full:
                     continue
-                self._db.execute(
-                    "INSERT OR IGNORE INTO destinations (kind, name) VALUES (?, ?)", dest
-                )
-                next_seq, acked = self._db.execute(
-                    "SELECT next_seq, acked FROM destinations WHERE kind = ? AND name = ?", dest
-                ).fetchone()
-                if next_seq - 1 - acked >= self._max_queue:
+                seq = self._assign(dest)
+                if seq is None:
                     full.append(dest)
                     continue
-                self._db.execute(
-                    "UPDATE destinations SET next_seq = ? WHERE kind = ? AND name = ?",
-                    (next_seq + 1, *dest),
-                )
-                last[dest] = next_seq
-                rows.append(((*dest, next_seq), item))
+                last[dest] = seq
+                rows.append(((*dest, seq), item))
             keep = retained if retained is not None and self.retain > 0 else None
             bodies = self._store_bodies([item.body for _, item in rows]
                                         + [keep.body if keep else None])  # fmt: skip
@@ -435,6 +426,18 @@ class Store:
         for key, item in rows:  # committed: the streams may send them from memory
             self._recent.put(key, item)
         return last, full
+
+    def _assign(self, dest: tuple[str, str]) -> int | None:
+        """The next sequence number of ``dest``'s queue, taken (inside a transaction); ``None``
+        if the queue is full. One statement: a site routing to thousands of destinations runs
+        it once per destination per document."""
+        row = self._db.execute(
+            "INSERT INTO destinations (kind, name, next_seq) VALUES (?, ?, 2) "
+            "ON CONFLICT (kind, name) DO UPDATE SET next_seq = next_seq + 1 "
+            "WHERE next_seq - 1 - acked < ? RETURNING next_seq - 1",
+            (*dest, self._max_queue),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def _store_bodies(self, uses: Sequence[Body | None]) -> dict[int, int]:
         """Insert each body used, once; return ``id(body)`` → row id."""
@@ -726,21 +729,28 @@ class Store:
             self._recent.discard(kind, name, upto=seq)
 
     def _commit_acks(self, db: sqlite3.Connection, acks: Mapping[tuple[str, str], int]) -> int:
-        dropped = 0
+        """Record ``acks`` and delete what they acknowledge, in one transaction: one statement
+        per destination, and the bodies released once at the end (the deliveries of a fan-out
+        share one)."""
+        dropped, bodies = 0, set()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            for (kind, name), seq in acks.items():
-                db.execute(
-                    "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
-                    "AND ? < next_seq",
-                    (seq, kind, name, seq),
-                )
-                dropped += self._drop_deliveries(  # up to the acknowledgement in force
-                    "kind = ? AND name = ? AND seq <= "
-                    "(SELECT acked FROM destinations WHERE kind = ? AND name = ?)",
-                    (kind, name, kind, name),
-                    db,
-                )
+            db.executemany(
+                "UPDATE destinations SET acked = MAX(acked, ?) WHERE kind = ? AND name = ? "
+                "AND ? < next_seq",
+                [(seq, kind, name, seq) for (kind, name), seq in acks.items()],
+            )
+            for kind, name in acks:
+                for (body,) in db.execute(  # up to the acknowledgement in force
+                    "DELETE FROM deliveries WHERE kind = ?1 AND name = ?2 AND seq <= "
+                    "(SELECT acked FROM destinations WHERE kind = ?1 AND name = ?2) "
+                    "RETURNING body",
+                    (kind, name),
+                ):
+                    dropped += 1
+                    if body is not None:
+                        bodies.add(body)
+            self._release(bodies, db)
         return dropped
 
     def _drop_deliveries(

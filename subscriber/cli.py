@@ -20,6 +20,7 @@ def _subscribe(args: argparse.Namespace) -> int:
 
     from subscriber.client import SubscriberSetup, run_subscriber
     from subscriber.retention import Retention
+    from xdn.collector import tune_for_service
     from xdn.errors import UsageError
     from xdn.grpc_tls import TlsFiles
 
@@ -78,6 +79,7 @@ def _subscribe(args: argparse.Namespace) -> int:
             )
         return 0 if report.refused == 0 and not report.refusals else 2
 
+    tune_for_service()
     return asyncio.run(run())
 
 

@@ -288,3 +288,23 @@ def test_a_busy_stream_sets_no_timer_per_message_in_either_direction() -> None:
     sent, outgoing, incoming = asyncio.run(asyncio.wait_for(run(), 60))
     assert sent == 200
     assert outgoing <= 5 and incoming <= 5, (outgoing, incoming)
+
+
+def test_a_second_stream_on_the_same_heartbeats_gets_its_own_timer() -> None:
+    """A timer left pending by an ended stream wakes that stream's source, not the next one's:
+    the next stream still sends its heartbeats on time."""
+
+    async def run() -> list[str]:
+        beats = Heartbeats(0.05)
+        first = beats.outgoing(_busy(1, 0), _beat)
+        assert await anext(first) == "heartbeat 50"
+        assert beats.waiting or await anext(first) == "item 0"
+        await first.aclose()
+        out = []
+        async for message in beats.outgoing(_quiet(), _beat):
+            out.append(message)
+            if len(out) == 3:
+                break
+        return out
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50"] * 3
