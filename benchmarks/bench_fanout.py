@@ -244,21 +244,23 @@ class _Bench:
         joins = await self._join(self.clients[0], "jm")
         return rates, joins, honest
 
-    async def stalled(self) -> tuple[list[float], float, float]:
+    async def stalled(self) -> tuple[list[float], list[float], float]:
         """The N stop reading (streams open, heartbeats on): how long the 10 honest ones take
-        to get M documents, per repetition; how much the site's RSS grew meanwhile (MB); and
-        the site's peak RSS before (MB)."""
+        to get M documents, per repetition; how much the site's RSS had grown after each
+        repetition (MB, from before they stopped: does it level off?); and the site's peak RSS
+        before (MB)."""
         assert self.few is not None
         pid = self.net.site_pid("d1")
         peak = _peak_rss_mb(pid)
         await _ask_all(self.clients, "stall")
         before = _peak_rss_mb(pid, "VmRSS")
-        times = []
+        times, growth = [], []
         for _ in range(self.repetitions):
             began = time.monotonic()
             await self._publish(self.batch)
             times.append((await self.few.ask(f"expect {self.published}"))["last_at"] - began)
-        return times, _peak_rss_mb(pid, "VmRSS") - before, peak
+            growth.append(_peak_rss_mb(pid, "VmRSS") - before)
+        return times, growth, peak
 
     async def rest(self) -> float:
         """Route the rest of the 100 documents to the N, now registered but away (their
@@ -359,7 +361,8 @@ def run(quick: bool) -> list[Result]:
             note=f"seconds for {batch} documents to reach 10 honest subscribers while {many} "
             f"others never read (streams open, heartbeats on): {_spread(m['stalled'], '{:.2f}')}"
             f" s; while they read: {_spread(m['honest'], '{:.2f}')} s; site RSS grew "
-            f"{m['stalled_growth']:.0f} MB while they did not read",
+            f"{_spread(m['stalled_growth'])} MB after each {batch} documents while they did "
+            "not read",
         ),
         ratio_result(
             name=f"site_rss_mb_{label}_subscribers", value=m["site_rss"], unit="MB",

@@ -337,9 +337,10 @@ async def run_subscribers(
     """Run many subscribers in this process, on this event loop: each has its own session,
     stream and state, and ends at its own ``max_documents``; all end when ``stop`` is set.
 
-    A load generator or a test runs thousands of subscribers this way without a process each.
-    One that fails (a refused subscription, say) ends the others, and the failures are raised
-    together (an ``ExceptionGroup``).
+    A load generator or a test runs thousands of subscribers this way without a process each
+    (set the collector as :func:`xdn.collector.tune_for_service` does first). One that fails
+    (a refused subscription, say) ends the others, and the failures are raised together (an
+    ``ExceptionGroup``).
     """
     own = [asyncio.Event() for _ in setups]  # (one reaching its max_documents stops only it)
 
