@@ -186,11 +186,12 @@ async def refused_subscribe(address: str, tls: TlsFiles) -> tuple[grpc.StatusCod
 
 def refusal(code: grpc.StatusCode, details: str) -> str:
     """A short name for how a call ended: ``handshake`` (the site's TLS refused it),
-    ``revoked``, ``expired``, ``wrong-role``, ``accepted`` or the status code's name."""
+    ``unreachable`` (no site listening), ``revoked``, ``expired``, ``wrong-role``, ``accepted``
+    or the status code's name."""
     if code == grpc.StatusCode.OK:
         return "accepted"
     if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in details:
-        return "handshake"
+        return "unreachable" if "Connection refused" in details else "handshake"
     if code == grpc.StatusCode.UNAUTHENTICATED:
         for name, phrase in _REFUSAL_PHRASES.items():
             if phrase in details:
@@ -244,26 +245,32 @@ async def _flood_worker(
         tally.count(kind, code, details)
 
 
-async def _report(tally: FloodTally, path: Path) -> None:
-    while True:
+async def _report(tally: FloodTally, path: Path, parent: int) -> None:
+    """Write the tally twice a second until the benchmark that started the flood is gone."""
+    while os.getppid() == parent:
         tally.write(path)
         await asyncio.sleep(0.5)
 
 
 async def _flood(addresses: list[str], certs: Path, rate: float, stats: Path) -> None:
     """Each kind at ``rate`` calls a second at most, :data:`FLOOD_IN_FLIGHT` in flight, to the
-    addresses in turn. The flooder runs at the lowest priority: on the shared machine it takes
-    only the CPU the network leaves idle (a real flooder's handshakes run on its own machine)."""
+    addresses in turn. The flooder runs at the lowest priority: on the shared machine it yields
+    the CPU to the network's processes (a real flooder's handshakes run on its own machine)."""
     os.nice(19)
     tally = FloodTally()
     workers = []
     for kind, tls in flood_credentials(certs).items():
         pace = Pace(rate)
         workers += [
-            _flood_worker(addresses[i % len(addresses)], kind, tls, pace, tally)
+            asyncio.ensure_future(
+                _flood_worker(addresses[i % len(addresses)], kind, tls, pace, tally)
+            )
             for i in range(FLOOD_IN_FLIGHT)
         ]
-    await asyncio.gather(_report(tally, stats), *workers)
+    reporter = asyncio.ensure_future(_report(tally, stats, parent=os.getppid()))
+    done, _ = await asyncio.wait([reporter, *workers], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        task.result()  # a worker's error ends the flood; else the benchmark has gone
 
 
 # ---- the honest workload ----------------------------------------------------------------------
@@ -467,6 +474,8 @@ def _flooded(workload: Workload) -> FloodRun:
             flood.latencies += workload.latencies(prefix, flood.site_cpu)
             flood.rss_kb.append(_rss_kb(d2))
             flood.calls.append(_calls(_tally(stats)))
+        if flooder.poll() is not None:
+            raise RuntimeError(f"the flooder ended early ({flooder.returncode})")
         flood.cpu_share = flooder_cpu.share()
         flood.report = _tally(stats)
     finally:
