@@ -201,23 +201,25 @@ def refusal(code: grpc.StatusCode, details: str) -> str:
 
 @dataclass(slots=True)
 class FloodTally:
-    """How the flood's calls ended, by kind; written as JSON for the benchmark to read."""
+    """How the flood's calls ended, by kind and by address; written as JSON for the benchmark
+    to read (handshake refusals are counted nowhere else)."""
 
     started: float = field(default_factory=time.monotonic)
-    ends: dict[str, dict[str, int]] = field(default_factory=dict)
+    ends: dict[str, dict[str, int]] = field(default_factory=dict)  # by kind
+    by_address: dict[str, dict[str, int]] = field(default_factory=dict)
     details: dict[str, str] = field(default_factory=dict)  # the first details of each end
 
-    def count(self, kind: str, code: grpc.StatusCode, details: str) -> None:
+    def count(self, kind: str, address: str, code: grpc.StatusCode, details: str) -> None:
         end = refusal(code, details)
-        kind_ends = self.ends.setdefault(kind, {})
-        kind_ends[end] = kind_ends.get(end, 0) + 1
+        for tally in (self.ends.setdefault(kind, {}), self.by_address.setdefault(address, {})):
+            tally[end] = tally.get(end, 0) + 1
         self.details.setdefault(f"{kind}/{end}", details)
 
     def write(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({
             "seconds": time.monotonic() - self.started, "ends": self.ends,
-            "details": self.details,
+            "by_address": self.by_address, "details": self.details,
         }))
         os.replace(tmp, path)
 
@@ -242,7 +244,7 @@ async def _flood_worker(
     while True:
         await pace.wait()
         code, details = await refused_subscribe(address, tls)
-        tally.count(kind, code, details)
+        tally.count(kind, address, code, details)
 
 
 async def _report(tally: FloodTally, path: Path, parent: int) -> None:
@@ -396,7 +398,7 @@ def _tally(stats: Path) -> dict[str, Any]:
     try:
         report: dict[str, Any] = json.loads(stats.read_text())
     except FileNotFoundError:
-        return {"seconds": 0.0, "ends": {}, "details": {}}
+        return {"seconds": 0.0, "ends": {}, "by_address": {}, "details": {}}
     accepted = {k: n for k, ends in report["ends"].items() if (n := ends.get("accepted"))}
     if accepted:
         raise RuntimeError(f"a site accepted bad certificates: {accepted} {report['details']}")
@@ -425,6 +427,24 @@ def _site_refusals(net: LocalNetwork) -> dict[str, dict[str, float]]:
     }
 
 
+def _site_refusals_since(
+    net: LocalNetwork, before: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    after = _site_refusals(net)
+    return {
+        site: {r: after[site][r] - before[site][r] for r in SITE_REFUSAL_REASONS}
+        for site in after
+    }
+
+
+def _handshakes(net: LocalNetwork, report: dict[str, Any]) -> dict[str, int]:
+    """The handshakes each site refused, as the flooder counted them."""
+    return {
+        site: report["by_address"].get(net.address(site), {}).get("handshake", 0)
+        for site in ("d2", "d1")
+    }
+
+
 @dataclass(slots=True)
 class FloodRun:
     """What the flooded phase measured."""
@@ -437,6 +457,7 @@ class FloodRun:
     cpu_share: float = 0.0  # the flooder's, of one core
     site_cpu: SiteCpu = field(default_factory=SiteCpu)  # over the flooded runs
     log_growth: int = 0  # bytes d2's output grew by
+    handshakes: dict[str, int] = field(default_factory=dict)  # refused, by site
 
     def note(self, honest_cpu: SiteCpu) -> str:
         seconds = self.report["seconds"]
@@ -451,7 +472,9 @@ class FloodRun:
             f"flight and {FLOOD_RATE:g}/s per kind: {_calls(self.report) / seconds:.0f}/s in all "
             f"({per_kind}; foreign-ca and expired fail the handshake), flooder at nice 19 and "
             f"{100 * self.cpu_share:.0f} % of a core; d1 / d2 at {self.site_cpu.shares()} % of "
-            f"a core flooded, {honest_cpu.shares()} % without; refused by the servicer: d2 "
+            f"a core flooded, {honest_cpu.shares()} % without; refused in the handshake (the "
+            f"flooder's count): d2 {self.handshakes['d2']}, d1 {self.handshakes['d1']}; "
+            f"refused by the servicer: d2 "
             f"{d2['unauthenticated']:.0f} + {d2['LimitExceeded']:.0f} over the per-certificate "
             f"stream limit, d1 {d1['unauthenticated']:.0f} + {d1['LimitExceeded']:.0f}; d2 VmRSS "
             f"{mb[0]} MB before, {mb[1]} MB after {self.calls[0]} calls, {mb[2]} MB after "
@@ -480,11 +503,8 @@ def _flooded(workload: Workload) -> FloodRun:
         flood.report = _tally(stats)
     finally:
         _stop(flooder)
-    after = _site_refusals(net)
-    flood.refused = {
-        site: {r: after[site][r] - before[site][r] for r in SITE_REFUSAL_REASONS}
-        for site in after
-    }
+    flood.handshakes = _handshakes(net, flood.report)
+    flood.refused = _site_refusals_since(net, before)
     flood.log_growth = log.stat().st_size - log_size
     return flood
 
