@@ -1,4 +1,4 @@
-"""An abusive caller slows honest subscribers by less than 10 % (issue #13).
+"""Abusive callers must slow honest subscribers by less than 10 % (issues #13 and #15).
 
 One network (d1 root, d2 and d3 below it; alice subscribed at d2), measured in the same run:
 
