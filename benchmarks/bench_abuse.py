@@ -13,7 +13,9 @@ One network (d1 root, d2 and d3 below it; alice subscribed at d2), measured in t
   to d2 and d1 under certificates they must refuse, each on a new connection (a TLS handshake
   apiece), a bounded number in flight: a subscriber certificate of another CA and an expired
   one of the network's CA (refused in the handshake), a revoked one (the sites load the CRL
-  naming it at start) and a site certificate (the wrong role; both refused by the servicer).
+  naming it at start) and a site certificate (the wrong role; both refused by the servicer);
+  then, as a control, the same flood at d3 alone, which alice's documents never cross (what
+  the flood costs through the shared machine, not through d1 and d2).
 
 ``abuse_p50_latency_vs_honest`` = p50 latency with the abuser ÷ p50 without it (goal ≤ 1.10);
 ``invalid_cert_flood_p50_latency_vs_honest`` likewise with the flooder. Each baseline is measured
@@ -315,11 +317,13 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _start(net: LocalNetwork, *options: str) -> subprocess.Popen[bytes]:
-    """This module as the abuser or the flooder, calling d2 and d1."""
+def _start(
+    net: LocalNetwork, *options: str, sites: tuple[str, ...] = ("d2", "d1")
+) -> subprocess.Popen[bytes]:
+    """This module as the abuser or the flooder, calling ``sites``."""
     return subprocess.Popen([
         sys.executable, "-m", "benchmarks.bench_abuse", "--certs", str(net.certs), *options,
-        net.address("d2"), net.address("d1"),
+        *(net.address(site) for site in sites),
     ])
 
 
@@ -458,6 +462,7 @@ class FloodRun:
     site_cpu: SiteCpu = field(default_factory=SiteCpu)  # over the flooded runs
     log_growth: int = 0  # bytes d2's output grew by
     handshakes: dict[str, int] = field(default_factory=dict)  # refused, by site
+    off_path: list[int] = field(default_factory=list)  # latencies, the same flood at d3 alone
 
     def note(self, honest_cpu: SiteCpu) -> str:
         seconds = self.report["seconds"]
@@ -478,7 +483,9 @@ class FloodRun:
             f"{d2['unauthenticated']:.0f} + {d2['LimitExceeded']:.0f} over the per-certificate "
             f"stream limit, d1 {d1['unauthenticated']:.0f} + {d1['LimitExceeded']:.0f}; d2 VmRSS "
             f"{mb[0]} MB before, {mb[1]} MB after {self.calls[0]} calls, {mb[2]} MB after "
-            f"{self.calls[1]}; d2's log grew {self.log_growth / 1024:.0f} KB"
+            f"{self.calls[1]}; d2's log grew {self.log_growth / 1024:.0f} KB; the same flood "
+            f"at d3 alone (not on alice's path; the machine's share): p50 "
+            f"{statistics.median(self.off_path):g} ms"
         )
 
 
@@ -506,7 +513,21 @@ def _flooded(workload: Workload) -> FloodRun:
     flood.handshakes = _handshakes(net, flood.report)
     flood.refused = _site_refusals_since(net, before)
     flood.log_growth = log.stat().st_size - log_size
+    flood.off_path = _flooded_off_path(workload)
     return flood
+
+
+def _flooded_off_path(workload: Workload) -> list[int]:
+    """The workload while the same flood hits d3 alone, which alice's documents never cross:
+    what the flood costs through the shared machine rather than through d1 and d2."""
+    stats = workload.workdir / "flood-d3.json"
+    flooder = _start(workload.net, "--flood", str(stats), "--rate", str(FLOOD_RATE),
+                     sites=("d3",))
+    try:
+        _wait_every_refusal(stats, flooder)
+        return workload.latencies("g")
+    finally:
+        _stop(flooder)
 
 
 # ---- the benchmark -----------------------------------------------------------------------------
