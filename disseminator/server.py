@@ -785,7 +785,8 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
         Yields ``True`` for a stream within the limit; past it, the call is refused with
         ``RESOURCE_EXHAUSTED`` after reading its opening message (briefly) and the body is
-        skipped.
+        skipped, unless the certificate itself is refused (revoked, the wrong role): that
+        refusal is the one that tells the caller what to do.
         """
         kind = "subscriber" if method == "Subscribe" else "site"
         limit = (
@@ -798,6 +799,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             yield True  # no certificate: the handler refuses the peer
             return
         if not self._streams.open(kind, key, limit):
+            try:
+                self._peer(context, role=kind)
+            except _Abort as exc:
+                await self._refuse(context, exc)
             with contextlib.suppress(ProtocolError):
                 await _opening(requests, _OVER_LIMIT_GRACE_S)
             await self._refuse(context, LimitExceeded(
