@@ -83,6 +83,7 @@ from xdn import certs, lease
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
 from xdn.liveness import interval_ms
+from xdn.logthrottle import ThrottledLog
 from xdn.publication import site_refusal
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -186,6 +187,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self.limits = limits or Limits()
         self.budget = MemoryBudget(self.limits.memory_bytes)
         self._streams = StreamCounts()
+        self._refused_log = ThrottledLog(log)  # (a flood of bad certificates: a line each)
         self.receipts = receipts or SiteReceipts(node, self.limits)
 
     def stop_taking_work(self) -> None:
@@ -218,7 +220,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 revoked=self._node.revoked,
             )
         except CertificateError as exc:
-            log.warning("refused peer: %s", exc)
+            self._refused_log.warning("refused peer: %s", exc)
             raise _Abort(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
 
     # ---- publishing ----------------------------------------------------------------------
