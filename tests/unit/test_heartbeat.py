@@ -29,15 +29,18 @@ def _beat(interval_ms: int) -> str:
     return f"{HEARTBEAT} {interval_ms}"
 
 
+async def _three_sent_while_idle(beats: Heartbeats) -> list[str]:
+    out = []
+    async for message in beats.outgoing(_quiet(), _beat):
+        out.append(message)
+        if len(out) == 3:
+            break
+    return out
+
+
 def test_an_idle_stream_sends_heartbeats_announcing_the_interval() -> None:
     async def run() -> list[str]:
-        beats = Heartbeats(0.05)
-        out = []
-        async for message in beats.outgoing(_quiet(), _beat):
-            out.append(message)
-            if len(out) == 3:
-                break
-        return out
+        return await _three_sent_while_idle(Heartbeats(0.05))
 
     assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50"] * 3
 
@@ -300,11 +303,6 @@ def test_a_second_stream_on_the_same_heartbeats_gets_its_own_timer() -> None:
         assert await anext(first) == "heartbeat 50"
         assert beats.waiting or await anext(first) == "item 0"
         await first.aclose()
-        out = []
-        async for message in beats.outgoing(_quiet(), _beat):
-            out.append(message)
-            if len(out) == 3:
-                break
-        return out
+        return await _three_sent_while_idle(beats)
 
     assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 50"] * 3
