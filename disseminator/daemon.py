@@ -53,7 +53,12 @@ from disseminator.store import Store, Window
 from disseminator.uplink import Uplink
 from xdn import certs, crypto, provenance
 from xdn.errors import CertificateError, ConfigError, PolicyError, XdnError
-from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
+from xdn.grpc_tls import (
+    CHANNEL_OPTIONS,
+    MANY_STREAMS_SERVER_OPTIONS,
+    TlsFiles,
+    server_credentials,
+)
 from xdn.ontology import Ontology, load_ontology
 from xdn.policy import PolicyEngine, PolicySet, load_signed_policy
 from xdn.wire.v1 import dissemination_pb2
@@ -242,7 +247,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
         crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
     )
-    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
+    server = grpc.aio.server(
+        options=(*CHANNEL_OPTIONS, *MANY_STREAMS_SERVER_OPTIONS, *SERVER_OPTIONS)
+    )
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

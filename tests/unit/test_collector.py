@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import platform
 import subprocess
 import sys
+
+import pytest
 
 from xdn.collector import SERVICE_THRESHOLDS, tune_for_service
 
@@ -16,6 +19,13 @@ def test_tuning_sets_the_service_thresholds_in_this_process() -> None:
         assert gc.get_threshold() == SERVICE_THRESHOLDS
     finally:
         gc.set_threshold(*before)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc arenas are glibc's")
+def test_on_glibc_the_allocator_takes_the_arena_limit() -> None:
+    code = "from xdn.collector import tune_for_service; print(tune_for_service())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
 
 
 def test_the_youngest_generation_is_collected_far_less_often_than_by_default() -> None:
