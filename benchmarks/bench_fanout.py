@@ -14,7 +14,8 @@ every delivery and do nothing else, so that the site is what is measured. The re
   profile received from the site for those M documents. Median of the repetitions.
 * ``join_cost_10k_vs_10`` — seconds from a new subscriber's first request to its first document
   (the site replays its retained documents to a new subscriber that asks for them) when the
-  site serves N subscribers ÷ the same when it serves 10: median of several joins each.
+  site serves N subscribers ÷ the same when it serves 10: median of several joins each, all
+  from the process of the 10 (so that only the site's load differs, not the joiner's).
 * ``non_readers_10k_honest_delivery_vs_readers`` — seconds for M documents to reach the 10
   subscribers of the join baseline (still connected) once the N never read again (streams
   open, heartbeats on, no read, no acknowledgement) ÷ the same while the N read and
