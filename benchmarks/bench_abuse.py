@@ -45,6 +45,7 @@ from typing import Any
 import grpc
 
 from benchmarks.harness import Result, ratio_result
+from benchmarks.procstat import cpu_seconds, memory_mb
 from deploy.network import LocalNetwork, SubscriberSpec
 from deploy.pki import Party, ensure_ca, issue_party, revoke_party
 from xdn.certs import BLOCK_FIELD
@@ -303,20 +304,6 @@ def _latencies(net: LocalNetwork, docs: list[Path], rate: float) -> list[int]:
 
 
 # ---- the processes under way -------------------------------------------------------------------
-def _rss_kb(pid: int) -> int:
-    """A process's resident memory (VmRSS), in KB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """The CPU time (user + system) a running process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _start(
     net: LocalNetwork, *options: str, sites: tuple[str, ...] = ("d2", "d1")
 ) -> subprocess.Popen[bytes]:
@@ -331,10 +318,10 @@ class CpuSince:
     """The share of one core a running process uses from now on."""
 
     def __init__(self, pid: int) -> None:
-        self._pid, self._cpu, self._at = pid, _cpu_seconds(pid), time.monotonic()
+        self._pid, self._cpu, self._at = pid, cpu_seconds(pid), time.monotonic()
 
     def share(self) -> float:
-        return (_cpu_seconds(self._pid) - self._cpu) / (time.monotonic() - self._at)
+        return (cpu_seconds(self._pid) - self._cpu) / (time.monotonic() - self._at)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -351,12 +338,12 @@ class SiteCpu:
 
     def measure(self, net: LocalNetwork, run: Callable[[], list[int]]) -> list[int]:
         """``run()``, adding what the sites used meanwhile."""
-        before = {site: _cpu_seconds(net.site_pid(site)) for site in self.seconds}
+        before = {site: cpu_seconds(net.site_pid(site)) for site in self.seconds}
         started = time.monotonic()
         latencies = run()
         self.wall += time.monotonic() - started
         for site in self.seconds:
-            self.seconds[site] += _cpu_seconds(net.site_pid(site)) - before[site]
+            self.seconds[site] += cpu_seconds(net.site_pid(site)) - before[site]
         return latencies
 
     def shares(self) -> str:
@@ -454,7 +441,7 @@ class FloodRun:
     """What the flooded phase measured."""
 
     latencies: list[int] = field(default_factory=list)
-    rss_kb: list[int] = field(default_factory=list)  # d2: before, after each flooded run
+    rss_mb: list[float] = field(default_factory=list)  # d2: before, after each flooded run
     calls: list[int] = field(default_factory=list)  # the flooder's, at each RSS after the first
     report: dict[str, Any] = field(default_factory=dict)  # the flooder's last
     refused: dict[str, dict[str, float]] = field(default_factory=dict)  # by site, reason
@@ -471,7 +458,7 @@ class FloodRun:
             for kind, ends in sorted(self.report["ends"].items())
         )
         d2, d1 = self.refused["d2"], self.refused["d1"]
-        mb = [f"{kb / 1024:.1f}" for kb in self.rss_kb]
+        mb = [f"{value:.1f}" for value in self.rss_mb]
         return (
             f"bad-certificate calls, each on a new TLS connection, at most {FLOOD_IN_FLIGHT} in "
             f"flight and {FLOOD_RATE:g}/s per kind: {_calls(self.report) / seconds:.0f}/s in all "
@@ -494,7 +481,7 @@ def _flooded(workload: Workload) -> FloodRun:
     net = workload.net
     d2, stats, log = net.site_pid("d2"), workload.workdir / "flood.json", net.workdir / "d2.out"
     before = _site_refusals(net)
-    flood = FloodRun(rss_kb=[_rss_kb(d2)])
+    flood = FloodRun(rss_mb=[memory_mb(d2)])
     log_size = log.stat().st_size
     flooder = _start(net, "--flood", str(stats), "--rate", str(FLOOD_RATE))
     try:
@@ -502,7 +489,7 @@ def _flooded(workload: Workload) -> FloodRun:
         flooder_cpu = CpuSince(flooder.pid)
         for prefix in ("d", "e"):
             flood.latencies += workload.latencies(prefix, flood.site_cpu)
-            flood.rss_kb.append(_rss_kb(d2))
+            flood.rss_mb.append(memory_mb(d2))
             flood.calls.append(_calls(_tally(stats)))
         if flooder.poll() is not None:
             raise RuntimeError(f"the flooder ended early ({flooder.returncode})")

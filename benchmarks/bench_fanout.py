@@ -44,6 +44,7 @@ from typing import Any
 
 from benchmarks.harness import Result, ratio_result
 from benchmarks.key_service import PUBLISHER, key_service
+from benchmarks.procstat import memory_mb
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
 from publisher.client import Publisher
@@ -120,13 +121,6 @@ class _Process:
 
 async def _ask_all(processes: list[_Process], command: str) -> list[dict[str, Any]]:
     return await asyncio.gather(*(p.ask(command) for p in processes))
-
-
-def _peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} for process {pid}")
 
 
 class _Bench:
@@ -252,22 +246,22 @@ class _Bench:
         before (MB)."""
         assert self.few is not None
         pid = self.net.site_pid("d1")
-        peak = _peak_rss_mb(pid)
+        peak = memory_mb(pid, "VmHWM")
         await _ask_all(self.clients, "stall")
-        before = _peak_rss_mb(pid, "VmRSS")
+        before = memory_mb(pid)
         times, growth = [], []
         for _ in range(self.repetitions):
             began = time.monotonic()
             await self._publish(self.batch)
             times.append((await self.few.ask(f"expect {self.published}"))["last_at"] - began)
-            growth.append(_peak_rss_mb(pid, "VmRSS") - before)
+            growth.append(memory_mb(pid) - before)
         return times, growth, peak
 
     async def rest(self) -> float:
         """Route the rest of the 100 documents to the N, now registered but away (their
         deliveries queue durably); the site's peak RSS over the whole run (MB)."""
         await self._publish(TOTAL_DOCUMENTS - self.published)
-        return _peak_rss_mb(self.net.site_pid("d1"))
+        return memory_mb(self.net.site_pid("d1"), "VmHWM")
 
     async def bare(self) -> tuple[list[float], float]:
         """The same N sessions against the bare server, the captured bytes, M per repetition."""
@@ -291,7 +285,7 @@ class _Bench:
                 answers = await _ask_all(self.clients, f"expect {self.batch * (rep + 1)}")
                 last = max(a["last_at"] for a in answers)
                 rates.append(self.many * self.batch / (last - began))
-            return rates, _peak_rss_mb(server.proc.pid)
+            return rates, memory_mb(server.proc.pid, "VmHWM")
         finally:
             await _ask_all(self.clients, "close")
             await server.stop()

@@ -46,6 +46,7 @@ import grpc
 
 from benchmarks.bare_hop import drive
 from benchmarks.harness import Result, ratio_result
+from benchmarks.procstat import CLK_TCK, cpu_seconds
 from deploy.network import DEFAULT_PUBLISHERS, LocalNetwork, SiteSpec, SubscriberSpec
 from deploy.pki import Party, issue_party
 from disseminator.planning import Planner
@@ -63,7 +64,6 @@ from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
 PUBLISHER = DEFAULT_PUBLISHERS[0]  # production-dept
 ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ---- a publication as the publisher builds it -------------------------------------------------
@@ -165,19 +165,13 @@ def _bytes_per_hop(net: LocalNetwork, diss: pb.Dissemination) -> tuple[float, fl
 
 
 # ---- CPU of one site's hop against a bare hop -------------------------------------------------
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
-
-
 def _settled_cpu_s(pid: int, *, timeout: float = 30.0) -> float:
     """CPU seconds of ``pid`` once it has gone idle (at most a tick in 0.25 s)."""
     deadline = time.monotonic() + timeout
-    last = _cpu_s(pid)
+    last = cpu_seconds(pid)
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = _cpu_s(pid)
+        now = cpu_seconds(pid)
         if now - last <= 1.5 / CLK_TCK:
             return now
         last = now
@@ -197,9 +191,9 @@ def _site_pid(net: LocalNetwork, site: str) -> int:
 
 def _idle_rate(pid: int, *, seconds: float) -> float:
     """CPU seconds per second ``pid`` spends with nothing to route (heartbeats, housekeeping)."""
-    before, started = _cpu_s(pid), time.monotonic()
+    before, started = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
-    return (_cpu_s(pid) - before) / (time.monotonic() - started)
+    return (cpu_seconds(pid) - before) / (time.monotonic() - started)
 
 
 def _wait_received(net: LocalNetwork, names: Sequence[str], count: int) -> None:
@@ -251,7 +245,7 @@ class _BareHop:
 
     def cpu_s(self, messages: Sequence[bytes]) -> float:
         """CPU seconds the hop spends on ``messages``."""
-        before = _cpu_s(self.pid)
+        before = cpu_seconds(self.pid)
         if asyncio.run(drive(self.address, self.tls, messages)) != len(messages):
             raise RuntimeError("the bare hop lost messages")
         return _settled_cpu_s(self.pid) - before
@@ -294,7 +288,7 @@ def _hop_cpu(
             idle = _idle_rate(pid, seconds=idle_s)
             for rep in range(repetitions):
                 docs = _copies(doc, workdir / "docs", f"r{rep}-", documents)
-                before, seen = _cpu_s(pid), len(net.received("alice"))
+                before, seen = cpu_seconds(pid), len(net.received("alice"))
                 started = time.monotonic()
                 net.publish(PUBLISHER.name, docs, timeout=900)
                 _wait_received(net, subscribers, seen + documents)

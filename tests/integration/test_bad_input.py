@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork
 from deploy.pki import Party, issue_party
+from tests.integration.networks import serving_alice
 from tests.integration.raw_calls import site_channel, stream_error
 from xdn import certs
 from xdn.grpc_tls import MAX_MESSAGE_BYTES, TlsFiles
@@ -51,13 +52,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     )
     # A publisher the CA certifies but no site's configuration names.
     issue_party(network.certs, Party(name="rogue-dept", role="publisher"), now=datetime.now(UTC))
-    try:
-        network.start_sites()
-        network.start_subscriber("alice")
-        assert network.wait_subscribed("alice")["served_by"] == "d2"
+    with serving_alice(network):
         yield network
-    finally:
-        network.stop()
 
 
 # ---- helpers -------------------------------------------------------------------------------

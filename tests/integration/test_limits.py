@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
+from tests.integration.networks import serving_alice
 from tests.integration.raw_calls import (
     TIMEOUT,
     issue_spare_site,
@@ -74,13 +75,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     issue_party(network.certs, Party(name="carol", role="subscriber",
                                      attributes={"OU": "Cred1"}), now=now)
     issue_spare_site(network)  # d4: a site certificate no running site uses
-    try:
-        network.start_sites()
-        network.start_subscriber("alice")
-        assert network.wait_subscribed("alice")["served_by"] == "d2"
+    with serving_alice(network):
         yield network
-    finally:
-        network.stop()
 
 
 # ---- helpers -------------------------------------------------------------------------------

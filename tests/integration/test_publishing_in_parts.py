@@ -20,6 +20,7 @@ import grpc
 import pytest
 
 from deploy.network import LocalNetwork, wait_until
+from tests.integration.networks import serving_alice
 from tests.integration.raw_calls import site_channel
 from xdn.docgen import generate
 from xdn.paths import REPO_ROOT
@@ -43,13 +44,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     )
     network.workdir.mkdir(parents=True)
     network.prepare()
-    try:
-        network.start_sites()
-        network.start_subscriber("alice")
-        assert network.wait_subscribed("alice")["served_by"] == "d2"
+    with serving_alice(network):
         yield network
-    finally:
-        network.stop()
 
 
 def _generated(net: LocalNetwork, name: str, size: int) -> Path:

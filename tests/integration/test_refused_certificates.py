@@ -27,6 +27,7 @@ from benchmarks.bench_abuse import (
 )
 from deploy.network import LocalNetwork, wait_until
 from deploy.pki import Party, issue_party
+from tests.integration.networks import serving_alice
 from xdn.grpc_tls import TlsFiles
 
 pytestmark = pytest.mark.integration
@@ -52,15 +53,9 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNetwork]:
     issue_flood_certificates(network.certs, now=datetime.now(UTC))
     issue_party(network.certs, Party(name="carol", role="subscriber", attributes={"OU": "Cred1"}),
                 now=datetime.now(UTC))  # a good certificate: the control
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("GRPC_VERBOSITY", "INFO")  # the sites log why a handshake failed
-            network.start_sites()
-        network.start_subscriber("alice")
-        assert network.wait_subscribed("alice")["served_by"] == "d2"
+    # (GRPC_VERBOSITY=INFO: the sites log why a handshake failed)
+    with serving_alice(network, site_env={"GRPC_VERBOSITY": "INFO"}):
         yield network
-    finally:
-        network.stop()
 
 
 def _subscribe(network: LocalNetwork, site: str, kind: str) -> tuple[grpc.StatusCode, str]:
