@@ -26,9 +26,9 @@ strict N-Quads parser:
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from xdn.errors import ProvenanceError
 from xdn.rdf_syntax import iri_problem, language_tag_problem
@@ -91,68 +91,73 @@ _OTHER_CONTROLS = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\x7f\ufffe\uffff]")  # as 
 _RARE_ESCAPES = re.compile(r'[\x00-\x08\x0b-\x1f\x7f"\\\ufffe\uffff]')  # all but \n and \t
 
 
-@dataclass(frozen=True, slots=True)
-class IRI:
+class IRI(str):
     """An absolute RFC 3987 IRI (no relative reference, nothing N-Quads or RFC 3987 forbids).
+
+    A ``str`` of its own kind: hashed and compared by the interpreter's C code (terms are
+    hashed in every set of statements), never equal to a :class:`Literal`.
 
     Raises:
         TypeError: ``value`` is not a str.
         ValueError: naming what is wrong (:func:`xdn.rdf_syntax.iri_problem`).
     """
 
-    value: str
-    _hash: int = field(init=False, repr=False, compare=False)
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.value, str):
+    def __new__(cls, value: str) -> IRI:
+        if not isinstance(value, str):
             raise TypeError("IRI value must be a str")
-        if (problem := iri_problem(self.value)) is not None:
-            raise ValueError(f"IRI {self.value!r} {problem}")
-        object.__setattr__(self, "_hash", hash(self.value))
+        if (problem := iri_problem(value)) is not None:
+            raise ValueError(f"IRI {value!r} {problem}")
+        return str.__new__(cls, value)
 
-    def __hash__(self) -> int:  # computed once: terms are hashed in every set of statements
-        return self._hash
+    @property
+    def value(self) -> str:
+        """The IRI's text."""
+        return self
 
-    def __reduce__(self) -> tuple[type[IRI], tuple[str]]:  # another process hashes anew
-        return IRI, (self.value,)
+    def __repr__(self) -> str:
+        return f"IRI(value={str.__repr__(self)})"
 
 
-@dataclass(frozen=True, slots=True)
-class Literal:
+class Literal(tuple[str, str, "str | None"]):
     """A literal: lexical form, datatype IRI and (for ``rdf:langString``) a language tag.
 
-    A language tag implies ``rdf:langString`` and is stored lower-cased.
+    A language tag implies ``rdf:langString`` and is stored lower-cased. A tuple of its own
+    kind ``(value, datatype, language)``: hashed and compared by the interpreter's C code.
     """
 
-    value: str
-    datatype: str = XSD_STRING
-    language: str | None = None
-    _hash: int = field(init=False, repr=False, compare=False)
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.value, str) or not isinstance(self.datatype, str):
+    def __new__(
+        cls, value: str, datatype: str = XSD_STRING, language: str | None = None
+    ) -> Literal:
+        if not isinstance(value, str) or not isinstance(datatype, str):
             raise TypeError("literal value and datatype must be str")
-        if not self.value.isascii() and _SURROGATE.search(self.value):
+        if not value.isascii() and _SURROGATE.search(value):
             raise ValueError("literal contains an unpaired surrogate")
-        _check_datatype(self.datatype)
-        if self.language is not None:
-            if not isinstance(self.language, str):
+        _check_datatype(datatype)
+        if language is not None:
+            if not isinstance(language, str):
                 raise TypeError("language tag must be a str or None")
-            if (problem := language_tag_problem(self.language)) is not None:
-                raise ValueError(f"malformed language tag {self.language!r}: it {problem}")
-            if self.datatype not in (XSD_STRING, RDF_LANGSTRING):
+            if (problem := language_tag_problem(language)) is not None:
+                raise ValueError(f"malformed language tag {language!r}: it {problem}")
+            if datatype not in (XSD_STRING, RDF_LANGSTRING):
                 raise ValueError("a literal with a language tag must be an rdf:langString")
-            object.__setattr__(self, "language", self.language.lower())
-            object.__setattr__(self, "datatype", RDF_LANGSTRING)
-        elif self.datatype == RDF_LANGSTRING:
+            language, datatype = language.lower(), RDF_LANGSTRING
+        elif datatype == RDF_LANGSTRING:
             raise ValueError("an rdf:langString literal needs a language tag")
-        object.__setattr__(self, "_hash", hash((self.value, self.datatype, self.language)))
+        return tuple.__new__(cls, (value, datatype, language))
 
-    def __hash__(self) -> int:
-        return self._hash
+    value = property(operator.itemgetter(0), doc="The lexical form.")
+    datatype = property(operator.itemgetter(1), doc="The datatype IRI.")
+    language = property(operator.itemgetter(2), doc="The language tag, lower-cased, or None.")
 
-    def __reduce__(self) -> tuple[type[Literal], tuple[str, str, str | None]]:
-        return Literal, (self.value, self.datatype, self.language)
+    def __getnewargs__(self) -> tuple[str, str, str | None]:  # (pickled for Spark)
+        return tuple(self)  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"Literal(value={self[0]!r}, datatype={self[1]!r}, language={self[2]!r})"
 
 
 Term = IRI | Literal
@@ -165,37 +170,39 @@ def _check_datatype(iri: str) -> None:
     IRI(iri)
 
 
-@dataclass(frozen=True, slots=True)
-class Quad:
+class Quad(tuple[IRI, IRI, Term, "IRI | None"]):
     """One statement; ``g`` is the graph name, ``None`` for the default graph.
 
-    Positional (``Quad(s, p, o, g)``) like the RDF notation it mirrors.
+    Positional (``Quad(s, p, o, g)``) like the RDF notation it mirrors; a tuple of its own kind,
+    hashed and compared by the interpreter's C code.
     """
 
-    s: IRI
-    p: IRI
-    o: Term
-    g: IRI | None = None
-    _hash: int = field(init=False, repr=False, compare=False)
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        s, p, o, g = self.s, self.p, self.o, self.g
-        if not isinstance(s, IRI) or not isinstance(p, IRI):
+    def __new__(cls, s: IRI, p: IRI, o: Term, g: IRI | None = None) -> Quad:
+        if type(s) is not IRI or type(p) is not IRI:
             raise TypeError("subject and predicate must be IRIs (blank nodes are not supported)")
         if not isinstance(o, _TERM_TYPES):
             raise TypeError("object must be an IRI or a Literal")
-        if g is not None and not isinstance(g, IRI):
+        if g is not None and type(g) is not IRI:
             raise TypeError("graph name must be an IRI or None")
-        # From the terms' stored hashes (no call of their __hash__): equal quads, equal hashes.
-        object.__setattr__(
-            self, "_hash", hash((s._hash, p._hash, o._hash, None if g is None else g._hash))
-        )
+        return tuple.__new__(cls, (s, p, o, g))
 
-    def __hash__(self) -> int:
-        return self._hash
+    s = property(operator.itemgetter(0), doc="The subject.")
+    p = property(operator.itemgetter(1), doc="The predicate.")
+    o = property(operator.itemgetter(2), doc="The object.")
+    g = property(operator.itemgetter(3), doc="The graph name (None: the default graph).")
 
-    def __reduce__(self) -> tuple[type[Quad], tuple[IRI, IRI, Term, IRI | None]]:
-        return Quad, (self.s, self.p, self.o, self.g)
+    def __getnewargs__(self) -> tuple[IRI, IRI, Term, IRI | None]:
+        return tuple(self)  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"Quad(s={self[0]!r}, p={self[1]!r}, o={self[2]!r}, g={self[3]!r})"
+
+
+def _new_quad(terms: tuple[IRI, IRI, Term, IRI | None]) -> Quad:
+    """A statement of terms already known to be of the right kinds (the parser's)."""
+    return tuple.__new__(Quad, terms)
 
 
 # --------------------------------------------------------------------------- serialisation
@@ -381,12 +388,12 @@ def _plain_quad(
 ) -> Quad:
     """The statement of a line ``_PLAIN_LINE`` matched, from its groups (``ValueError`` if a
     term is not one RDF allows)."""
-    quad = Quad(
+    quad = _new_quad((  # (the terms are checked: no need of Quad's own checks)
         _iri_token(subject),
         _iri_token(predicate),
         _iri_token(iri) if value is None else Literal(value, datatype or XSD_STRING),
         None if graph is None else _iri_token(graph),
-    )
+    ))
     if value is None or (datatype != XSD_STRING and not _NEEDS_ESCAPE.search(value)):
         _remember_line(quad, line)  # the line is the quad's canonical form
     return quad

@@ -343,3 +343,54 @@ def test_parsed_lines_that_are_not_canonical_are_written_canonically(
     parsed = parse_nquads(text)
     assert parsed == tuple(dataset)
     assert canonicalise(parsed) == oracle_canonical(dataset)
+
+
+# ------------------------------------------------------------------- terms as values
+
+
+def test_an_iri_and_a_literal_of_the_same_text_are_different_terms() -> None:
+    iri, literal = IRI("http://e/x"), Literal("http://e/x")
+    assert iri != literal
+    assert len({iri, literal}) == 2
+    quads = {Quad(IRI("http://e/s"), IRI("http://e/p"), term) for term in (iri, literal)}
+    assert len(quads) == 2
+
+
+def test_literals_differ_by_datatype_and_language() -> None:
+    plain, typed = Literal("1"), Literal("1", XSD + "long")
+    tagged, retagged = Literal("1", language="en"), Literal("1", language="EN")
+    assert len({plain, typed, tagged}) == 3
+    assert tagged == retagged and hash(tagged) == hash(retagged)  # tags compare lower-cased
+    assert (tagged.value, tagged.datatype, tagged.language) == ("1", RDF_LANGSTRING, "en")
+
+
+def test_a_parsed_statement_equals_and_hashes_as_the_built_one() -> None:
+    built = Quad(IRI("http://e/s"), IRI("http://e/p"), Literal("v", XSD + "long"), IRI("http://e/g"))
+    (parsed,) = parse_nquads(
+        b'<http://e/s> <http://e/p> "v"^^<http://www.w3.org/2001/XMLSchema#long> <http://e/g> .\n'
+    )
+    assert parsed == built and hash(parsed) == hash(built)
+    assert (parsed.s, parsed.p, parsed.o, parsed.g) == (built.s, built.p, built.o, built.g)
+    assert type(parsed) is Quad and type(parsed.o) is Literal and type(parsed.s) is IRI
+
+
+def test_terms_and_statements_survive_pickling_checked_again() -> None:
+    import pickle
+
+    quad = Quad(IRI("http://e/s"), IRI("http://e/p"), Literal("x", language="de"), None)
+    copy = pickle.loads(pickle.dumps(quad))
+    assert copy == quad and type(copy.o) is Literal and type(copy.s) is IRI
+    assert copy.o.language == "de"
+    forged = pickle.dumps(IRI("http://e/s")).replace(b"http://e/s", b"not an iri")
+    with pytest.raises(ValueError, match="IRI"):
+        pickle.loads(forged)
+
+
+def test_a_statement_refuses_terms_of_the_wrong_kind() -> None:
+    s, p = IRI("http://e/s"), IRI("http://e/p")
+    with pytest.raises(TypeError, match="subject and predicate"):
+        Quad("http://e/s", p, s)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="object"):
+        Quad(s, p, "text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="graph name"):
+        Quad(s, p, s, Literal("g"))  # type: ignore[arg-type]
