@@ -113,8 +113,8 @@ class IRI(str):
 
     @property
     def value(self) -> str:
-        """The IRI's text."""
-        return self
+        """The IRI's text, as a plain ``str`` (what leaves this module: Spark, JSON, logs)."""
+        return str.__str__(self)
 
     def __repr__(self) -> str:
         return f"IRI(value={str.__repr__(self)})"

@@ -394,3 +394,10 @@ def test_a_statement_refuses_terms_of_the_wrong_kind() -> None:
         Quad(s, p, "text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="graph name"):
         Quad(s, p, s, Literal("g"))  # type: ignore[arg-type]
+
+
+def test_an_iris_value_is_a_plain_str() -> None:
+    # Values leave this module (Spark's Java unpickler cannot build an IRI, JSON, logs).
+    iri = IRI("http://e/x")
+    assert type(iri.value) is str and iri.value == "http://e/x"
+    assert type(str(iri)) is str
