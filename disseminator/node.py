@@ -1026,8 +1026,8 @@ class SiteNode:
             )
 
     def housekeeping(self) -> list[str]:
-        """Free what dead peers hold and force out expired credentials, prune the routed window;
-        return what was done."""
+        """Free what dead peers hold and force out expired credentials, prune the routed window
+        and the receipt ids seen before it; return what was done."""
         now, now_ms, done = self._clock(), self.now_ms(), []
         lease_ms = int(self.site.lease_s * 1000)
         done += self.apply_changes(self.engine.advance(now))
@@ -1049,6 +1049,10 @@ class SiteNode:
             log.warning("%s", line)
         if pruned := self.store.prune_routed(now_ms):
             log.info("%d routed entries past the routed window pruned", pruned)
+        if forgotten := self.store.prune_receipts_seen(
+            now_ms - self.store.routed.window.retention_ms
+        ):
+            log.info("%d receipt ids past the routed retention forgotten", forgotten)
         self.refresh_gauges()
         return done
 

@@ -124,7 +124,7 @@ class SiteReceipts:
             raise ReceiptError(
                 f"the receipt wraps this site's hop to <{served.recipient}>, not to <{expected}>"
             )
-        return self._accept(receipt, "subscriber")
+        return self._accept(receipt, "subscriber", served.timestamp_ms)
 
     def from_downlink(self, downlink: certs.Credential, data: bytes | Receipt) -> bool:
         """Accept a receipt the linked ``downlink`` passed up.
@@ -142,19 +142,31 @@ class SiteReceipts:
                 f"the receipt's chain has no hop of {downlink.name!r} right after one of this "
                 f"site {self._node.site.name!r} (path: {' -> '.join(receipt.sites)})"
             )
-        return self._accept(receipt, "downlink")
+        own = [hop for hop in receipt.hops if hop.fingerprint == self._fingerprint()]
+        return self._accept(receipt, "downlink", own[-1].timestamp_ms)
 
     def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
         """Count and log a refused receipt (it is dropped)."""
         self._node.metrics.refused_receipts.labels(source=source, reason=type(exc).__name__).inc()
         log.warning("refused a receipt from %s %s: %s", source, sender, exc)
 
-    def _accept(self, receipt: Receipt, source: str) -> bool:
+    def _accept(self, receipt: Receipt, source: str, hop_ms: int) -> bool:
+        """Log and queue ``receipt`` unless it is a duplicate; ``hop_ms``: when this site
+        signed the hop it wraps."""
+        now_ms = self._node.now_ms()
+        retention_ms = self._node.store.routed.window.retention_ms
+        if hop_ms < now_ms - retention_ms:
+            raise ReceiptError(
+                f"the receipt of {receipt.document_id} v{receipt.version} wraps a hop this site "
+                f"signed {(now_ms - hop_ms) / 86_400_000:.1f} days ago, longer than its "
+                f"routed retention ({retention_ms / 86_400_000:g} days): stale"
+            )
         fresh = self._node.store.accept_receipt(
             receipt_id=receipt.id,
             publisher=receipt.publisher.name,
             data=receipt.to_nquads(),
             log_graphs=receipt.latest_graphs(),
+            at_ms=now_ms,
         )
         self._node.log_soon()
         if fresh:

@@ -67,6 +67,11 @@ class Window:
     retention_days: float = 7.0
     per_publisher: int = 100_000
 
+    @property
+    def retention_ms(self) -> int:
+        """The retention in milliseconds."""
+        return int(self.retention_days * _DAY_MS)
+
     def __post_init__(self) -> None:
         if not self.retention_days > 0:
             raise ValueError("the routed retention must be positive")
@@ -123,7 +128,7 @@ class RoutedWindow:
         Cheap when there is nothing to drop (every housekeeping pass): the old entries are
         found by the time index, each publisher's newest number by the sequence index.
         """
-        cutoff = now_ms - int(self.window.retention_days * _DAY_MS)
+        cutoff = now_ms - self.window.retention_ms
         cuts: dict[str, int] = dict(self._db.execute(
             "SELECT publisher, MAX(sequence) FROM routed INDEXED BY routed_by_time "
             "WHERE sequence > 0 AND routed_ms < ? GROUP BY publisher",

@@ -18,9 +18,10 @@ at opening from the destinations' counters), so the gauges read no table.
 
 Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
 passed upstream (or, at a root site, until their publisher fetched them), and their ids in
-``receipts_seen`` for good, so that a receipt sent twice (a retry whose acknowledgement was
-lost) is neither logged nor passed on twice. Accepting one queues it and stages its graphs in
-the log outbox in one transaction, like routing.
+``receipts_seen`` for the routed window's retention, so that a receipt sent twice (a retry whose
+acknowledgement was lost) is neither logged nor passed on twice; a receipt of a hop older than
+that retention is refused as stale, so none can come again once its id is pruned. Accepting
+one queues it and stages its graphs in the log outbox in one transaction, like routing.
 
 The last ``retain`` documents of each publisher (latest version of each, as this site received
 them) are retained in the same transaction, for new subscribers that ask for the state at
@@ -100,7 +101,9 @@ CREATE TABLE IF NOT EXISTS retained (
 CREATE TABLE IF NOT EXISTS crl (
     id INTEGER PRIMARY KEY CHECK (id = 1), number TEXT NOT NULL, pem BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS receipts_seen (id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipts_seen (
+    id TEXT PRIMARY KEY, seen_ms INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS receipts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     publisher TEXT NOT NULL, data BLOB NOT NULL
@@ -335,6 +338,14 @@ class Store:
         self._max_queue = max_queue
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
+        seen = {row[1] for row in self._db.execute("PRAGMA table_info(receipts_seen)")}
+        if "seen_ms" not in seen:  # a store that kept receipt ids for good: pruned at once
+            self._db.execute(
+                "ALTER TABLE receipts_seen ADD COLUMN seen_ms INTEGER NOT NULL DEFAULT 0"
+            )
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS receipts_seen_by_time ON receipts_seen (seen_ms)"
+        )
         # Deliveries waiting for acknowledgement: counted once here (from the destinations'
         # counters: a queue holds exactly the sequence numbers after its acknowledgement), then
         # kept up to date by every append, acknowledgement and drop.
@@ -562,10 +573,11 @@ class Store:
 
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
     def accept_receipt(
-        self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes
+        self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes, at_ms: int
     ) -> bool:
         """Queue a verified receipt and stage its graphs for the log, atomically, unless a
-        receipt with this id was accepted before.
+        receipt with this id was accepted before (and its id not yet pruned: the caller refuses
+        receipts older than the retention, see :meth:`prune_receipts_seen`).
 
         Returns:
             ``False`` for a duplicate (nothing written), ``True`` otherwise.
@@ -573,7 +585,8 @@ class Store:
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             fresh = self._db.execute(
-                "INSERT OR IGNORE INTO receipts_seen VALUES (?)", (receipt_id,)
+                "INSERT OR IGNORE INTO receipts_seen (id, seen_ms) VALUES (?, ?)",
+                (receipt_id, at_ms),
             ).rowcount
             if not fresh:
                 return False
@@ -582,6 +595,14 @@ class Store:
             )
             self._db.execute("INSERT INTO log_outbox (data) VALUES (?)", (log_graphs,))
         return True
+
+    def prune_receipts_seen(self, before_ms: int) -> int:
+        """Forget the ids of receipts accepted before ``before_ms``; return how many."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            return self._db.execute(
+                "DELETE FROM receipts_seen WHERE seen_ms < ?", (before_ms,)
+            ).rowcount
 
     def queued_receipts(
         self, *, after: int = 0, limit: int, publisher: str | None = None

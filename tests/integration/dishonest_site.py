@@ -284,6 +284,7 @@ def _patch_forge_receipt(victim: str) -> None:
             self._node.store.accept_receipt(
                 receipt_id=hashlib.sha256(forged).hexdigest(),
                 publisher=_publisher_of(forged), data=forged, log_graphs=b"",
+                at_ms=self._node.now_ms(),
             )
             self.queued.set()
         return fresh

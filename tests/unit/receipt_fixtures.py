@@ -10,6 +10,7 @@ from xdn import certs, crypto, provenance
 from xdn.grpc_tls import TlsFiles
 
 NOW = datetime.now(UTC)
+T0 = int(NOW.timestamp() * 1000) - 1000  # the publication: a second before NOW
 PUBLISHER = "production-dept"
 DOC = "order 7"
 BLOCKS = {"d1": "ProductionProcess", "d2": "WorkOrder", "d3": "ResourceDetails"}
@@ -63,7 +64,7 @@ def published(
         content=provenance.ContentFacts(
             document_id=DOC, publisher=publisher, manifest_root=b"\x01" * 32, leaf_count=40,
         ),
-        timestamp_ms=1000,
+        timestamp_ms=T0,
     )
 
 
@@ -72,7 +73,7 @@ def relay(pki: Pki, message: provenance.Message, site: str, to: str) -> provenan
         message, pki.signer(site),
         message_uri=provenance.message_uri(certs.node_uri(site), DOC, "v1", f"to-{to}"),
         recipient_uri=certs.node_uri(to), leaves=provenance.LeafRanges(((0, 10),)),
-        timestamp_ms=1100,
+        timestamp_ms=T0 + 100,
     )
 
 
@@ -81,7 +82,7 @@ def receipted(pki: Pki, message: provenance.Message, who: str) -> provenance.Mes
     return provenance.receipt(
         message, signer,
         message_uri=provenance.message_uri(signer.node_uri, DOC, "v1", "received"),
-        timestamp_ms=1200,
+        timestamp_ms=T0 + 200,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.unit.receipt_fixtures import (
     DOC,
     NOW,
     PUBLISHER,
+    T0,
     Pki,
     chain,
     make_pki,
@@ -149,7 +151,7 @@ def test_a_receipt_signed_with_another_key_is_refused(
     forged = provenance.receipt(
         message, forger,
         message_uri=provenance.message_uri(certs.node_uri("alice"), DOC, "v1", "received"),
-        timestamp_ms=1200,
+        timestamp_ms=T0 + 200,
     )
     with pytest.raises(SignatureError, match=r"does not verify graph <[^>]*received#e4>"):
         _at(sites["d2"]).from_subscriber(_member(pki, "alice"), forged.to_nquads())
@@ -228,7 +230,7 @@ def test_what_a_receipt_says(pki: Pki) -> None:
     assert receipt.sites == ("d1", "d2")
     assert [h.kind for h in receipt.hops] == ["publication", "relay", "relay", "receipt"]
     assert receipt.member_id == certs.credential_from_pem(pki.parties["alice"][0]).member_id
-    assert receipt.publisher.name == PUBLISHER and receipt.received_ms == 1200
+    assert receipt.publisher.name == PUBLISHER and receipt.received_ms == T0 + 200
     assert len(bytes.fromhex(receipt.id)) == 32  # SHA-256 of the canonical chain
 
 
@@ -240,10 +242,11 @@ def test_queued_receipts_survive_a_restart_and_go_once_acknowledged(tmp_path: Pa
     for n in range(5):
         publisher = PUBLISHER if n % 2 == 0 else "qa-company"
         assert store.accept_receipt(
-            receipt_id=f"id{n}", publisher=publisher, data=b"r%d" % n, log_graphs=b"g%d" % n
+            receipt_id=f"id{n}", publisher=publisher, data=b"r%d" % n, log_graphs=b"g%d" % n,
+            at_ms=1000,
         )
     assert not store.accept_receipt(
-        receipt_id="id1", publisher="qa-company", data=b"r1", log_graphs=b"g1"
+        receipt_id="id1", publisher="qa-company", data=b"r1", log_graphs=b"g1", at_ms=1000
     )
     assert [d for _, d in store.take_log_outbox()] == [b"g%d" % n for n in range(5)]
     store.close()
@@ -259,7 +262,7 @@ def test_queued_receipts_survive_a_restart_and_go_once_acknowledged(tmp_path: Pa
     assert store.receipts_queued() == 2
     # an id once seen stays known after its receipt went upstream: a retry is a duplicate
     assert not store.accept_receipt(receipt_id="id0", publisher=PUBLISHER, data=b"r0",
-                                    log_graphs=b"g0")
+                                    log_graphs=b"g0", at_ms=2000)
     store.close()
 
 
@@ -269,7 +272,7 @@ def test_a_publisher_gets_its_receipts_in_bounded_pages_and_acknowledges_them(
     store = sites["d1"].store
     for n in range(7):
         store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"x" * 100,
-                             log_graphs=b"")
+                             log_graphs=b"", at_ms=1000)
     desk = SiteReceipts(sites["d1"], Limits(receipts_per_call=3))
     assert desk.root and not _at(sites["d2"]).root
     page, more = desk.for_publisher(PUBLISHER, after=0, limit=0)
@@ -309,7 +312,7 @@ def test_the_sender_retries_until_acknowledged_then_deletes(
     desk = SiteReceipts(node, Limits(receipts_per_call=2))
     for n in range(3):
         node.store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"%d" % n,
-                                  log_graphs=b"")
+                                  log_graphs=b"", at_ms=1000)
     stub = _Stub(failures=1)
 
     emptied = asyncio.Event()
@@ -348,7 +351,7 @@ def test_receipts_that_come_while_the_sender_lingers_go_in_one_call(
 
     def accept(n: int) -> None:
         node.store.accept_receipt(receipt_id=f"{n}", publisher=PUBLISHER, data=b"%d" % n,
-                                  log_graphs=b"")
+                                  log_graphs=b"", at_ms=1000)
         desk.queued.set()
 
     idle = asyncio.Event()
@@ -375,3 +378,66 @@ def test_receipts_that_come_while_the_sender_lingers_go_in_one_call(
 
     asyncio.run(scenario())
     assert stub.calls == [[b"0", b"1", b"2"]]
+
+
+# ------------------------------------------------------------- seen ids, bounded in time
+
+
+def test_receipt_ids_are_forgotten_after_the_retention_and_older_receipts_refused(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    node = sites["d2"]
+    desk = _at(node)
+    data = chain(pki, "d1", "d2")
+    assert desk.from_subscriber(_member(pki, "alice"), data) is True
+    day = 86_400_000
+    retention = node.store.routed.window.retention_ms
+    assert node.store.prune_receipts_seen(T0 - day) == 0  # accepted now: kept
+    assert desk.from_subscriber(_member(pki, "alice"), data) is False  # still a duplicate
+    # Past the retention the id goes; by then the receipt is stale, so it cannot come back.
+    later = datetime.fromtimestamp((T0 + retention + day) / 1000, UTC)
+    node._clock = lambda: later
+    assert node.store.prune_receipts_seen(node.now_ms() - retention) == 1
+    with pytest.raises(ReceiptError, match=r"signed 8\.0 days ago, longer than its routed "
+                       r"retention \(7 days\): stale"):
+        desk.from_subscriber(_member(pki, "alice"), data)
+    assert node.store.queued_receipts(limit=10)[0].data == data  # the first one only
+
+
+def test_housekeeping_forgets_receipt_ids_past_the_retention(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    node = sites["d2"]
+    store = node.store
+    retention = store.routed.window.retention_ms
+    now_ms = node.now_ms()
+    store.accept_receipt(receipt_id="old", publisher=PUBLISHER, data=b"o", log_graphs=b"",
+                         at_ms=now_ms - retention - 1)
+    store.accept_receipt(receipt_id="new", publisher=PUBLISHER, data=b"n", log_graphs=b"",
+                         at_ms=now_ms - retention + 1)
+    node.housekeeping()
+    assert store.accept_receipt(receipt_id="old", publisher=PUBLISHER, data=b"o", log_graphs=b"",
+                                at_ms=now_ms)  # forgotten
+    assert not store.accept_receipt(receipt_id="new", publisher=PUBLISHER, data=b"n",
+                                    log_graphs=b"", at_ms=now_ms)  # still known
+
+
+def test_a_store_that_kept_receipt_ids_for_good_gets_them_pruned(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)  # as an older site wrote it: ids only
+    db.executescript(
+        "DROP TABLE receipts_seen; "
+        "CREATE TABLE receipts_seen (id TEXT PRIMARY KEY) WITHOUT ROWID; "
+        "INSERT INTO receipts_seen VALUES ('ancient');"
+    )
+    db.close()
+    store = Store(path)
+    assert not store.accept_receipt(receipt_id="ancient", publisher=PUBLISHER, data=b"a",
+                                    log_graphs=b"", at_ms=5)
+    assert store.prune_receipts_seen(1) == 1
+    assert store.accept_receipt(receipt_id="ancient", publisher=PUBLISHER, data=b"a",
+                                log_graphs=b"", at_ms=5)
+    store.close()
