@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from disseminator.store import Body, Piece, piece_size
+from disseminator.store import Body, Chunk, Piece, chunks_size, joined, piece_size
 from xdn.errors import ProtocolError
 from xdn.parts import PartData, cut
 from xdn.provenance import LeafRanges
@@ -353,13 +353,14 @@ class DocumentParts:
 class Outgoing:
     """A queued delivery on its way out: its sequence number and its stored bytes (a
     serialized ``Delivery`` without sequence number), whole or in the chunks the store keeps
-    (joined once, into the message a stream sends)."""
+    (joined once, into the message a stream sends; a staged document's spans are read a part
+    at a time, as the parts go)."""
 
     sequence: int
-    payload: bytes | Sequence[bytes | memoryview]
+    payload: bytes | Sequence[Chunk]
 
-    def _chunks(self) -> list[bytes | memoryview]:
-        chunks: list[bytes | memoryview] = (
+    def _chunks(self) -> list[Chunk]:
+        chunks: list[Chunk] = (
             [self.payload] if isinstance(self.payload, bytes) else list(self.payload)
         )
         chunks.append(_varint(_DELIVERY_SEQUENCE << 3) + _varint(self.sequence))
@@ -367,7 +368,7 @@ class Outgoing:
 
     def delivery_bytes(self) -> bytes:
         """The serialized ``Delivery`` with its sequence number (a Link stream message)."""
-        return b"".join(self._chunks())
+        return joined(self._chunks())
 
     def server_message_bytes(self) -> bytes:
         """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
@@ -375,15 +376,15 @@ class Outgoing:
 
     def in_parts(self, part_bytes: int) -> bool:
         """Whether it goes in parts: its ``Delivery`` is larger than ``part_bytes``."""
-        return sum(len(c) for c in self._chunks()) > part_bytes
+        return chunks_size(self._chunks()) > part_bytes
 
     def delivery_messages(self, part_bytes: int) -> Iterator[bytes]:
         """What a Link stream sends: :meth:`delivery_bytes`, or, when that is larger than
         ``part_bytes``, a ``Delivery`` per part of it (:mod:`xdn.parts`), made one at a time
         as they go."""
         chunks = self._chunks()
-        if sum(len(c) for c in chunks) <= part_bytes:
-            yield b"".join(chunks)
+        if chunks_size(chunks) <= part_bytes:
+            yield joined(chunks)
             return
         for part in cut(chunks, part_bytes):
             yield self._part(part)
@@ -392,7 +393,7 @@ class Outgoing:
         """What a Subscribe stream sends: each of :meth:`delivery_messages` in a
         ``ServerMessage``."""
         chunks = self._chunks()
-        if sum(len(c) for c in chunks) <= part_bytes:
+        if chunks_size(chunks) <= part_bytes:
             yield _server_message(chunks)
             return
         for part in cut(chunks, part_bytes):
@@ -418,7 +419,6 @@ class Outgoing:
         return delivery
 
 
-def _server_message(chunks: Sequence[bytes | memoryview]) -> bytes:
-    size = sum(len(c) for c in chunks)
-    head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(size)
-    return b"".join([head, *chunks])
+def _server_message(chunks: Sequence[Chunk]) -> bytes:
+    head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(chunks_size(chunks))
+    return joined([head, *chunks])
