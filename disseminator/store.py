@@ -229,6 +229,10 @@ class Retained:
         """The serialised Dissemination."""
         return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
 
+    def chunks(self) -> list[Chunk]:
+        """The serialised Dissemination in the chunks it is stored as (views of the body)."""
+        return [self.payload] if self.body is None else _chunks(self.body.data, self.pieces)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class History:
