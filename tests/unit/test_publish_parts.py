@@ -22,10 +22,10 @@ import grpc
 import pytest
 
 from deploy.pki import Party, ensure_ca, issue_party
+from disseminator.body_chunks import StoredBytes
 from disseminator.intake import add_to_server
 from disseminator.limits import SERVER_OPTIONS, Limits, MemoryBudget
 from disseminator.metrics import SiteMetrics
-from disseminator.body_chunks import StoredBytes
 from disseminator.publish_parts import joined_request, parsed_request
 from disseminator.server import DisseminatorService
 from disseminator.store import Store
