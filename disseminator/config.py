@@ -38,7 +38,7 @@ Example ``d2.toml``::
     stream_message_bytes = 1048576   # one Subscribe / Link stream message
     memory_bytes = 1073741824        # large messages held at once across all calls
     part_bytes = 4194304             # larger messages go out in parts of this size
-    document_bytes = 536870912       # one message sent in parts (a document), all parts together
+    document_bytes = 2147483648      # one message sent in parts (a document), all parts together
 
     [dht]                            # site discovery (see docs/dht.md); optional
     bootstrap = ["127.0.0.1:50051"]  # any running site; without `uplink` the uplink is found here

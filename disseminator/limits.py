@@ -31,8 +31,8 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
   holds as many;
 * a message larger than :attr:`Limits.part_bytes` goes out in parts (:mod:`xdn.parts`), and
   one sent in parts (a Publish, a delivery from the uplink) is at most
-  :attr:`Limits.document_bytes`, refused at its first part; the parts held count against the
-  memory budget like one large message;
+  :attr:`Limits.document_bytes`, refused at its first part; it is staged in the store as it
+  comes (never held whole), each part counting against the memory budget until it is stored;
 * a site accepts no compressed request (:data:`SERVER_OPTIONS`): what xdn sends is ciphertext,
   which does not compress, so compression buys nothing and would let a small request inflate
   inside gRPC, before any limit here could see it (a compression bomb).
@@ -68,8 +68,9 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (("grpc.compression_enabled_algori
 # Messages from this size on count against the memory budget (smaller ones are cheap).
 LARGE_MESSAGE_BYTES = 256 * 1024
 _MIB = 1024 * 1024
-# A site stores a document as one SQLite blob, and SQLite's default limit on one is 10^9 bytes.
-MAX_BODY_BYTES = 900 * _MIB
+# A document sent in parts is staged in chunk rows (disseminator.body_chunks), so no SQLite
+# blob limit applies; this bounds what one call may make a site write to its disk.
+MAX_BODY_BYTES = 64 * 1024 * _MIB
 
 
 class LimitExceeded(ProtocolError):
@@ -99,7 +100,7 @@ class Limits:
     receipt_bytes: int = 256 * 1024
     receipts_per_call: int = 256
     part_bytes: int = DEFAULT_PART_BYTES
-    document_bytes: int = 512 * _MIB
+    document_bytes: int = 2048 * _MIB
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -120,8 +121,6 @@ class Limits:
             raise ConfigError(
                 f"limits.part_bytes must be within [{MIN_PART_BYTES}, {MAX_MESSAGE_BYTES // 2}]"
             )
-        if self.document_bytes > self.memory_bytes:
-            raise ConfigError("limits.document_bytes must not exceed limits.memory_bytes")
         if self.document_bytes > MAX_BODY_BYTES:
             raise ConfigError(f"limits.document_bytes must be at most {MAX_BODY_BYTES}")
         if self.receipts_per_call > 256:

@@ -44,10 +44,11 @@ from disseminator.members import from_stored, to_pb_member, to_stored
 from disseminator.membership import MembershipJournal
 from disseminator.metrics import SiteMetrics
 from disseminator.payloads import Outgoing
-from disseminator.planning import DocumentPlan, Planner
+from disseminator.planning import DocumentPlan, Planner, Received
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, History, Retained, Store
+from disseminator.stored_documents import StoredDocument
 from xdn import certs, provenance
 from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError
 from xdn.grpc_tls import TlsFiles
@@ -277,7 +278,7 @@ class SiteNode:
     def route(
         self,
         *,
-        dissemination: pb.Dissemination | pb.DisseminationRecords | None = None,
+        dissemination: Received | None = None,
         wire: bytes | memoryview | None = None,
         keys: Sequence[pb.KeyMessage] = (),
         rekeys: Sequence[pb.GroupRekey] = (),
@@ -308,7 +309,9 @@ class SiteNode:
         ]
         planned: DocumentPlan | None = None
         retained: Retained | None = None
-        if dissemination is not None and dissemination.HasField("manifest"):
+        if dissemination is not None and (
+            isinstance(dissemination, StoredDocument) or dissemination.HasField("manifest")
+        ):  # (a staged one has its manifest: it was read when it was found)
             planned = self._plan_document(dissemination, wire)
         if planned is not None and dissemination is not None:
             appends += planned.appends
@@ -361,7 +364,7 @@ class SiteNode:
         )
 
     def _plan_document(
-        self, diss: pb.Dissemination | pb.DisseminationRecords, wire: bytes | memoryview | None
+        self, diss: Received, wire: bytes | memoryview | None
     ) -> DocumentPlan | None:
         """Plan a document, unless it was routed before (a retransmission)."""
         manifest = diss.manifest
@@ -380,7 +383,7 @@ class SiteNode:
             raise
 
     def _refused_document(
-        self, diss: pb.Dissemination | pb.DisseminationRecords, exc: PeerError
+        self, diss: Received, exc: PeerError
     ) -> None:
         """Count a document refused before routing and sign a failure notice into the log."""
         kind = "provenance" if isinstance(exc, (SignatureError, ProvenanceError)) else "document"
@@ -1067,9 +1070,11 @@ def _expiry_of_others(changes: ChangeSet) -> ChangeSet:
     return ChangeSet(changes=tuple(c for c in changes.changes if c.reason == "expiry"))
 
 
-def _sender(diss: pb.Dissemination | pb.DisseminationRecords) -> str | None:
-    """The node that says it sent ``diss`` (its provenance's last hop), if that can be read."""
+def _sender(diss: Received) -> str | None:
+    """The node that says it sent ``diss`` (its provenance's last hop), if that can be read
+    (not that of a staged document refused before its chain was read)."""
+    chain = diss.provenance if not isinstance(diss, StoredDocument) else diss.provenance or b""
     try:
-        return provenance.Message.from_nquads(diss.provenance).sender
+        return provenance.Message.from_nquads(chain).sender
     except PeerError:
         return None

@@ -27,11 +27,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from disseminator.store import Body, Piece, piece_size
+from disseminator.store import Body, Chunk, Piece, chunks_size, joined, piece_size
 from xdn.errors import ProtocolError
 from xdn.parts import PartData, cut
 from xdn.provenance import LeafRanges
@@ -164,6 +165,48 @@ def _records_size(lengths: Sequence[int]) -> int:
     return sum(lengths) + len(lengths) + varints
 
 
+def range_table(manifest: pb.Manifest) -> dict[str, tuple[int, int]]:
+    """The manifest's leaves of each concept, as ``[first, end)``."""
+    return {r.concept: (r.first, r.first + r.count) for r in manifest.ranges}
+
+
+def run_of(
+    fragment: pb.Fragment,
+    identity: tuple[str, str],
+    concepts: Collection[str],
+    ranges: dict[str, tuple[int, int]],
+) -> tuple[int, int]:
+    """The leaves ``[start, end)`` of the run ``fragment`` opens, checked: of this document, of
+    a known concept, with a range proof, within its concept's leaves in ``ranges``.
+
+    Raises:
+        ProtocolError: naming what does not hold.
+    """
+    if (fragment.publisher, fragment.document_id) != identity:
+        raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
+    if fragment.concept not in concepts:
+        raise ProtocolError(
+            f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
+        )
+    if not fragment.HasField("range_proof"):
+        raise ProtocolError(f"fragment {fragment.fragment_id!r} lies outside every run of leaves")
+    start, end = fragment.range_proof.start, fragment.range_proof.end
+    if end <= start:
+        raise ProtocolError(f"empty run of leaves {start}-{end}")
+    first, after = ranges.get(fragment.concept, (0, 0))
+    if not first <= start < end <= after:
+        raise ProtocolError(
+            f"run of leaves {start}-{end} is not all of concept {fragment.concept!r} in "
+            "the manifest's range table: a site forwards whole concepts, so each needs a "
+            "run (and range proof) of its own"
+        )
+    return start, end
+
+
+NONE_CAME = "the fragments do not fill their runs of leaves (none came)"
+NOT_FILLED = "the fragments do not fill their runs of leaves"
+
+
 def _runs(
     diss: pb.DisseminationRecords,
     sizes: Sequence[int],
@@ -174,41 +217,27 @@ def _runs(
     as :func:`~xdn.wireconv.leaf_runs`) and each run's concept, reading only the fragments
     that open them: a run's proof says how many fragments it has, so the next run starts
     after them."""
-    ranges = {r.concept: (r.first, r.first + r.count) for r in diss.manifest.ranges}
+    ranges = range_table(diss.manifest)
     runs, names, head = [], [], 0
     if not sizes:
-        raise ProtocolError("the fragments do not fill their runs of leaves (none came)")
+        raise ProtocolError(NONE_CAME)
     while head < len(sizes):
-        fragment = _fragment(diss.fragments[head])
-        if (fragment.publisher, fragment.document_id) != identity:
-            raise ProtocolError(f"fragment {fragment.fragment_id!r} is not of this document")
-        if fragment.concept not in concepts:
-            raise ProtocolError(
-                f"fragment {fragment.fragment_id!r}: unknown concept {fragment.concept!r}"
-            )
-        if not fragment.HasField("range_proof"):
-            raise ProtocolError(
-                f"fragment {fragment.fragment_id!r} lies outside every run of leaves"
-            )
-        start, end = fragment.range_proof.start, fragment.range_proof.end
-        if end <= start:
-            raise ProtocolError(f"empty run of leaves {start}-{end}")
-        first, after = ranges.get(fragment.concept, (0, 0))
-        if not first <= start < end <= after:
-            raise ProtocolError(
-                f"run of leaves {start}-{end} is not all of concept {fragment.concept!r} in "
-                "the manifest's range table: a site forwards whole concepts, so each needs a "
-                "run (and range proof) of its own"
-            )
+        fragment = fragment_of(diss.fragments[head])
+        start, end = run_of(fragment, identity, concepts, ranges)
         if head + end - start > len(sizes):
-            raise ProtocolError("the fragments do not fill their runs of leaves")
+            raise ProtocolError(NOT_FILLED)
         runs.append((head, start, end))
         names.append(fragment.concept)
         head += end - start
     return runs, names
 
 
-def _fragment(record: bytes) -> pb.Fragment:
+def fragment_of(record: bytes) -> pb.Fragment:
+    """A fragment's record (or its header fields) read as a ``Fragment``.
+
+    Raises:
+        ProtocolError: it is not one.
+    """
     try:
         fragment: pb.Fragment = pb.Fragment.FromString(record)
     except DecodeError:
@@ -227,7 +256,82 @@ class Segment:
     first_leaf: int
 
 
-class DocumentParts:
+class DocumentLayout:
+    """Where a document's parts lie in its :class:`~disseminator.store.Body`, and the
+    deliveries made of them (as pieces): the manifest's record, the records of each run of
+    fragments (a :class:`Segment`), the provenance as received.
+
+    Args:
+        body: the bytes, stored once for every destination.
+        manifest: the span of the manifest's record (the dissemination starts there).
+        spans: each segment (in message order) and the span of its records.
+        fragments_end: where the last fragment's record ends.
+        received_provenance: the chain as received (pieces: a span of the body, a newline).
+        count: how many fragments the document has.
+    """
+
+    def __init__(
+        self,
+        *,
+        body: Body,
+        manifest: tuple[int, int],
+        spans: Sequence[tuple[Segment, tuple[int, int]]],
+        fragments_end: int,
+        received_provenance: tuple[Piece, ...],
+        count: int,
+    ) -> None:
+        self.body = body
+        self._manifest = manifest
+        self._spans = dict(spans)
+        self.segments = [segment for segment, _ in spans]
+        self._fragments_end = fragments_end
+        self.received_provenance = received_provenance
+        self.count = count
+        self.concepts = frozenset(s.concept for s in self.segments)
+        self.leaves = ranges_of_runs(
+            [(s.start, s.first_leaf, s.first_leaf + s.end - s.start) for s in self.segments]
+        )
+
+    def chosen(self, concepts: Collection[str]) -> list[Segment]:
+        """The segments of ``concepts``, in message order."""
+        return [s for s in self.segments if s.concept in concepts]
+
+    @staticmethod
+    def leaves_of(segments: Sequence[Segment]) -> LeafRanges:
+        """The manifest leaves ``segments`` are.
+
+        Raises:
+            ProtocolError: no segment (nothing to name).
+        """
+        if not segments:
+            raise ProtocolError("no fragment chosen")
+        return LeafRanges.of((s.first_leaf, s.first_leaf + s.end - s.start) for s in segments)
+
+    def dissemination(self, provenance: Sequence[Piece]) -> tuple[Piece, ...]:
+        """The whole document as a serialized ``Dissemination`` with ``provenance`` (pieces:
+        what a site retains for later subscribers), as pieces of :attr:`body`."""
+        return ((self._manifest[0], self._fragments_end), *_provenance_field(provenance))
+
+    def delivery(
+        self, segments: Sequence[Segment], provenance: Sequence[Piece]
+    ) -> tuple[Piece, ...]:
+        """The serialized ``Delivery`` of ``segments`` with ``provenance`` (pieces: usually
+        :attr:`received_provenance` and the lines of this site's hop), as pieces of
+        :attr:`body` (adjacent spans merged)."""
+        spans = [self._manifest]
+        for segment in segments:
+            start, end = self._spans[segment]
+            if spans[-1][1] == start:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+        tail = _provenance_field(provenance)
+        size = sum(end - start for start, end in spans) + sum(piece_size(p) for p in tail)
+        head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
+        return (head, *spans, *tail)
+
+
+class DocumentParts(DocumentLayout):
     """One document's runs of fragments, checked, segmented by concept and serialized once.
 
     A site forwards whole runs, so it reads only what routing needs: each run's first
@@ -259,107 +363,78 @@ class DocumentParts:
     ) -> None:
         sizes = list(map(len, diss.fragments))  # no Python per fragment
         runs, names = _runs(diss, sizes, identity, concepts)
-        self.leaves = ranges_of_runs(runs)
-        self.segments = [
+        segments = [
             Segment(name, head, head + end - start, start)
             for (head, start, end), name in zip(runs, names, strict=True)
         ]
-        self.count = len(sizes)
-        self.concepts = frozenset(names)
-        as_received = (
-            wire is not None and not len(UnknownFieldSet(diss)) and self._lay_out(diss, sizes, wire)
-        )
-        if not as_received and not self._lay_out(diss, sizes, diss.SerializeToString()):
+        laid_out = None
+        if wire is not None and not len(UnknownFieldSet(diss)):
+            laid_out = _lay_out(diss, segments, sizes, wire)
+        if laid_out is None:
+            laid_out = _lay_out(diss, segments, sizes, diss.SerializeToString())
+        if laid_out is None:
             raise ProtocolError("the dissemination's fields are not laid out as expected")
+        super().__init__(**laid_out, count=len(sizes))
 
-    def _lay_out(
-        self, diss: pb.DisseminationRecords, sizes: Sequence[int], data: bytes | memoryview
-    ) -> bool:
-        """Place each segment's records in ``data``, the serialized message, from the sizes
-        of the records before it, and say whether they lie there.
 
-        The library writes fields in number order (manifest, fragments, provenance, then
-        unknown ones); ``data`` as received is checked to lie that way: the manifest's record
-        first, a fragment's record at each segment's start, the chain's record last, with its
-        bytes, and nothing more. Fragments inside a segment are not looked at; a sender can
-        put anything there, as in the fragments themselves, and each subscriber checks every
-        fragment it gets against the publisher's signed root.
-        """
-        manifest_size = diss.manifest.ByteSize()
-        offset = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
-        if data[:offset - manifest_size] != _varint(_MANIFEST_TAG) + _varint(manifest_size):
-            return False
-        self._manifest = (0, offset)
-        self._spans: dict[Segment, tuple[int, int]] = {}
-        for segment in self.segments:
-            end = offset + _records_size(sizes[segment.start:segment.end])
-            self._spans[segment] = (offset, end)
-            offset = end
-        if len(data) < offset or any(data[s] != _FRAGMENT_TAG for s, _ in self._spans.values()):
-            return False
-        self._fragments_end = offset
-        self.received_provenance: tuple[Piece, ...] = ()
-        if diss.provenance:  # the chain as it came, which every outgoing chain starts with
-            size = len(diss.provenance)
-            start = offset + _RECORD_TAG_BYTES + _varint_size(size)
-            if data[offset] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
-                return False
-            newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
-            self.received_provenance = ((start, start + size), *newline)
-            offset = start + size
-        self.body = Body(data)
-        return len(data) == offset or len(UnknownFieldSet(diss)) > 0
+def _lay_out(
+    diss: pb.DisseminationRecords,
+    segments: Sequence[Segment],
+    sizes: Sequence[int],
+    data: bytes | memoryview,
+) -> dict[str, Any] | None:
+    """The layout of ``data``, the serialized message: each segment's records placed from
+    the sizes of the records before it, if they lie there (else ``None``).
 
-    def chosen(self, concepts: Collection[str]) -> list[Segment]:
-        """The segments of ``concepts``, in message order."""
-        return [s for s in self.segments if s.concept in concepts]
-
-    @staticmethod
-    def leaves_of(segments: Sequence[Segment]) -> LeafRanges:
-        """The manifest leaves ``segments`` are.
-
-        Raises:
-            ProtocolError: no segment (nothing to name).
-        """
-        if not segments:
-            raise ProtocolError("no fragment chosen")
-        return LeafRanges.of((s.first_leaf, s.first_leaf + s.end - s.start) for s in segments)
-
-    def dissemination(self, provenance: Sequence[Piece]) -> tuple[Piece, ...]:
-        """The whole document as a serialized ``Dissemination`` with ``provenance`` (pieces:
-        what a site retains for later subscribers), as pieces of :attr:`body`."""
-        return ((0, self._fragments_end), *_provenance_field(provenance))
-
-    def delivery(
-        self, segments: Sequence[Segment], provenance: Sequence[Piece]
-    ) -> tuple[Piece, ...]:
-        """The serialized ``Delivery`` of ``segments`` with ``provenance`` (pieces: usually
-        :attr:`received_provenance` and the lines of this site's hop), as pieces of
-        :attr:`body` (adjacent spans merged)."""
-        spans = [self._manifest]
-        for segment in segments:
-            start, end = self._spans[segment]
-            if spans[-1][1] == start:
-                spans[-1] = (spans[-1][0], end)
-            else:
-                spans.append((start, end))
-        tail = _provenance_field(provenance)
-        size = sum(end - start for start, end in spans) + sum(piece_size(p) for p in tail)
-        head = _varint(_DELIVERY_DISSEMINATION << 3 | 2) + _varint(size)
-        return (head, *spans, *tail)
+    The library writes fields in number order (manifest, fragments, provenance, then
+    unknown ones); ``data`` as received is checked to lie that way: the manifest's record
+    first, a fragment's record at each segment's start, the chain's record last, with its
+    bytes, and nothing more. Fragments inside a segment are not looked at; a sender can
+    put anything there, as in the fragments themselves, and each subscriber checks every
+    fragment it gets against the publisher's signed root.
+    """
+    manifest_size = diss.manifest.ByteSize()
+    offset = _RECORD_TAG_BYTES + _varint_size(manifest_size) + manifest_size
+    if data[:offset - manifest_size] != _varint(_MANIFEST_TAG) + _varint(manifest_size):
+        return None
+    manifest = (0, offset)
+    spans = []
+    for segment in segments:
+        end = offset + _records_size(sizes[segment.start:segment.end])
+        spans.append((segment, (offset, end)))
+        offset = end
+    if len(data) < offset or any(data[s] != _FRAGMENT_TAG for _, (s, _) in spans):
+        return None
+    fragments_end = offset
+    received_provenance: tuple[Piece, ...] = ()
+    if diss.provenance:  # the chain as it came, which every outgoing chain starts with
+        size = len(diss.provenance)
+        start = offset + _RECORD_TAG_BYTES + _varint_size(size)
+        if data[offset] != _PROVENANCE_TAG or data[start:start + size] != diss.provenance:
+            return None
+        newline = () if diss.provenance.endswith(b"\n") else (b"\n",)
+        received_provenance = ((start, start + size), *newline)
+        offset = start + size
+    if len(data) != offset and not len(UnknownFieldSet(diss)):
+        return None
+    return {
+        "body": Body(data), "manifest": manifest, "spans": spans,
+        "fragments_end": fragments_end, "received_provenance": received_provenance,
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     """A queued delivery on its way out: its sequence number and its stored bytes (a
     serialized ``Delivery`` without sequence number), whole or in the chunks the store keeps
-    (joined once, into the message a stream sends)."""
+    (joined once, into the message a stream sends; a staged document's spans are read a part
+    at a time, as the parts go)."""
 
     sequence: int
-    payload: bytes | Sequence[bytes | memoryview]
+    payload: bytes | Sequence[Chunk]
 
-    def _chunks(self) -> list[bytes | memoryview]:
-        chunks: list[bytes | memoryview] = (
+    def _chunks(self) -> list[Chunk]:
+        chunks: list[Chunk] = (
             [self.payload] if isinstance(self.payload, bytes) else list(self.payload)
         )
         chunks.append(_varint(_DELIVERY_SEQUENCE << 3) + _varint(self.sequence))
@@ -367,7 +442,7 @@ class Outgoing:
 
     def delivery_bytes(self) -> bytes:
         """The serialized ``Delivery`` with its sequence number (a Link stream message)."""
-        return b"".join(self._chunks())
+        return joined(self._chunks())
 
     def server_message_bytes(self) -> bytes:
         """The serialized ``ServerMessage`` carrying it (a Subscribe stream message)."""
@@ -375,15 +450,15 @@ class Outgoing:
 
     def in_parts(self, part_bytes: int) -> bool:
         """Whether it goes in parts: its ``Delivery`` is larger than ``part_bytes``."""
-        return sum(len(c) for c in self._chunks()) > part_bytes
+        return chunks_size(self._chunks()) > part_bytes
 
     def delivery_messages(self, part_bytes: int) -> Iterator[bytes]:
         """What a Link stream sends: :meth:`delivery_bytes`, or, when that is larger than
         ``part_bytes``, a ``Delivery`` per part of it (:mod:`xdn.parts`), made one at a time
         as they go."""
         chunks = self._chunks()
-        if sum(len(c) for c in chunks) <= part_bytes:
-            yield b"".join(chunks)
+        if chunks_size(chunks) <= part_bytes:
+            yield joined(chunks)
             return
         for part in cut(chunks, part_bytes):
             yield self._part(part)
@@ -392,7 +467,7 @@ class Outgoing:
         """What a Subscribe stream sends: each of :meth:`delivery_messages` in a
         ``ServerMessage``."""
         chunks = self._chunks()
-        if sum(len(c) for c in chunks) <= part_bytes:
+        if chunks_size(chunks) <= part_bytes:
             yield _server_message(chunks)
             return
         for part in cut(chunks, part_bytes):
@@ -418,7 +493,6 @@ class Outgoing:
         return delivery
 
 
-def _server_message(chunks: Sequence[bytes | memoryview]) -> bytes:
-    size = sum(len(c) for c in chunks)
-    head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(size)
-    return b"".join([head, *chunks])
+def _server_message(chunks: Sequence[Chunk]) -> bytes:
+    head = _varint(_SERVER_MESSAGE_DELIVERY << 3 | 2) + _varint(chunks_size(chunks))
+    return joined([head, *chunks])

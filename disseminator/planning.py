@@ -27,7 +27,9 @@ only cleartext headers are used.
 Work per document grows with its runs of fragments (:class:`~disseminator.payloads.DocumentParts`
 reads the first fragment of each and the sizes of the others' records) and with destinations
 times concepts: routing chooses whole concepts, and each destination's delivery is assembled
-from the serialized runs.
+from the serialized runs. A document staged in the store as its parts came
+(:class:`~disseminator.stored_documents.StoredDocument`) is read from its framing instead
+(:func:`~disseminator.stored_documents.scan`), and planned the same way.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from disseminator.payloads import DocumentParts, Segment, records_of
+from disseminator.payloads import DocumentLayout, DocumentParts, Segment, records_of
 from disseminator.routing import Destination, RoutingTable
 from disseminator.store import Append, Body, Piece
+from disseminator.stored_documents import StoredDocument, scan
 from xdn import certs, identity, provenance
 from xdn.errors import ProtocolError
 from xdn.ontology import Ontology
@@ -68,6 +71,9 @@ class DocumentPlan:
 #: Retained documents kept read for replay (a site retains a few per publisher).
 _REPLAYS_KEPT = 64
 
+#: A document as routing receives it: a parsed message (read as records) or staged bytes.
+Received = pb.Dissemination | pb.DisseminationRecords | StoredDocument
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Planner:
@@ -78,7 +84,7 @@ class Planner:
     signer: provenance.Signer
     now_ms: Callable[[], int]
     chains: provenance.ChainVerifier
-    _replays: dict[tuple[str, str, int], tuple[DocumentParts, provenance.Message | None]] = (
+    _replays: dict[tuple[str, str, int], tuple[DocumentLayout, provenance.Message | None]] = (
         field(default_factory=dict, init=False, repr=False)
     )
 
@@ -123,19 +129,14 @@ class Planner:
         ]
         return _shared(payload, destinations)
 
-    def document(
-        self,
-        received: pb.Dissemination | pb.DisseminationRecords,
-        wire: bytes | memoryview | None = None,
-    ) -> DocumentPlan:
+    def document(self, received: Received, wire: bytes | memoryview | None = None) -> DocumentPlan:
         """One relayed message (and signed provenance hop) per destination of a document
         (read as records, from ``wire`` if at hand: see
-        :class:`~disseminator.payloads.DocumentParts`)."""
-        diss = records_of(received)
-        manifest = diss.manifest
+        :class:`~disseminator.payloads.DocumentParts`; or scanned, if staged)."""
+        manifest = received.manifest
         identity = (manifest.publisher, manifest.document_id, manifest.version)
-        parts = DocumentParts(diss, identity[:2], self.ontology.concepts, wire)
-        message = None if _switched_off(diss) else self.verified(diss, parts.leaves)
+        parts, chain = self._read(received, wire)
+        message = None if _switched_off(chain) else self.verified(manifest, chain, parts.leaves)
         plan = DocumentPlan(
             identity=identity, fragments=parts.count, concepts=parts.concepts,
             subscribers=self.table.reach(manifest.publisher, parts.concepts),
@@ -158,19 +159,27 @@ class Planner:
                 plan.graphs.append(graph)
         return plan
 
+    def _read(
+        self, received: Received, wire: bytes | memoryview | None = None
+    ) -> tuple[DocumentLayout, bytes]:
+        """The document's layout and its provenance chain as received."""
+        if isinstance(received, StoredDocument):
+            return scan(received, self.ontology.concepts)
+        diss = records_of(received)
+        manifest = diss.manifest
+        identity = (manifest.publisher, manifest.document_id)
+        return DocumentParts(diss, identity, self.ontology.concepts, wire), diss.provenance
+
     def verified(
-        self, diss: pb.DisseminationRecords, leaves: provenance.LeafRanges
+        self, manifest: pb.Manifest, chain: bytes, leaves: provenance.LeafRanges
     ) -> provenance.Message:
-        """The dissemination's provenance, verified and checked to be extendable here with
-        the manifest ``leaves`` that came with it.
+        """The dissemination's provenance ``chain``, verified and checked to be extendable
+        here with the manifest ``leaves`` that came with it.
 
         Raises:
             PeerError: naming what does not hold (and, for the chain, the graph at fault).
         """
-        manifest = diss.manifest
-        message = provenance.Message.from_nquads(
-            diss.provenance, max_bytes=provenance.MAX_CHAIN_BYTES
-        )
+        message = provenance.Message.from_nquads(chain, max_bytes=provenance.MAX_CHAIN_BYTES)
         provenance.check_extendable(message, document_id=manifest.document_id, leaves=leaves)
         self.chains.verify_received(
             message,
@@ -181,18 +190,14 @@ class Planner:
         return message
 
     def retained(
-        self,
-        received: pb.Dissemination | pb.DisseminationRecords,
-        subscriber: str,
-        granted: Collection[str],
+        self, received: Received, subscriber: str, granted: Collection[str]
     ) -> tuple[Append, bytes] | None:
         """A retained document for a new local subscriber: its granted concepts, or nothing.
 
         Its chain was verified when it was routed; what is kept is what this site received.
         """
-        diss = records_of(received)
-        manifest = diss.manifest
-        parts, message = self._replayable(diss)
+        manifest = received.manifest
+        parts, message = self._replayable(received)
         chosen = parts.chosen(frozenset(granted))
         if not chosen:
             return None
@@ -201,22 +206,18 @@ class Planner:
         return self._relay(message, manifest, parts, routes)[0]
 
     def _replayable(
-        self, diss: pb.DisseminationRecords
-    ) -> tuple[DocumentParts, provenance.Message | None]:
+        self, received: Received
+    ) -> tuple[DocumentLayout, provenance.Message | None]:
         """A retained document read for replay, once for all the subscribers joining (a
         document version never changes; a few are retained at a time)."""
-        manifest = diss.manifest
+        manifest = received.manifest
         key = (manifest.publisher, manifest.document_id, manifest.version)
         found = self._replays.get(key)
         if found is None:
             if len(self._replays) >= _REPLAYS_KEPT:
                 self._replays.clear()
-            parts = DocumentParts(
-                diss, (manifest.publisher, manifest.document_id), self.ontology.concepts
-            )
-            message = (
-                None if _switched_off(diss) else provenance.Message.from_nquads(diss.provenance)
-            )
+            parts, chain = self._read(received)
+            message = None if _switched_off(chain) else provenance.Message.from_nquads(chain)
             found = self._replays[key] = (parts, message)
         return found
 
@@ -224,7 +225,7 @@ class Planner:
         self,
         message: provenance.Message | None,
         manifest: pb.Manifest,
-        parts: DocumentParts,
+        parts: DocumentLayout,
         routes: Sequence[tuple[Destination, Sequence[Segment], str]],
     ) -> list[tuple[Append, bytes]]:
         """The delivery of each route's segments to its destination, with its signed
@@ -263,11 +264,11 @@ class Planner:
         return out
 
 
-def _switched_off(diss: pb.DisseminationRecords) -> bool:
-    """Whether ``diss`` comes without provenance because provenance is switched off
-    (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing signed.
-    With the switch on, empty provenance is refused like any malformed chain."""
-    return not diss.provenance and not provenance.enabled()
+def _switched_off(chain: bytes) -> bool:
+    """Whether a document comes without provenance (``chain``) because provenance is switched
+    off (:func:`xdn.provenance.enabled`, a benchmark's switch): relayed without, nothing
+    signed. With the switch on, empty provenance is refused like any malformed chain."""
+    return not chain and not provenance.enabled()
 
 
 def _shared(payload: bytes, destinations: Sequence[tuple[str, str]]) -> list[Append]:

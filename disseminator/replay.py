@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from disseminator.planning import Planner
+from disseminator.body_chunks import StoredBytes
+from disseminator.planning import Planner, Received
 from disseminator.routing import Registration
 from disseminator.store import Append, Retained
+from disseminator.stored_documents import retained_document
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = ["missing", "retained"]
@@ -31,9 +33,7 @@ def retained(
     appends, graphs = [], []
     for doc in documents:
         granted = registration.grants.get(doc.publisher, frozenset())
-        planned = planner.retained(
-            pb.DisseminationRecords.FromString(doc.payload), registration.subscriber, granted
-        )
+        planned = planner.retained(_read(doc), registration.subscriber, granted)
         if planned is not None:
             appends.append(planned[0])
             graphs.append(planned[1])
@@ -59,7 +59,7 @@ def missing(
     for doc in documents:
         if doc.publisher != publisher:
             continue
-        diss = pb.DisseminationRecords.FromString(doc.payload)
+        diss = _read(doc)
         if diss.manifest.sequence not in wanted:
             continue
         planned = planner.retained(diss, subscriber, granted)
@@ -77,3 +77,12 @@ def missing(
             )
         )
     return appends, graphs, found
+
+
+def _read(doc: Retained) -> Received:
+    """A retained document as routing reads it: parsed, or (staged as its parts came, larger
+    than memory should hold) found in its body, to be scanned."""
+    if doc.body is not None and isinstance(doc.body.data, StoredBytes):
+        return retained_document(doc)
+    records: pb.DisseminationRecords = pb.DisseminationRecords.FromString(doc.payload)
+    return records

@@ -58,6 +58,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from disseminator.body_chunks import StoredBytes
 from disseminator.intake import KeptStream, Malformed, add_to_server, well_formed
 from disseminator.interest import LinkInterest
 from disseminator.limits import (
@@ -69,7 +70,8 @@ from disseminator.limits import (
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
 from disseminator.payloads import Outgoing
-from disseminator.publish_parts import joined_request
+from disseminator.planning import Received
+from disseminator.publish_parts import WHAT, joined_request
 from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
     Accept,
@@ -78,6 +80,8 @@ from disseminator.routing import (
     Registration,
     decide_subscription,
 )
+from disseminator.store import Body
+from disseminator.stored_documents import StagedRequest, StoredDocument, read_request
 from disseminator.stream_watch import StreamWatch
 from xdn import certs, lease
 from xdn.errors import CertificateError, PeerError, ProtocolError
@@ -248,20 +252,35 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
                 )
             publisher = self._peer(context, role="publisher")
-            joined = await joined_request(first, parts, limit=self.limits.document_bytes)
-            self._node.metrics.publish_parts.inc(joined.parts)
-            log.info(
-                "publish by %s joined from %d parts (%d bytes)",
-                publisher.name, joined.parts, joined.size,
+            store = self._node.store
+            joined = await joined_request(
+                first, parts, limit=self.limits.document_bytes, open_sink=store.stage,
+                on_part=parts.release,  # (each part's memory share: it is in the store)
             )
-            return self._publish(publisher, joined.request)
+            try:
+                staged = _staged_request(joined.message, joined.size)
+                self._node.metrics.publish_parts.inc(joined.parts)
+                log.info(
+                    "publish by %s staged from %d parts (%d bytes)",
+                    publisher.name, joined.parts, joined.size,
+                )
+                return self._publish(publisher, staged.rest, staged.document)
+            finally:
+                store.let_go(joined.message)  # (kept if routing refers to it)
         except (_Abort, PeerError) as exc:
             await _drain(parts, _REFUSED_PARTS_GRACE_S)
             await self._refuse(context, exc)
             raise
 
-    def _publish(self, publisher: certs.Credential, request: pb.PublishRequest) -> pb.PublishAck:
-        """Route a publisher's request (however it came) and say what it reached.
+    def _publish(
+        self,
+        publisher: certs.Credential,
+        request: pb.PublishRequest,
+        staged: StoredDocument | None = None,
+    ) -> pb.PublishAck:
+        """Route a publisher's request (however it came: ``staged``, the document of one
+        staged in the store as its parts came, beside its other fields) and say what it
+        reached.
 
         Raises:
             _Abort: the site takes nothing from this publisher, or the request publishes in
@@ -274,10 +293,13 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise _Abort(
                 grpc.StatusCode.FAILED_PRECONDITION, refused.reason, redirect=refused.uplink
             )
-        has_document = request.HasField("dissemination")
-        if has_document and not request.dissemination.HasField("manifest"):
-            raise ProtocolError("a PublishRequest's dissemination needs a manifest")
-        manifest = request.dissemination.manifest
+        document: Received | None = staged
+        if staged is None and request.HasField("dissemination"):
+            if not request.dissemination.HasField("manifest"):
+                raise ProtocolError("a PublishRequest's dissemination needs a manifest")
+            document = request.dissemination
+        has_document = document is not None
+        manifest = request.dissemination.manifest if document is None else document.manifest
         if has_document and manifest.publisher != publisher.name:
             raise _Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -294,7 +316,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         if not has_document and not addressed and checkpoint is None:
             raise ProtocolError("a PublishRequest carries neither a document nor keys")
         reach = self._node.route(
-            dissemination=request.dissemination if has_document else None,
+            dissemination=document,
             keys=list(request.keys),
             rekeys=list(request.rekeys),
             document_keys=list(request.document_keys),
@@ -831,6 +853,22 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 if interval > 0:  # no interval at all is a protocol error, said further on
                     self.limits.check_heartbeat(interval)
             yield message
+
+
+def _staged_request(stored: StoredBytes, size: int) -> StagedRequest:
+    """A request staged from its parts, its framing read (the document scanned later, when
+    it is routed).
+
+    Raises:
+        ProtocolError: the bytes are not a ``PublishRequest``.
+    """
+    try:
+        return read_request(Body(stored), WHAT)
+    except ProtocolError as exc:
+        raise ProtocolError(
+            f"the {size} bytes joined from the parts of a PublishParts call are not a valid "
+            f"PublishRequest: {exc}"
+        ) from None
 
 
 def _subscriber_heartbeat(interval_ms: int) -> pb.ServerMessage:

@@ -31,7 +31,11 @@ A document goes to many destinations, each a selection of its fragments with a p
 of its own. Its bytes are stored once, as a :class:`Body` in ``bodies``; each delivery (and the
 retained copy) stores only its *pieces*: literal bytes (its framing, its provenance) and spans
 of the body. A body counts the rows that refer to it and goes with the last of them, so a
-document costs one multi-megabyte write and one delete however many destinations it has.
+document costs one multi-megabyte write and one delete however many destinations it has. A
+document that came in parts is staged as it arrives, in chunks of a body that is never held
+whole in memory (:mod:`disseminator.body_chunks`): :meth:`Store.stage` writes it,
+:meth:`Store.let_go` deletes it unless some row refers to it, its deliveries are read back a
+span at a time, and a staged body no row refers to is deleted when the store opens.
 
 ``Store(":memory:")`` is the in-memory implementation for tests.
 """
@@ -44,12 +48,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import routed
+from disseminator import body_chunks, routed
+from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
 from disseminator.routed import RoutedWindow, Window
 
 __all__ = [
     "Append",
     "Body",
+    "Chunk",
     "History",
     "Piece",
     "QueueFull",
@@ -58,6 +64,8 @@ __all__ = [
     "Store",
     "StoredRegistration",
     "Window",
+    "chunks_size",
+    "joined",
     "piece_size",
 ]
 
@@ -121,9 +129,10 @@ class QueueFull(Exception):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Body:
-    """Bytes several rows share (a document's fragments), stored once per routing step."""
+    """Bytes several rows share (a document's fragments), stored once per routing step, or
+    already in the store (staged as its parts came: :class:`StoredBytes`)."""
 
-    data: bytes | memoryview  # (a view: of the message a large document came in)
+    data: bytes | memoryview | StoredBytes  # (a view: of the message a document came in)
 
 
 #: Part of a stored message: literal bytes, or the span ``[start, end)`` of its :class:`Body`.
@@ -135,14 +144,31 @@ def piece_size(piece: Piece) -> int:
     return len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
 
 
-def _chunks(body: bytes | memoryview, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
-    """The byte chunks ``pieces`` of ``body`` stand for (views of the body: no copy)."""
+#: A chunk of a stored message: bytes, a view of a body in memory, or a span of a staged one.
+Chunk = bytes | memoryview | StoredSpan
+
+
+def _chunks(body: bytes | memoryview | StoredBytes, pieces: Sequence[Piece]) -> list[Chunk]:
+    """The byte chunks ``pieces`` of ``body`` stand for (views of the body, or spans of a
+    staged one to be read when needed: no copy)."""
+    if isinstance(body, StoredBytes):
+        return [p if isinstance(p, bytes) else body.span(*p) for p in pieces]
     view = memoryview(body)
     return [p if isinstance(p, bytes) else view[p[0]:p[1]] for p in pieces]
 
 
-def _assemble(body: bytes | memoryview, pieces: Sequence[Piece]) -> bytes:
-    return b"".join(_chunks(body, pieces))
+def chunks_size(chunks: Sequence[Chunk]) -> int:
+    """How many bytes ``chunks`` hold."""
+    return sum(len(c) for c in chunks)
+
+
+def joined(chunks: Sequence[Chunk]) -> bytes:
+    """``chunks`` as one ``bytes`` (spans of a staged body read: for small messages only)."""
+    return b"".join(c.read(0, len(c)) if isinstance(c, StoredSpan) else c for c in chunks)
+
+
+def _assemble(body: bytes | memoryview | StoredBytes, pieces: Sequence[Piece]) -> bytes:
+    return joined(_chunks(body, pieces))
 
 
 def _encode_pieces(pieces: Sequence[Piece]) -> bytes:
@@ -185,7 +211,7 @@ class Append:
         """The delivery's bytes."""
         return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
 
-    def chunks(self) -> list[bytes | memoryview]:
+    def chunks(self) -> list[Chunk]:
         """The delivery's bytes in the chunks it is stored as (views of the body)."""
         return [self.payload] if self.body is None else _chunks(self.body.data, self.pieces)
 
@@ -205,6 +231,10 @@ class Retained:
     def dissemination(self) -> bytes:
         """The serialised Dissemination."""
         return self.payload if self.body is None else _assemble(self.body.data, self.pieces)
+
+    def chunks(self) -> list[Chunk]:
+        """The serialised Dissemination in the chunks it is stored as (views of the body)."""
+        return [self.payload] if self.body is None else _chunks(self.body.data, self.pieces)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,15 +296,15 @@ class _Recent:
 
     def put(self, key: tuple[str, str, int], item: Append) -> None:
         size = len(item.payload) + sum(piece_size(p) for p in item.pieces)
-        if size > self._capacity:
-            return
+        if size > self._capacity or (item.body and isinstance(item.body.data, StoredBytes)):
+            return  # (a staged body is read from the store a span at a time, never held)
         self._items[key] = (item, size)
         self._sequences.setdefault(key[:2], set()).add(key[2])
         self._size += size
         while self._size > self._capacity:
             self._pop(next(iter(self._items)))
 
-    def take(self, key: tuple[str, str, int]) -> list[bytes | memoryview] | None:
+    def take(self, key: tuple[str, str, int]) -> list[Chunk] | None:
         return self._pop(key).chunks() if key in self._items else None
 
     def discard(self, kind: str, name: str, upto: int | None = None) -> None:
@@ -319,6 +349,9 @@ class Store:
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
         self._db.executescript(_SCHEMA + routed.SCHEMA)
+        if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
+            self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
+        self._db.executescript(body_chunks.SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(registrations)")}
         if "lease" not in columns:  # a store written before leases: add the column
             self._db.execute(
@@ -361,11 +394,33 @@ class Store:
             self._aside = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             self._aside.execute("PRAGMA synchronous=NORMAL")
             self._aside.execute("PRAGMA secure_delete=FAST")
+        with self._db:  # documents staged by a site that stopped before routing them
+            self._db.execute("BEGIN IMMEDIATE")
+            body_chunks.drop_unreferenced(self._db)
 
     def close(self) -> None:
         if self._aside is not None:
             self._aside.close()
         self._db.close()
+
+    # ---- documents staged as their parts come (see disseminator.body_chunks) -----------------
+    def stage(self, size: int, *, chunk_bytes: int = body_chunks.CHUNK_BYTES) -> Staging:
+        """A new body, written a chunk at a time as a message's ``size`` bytes come (a
+        :class:`~xdn.parts.Sink`); :meth:`let_go` it once routed (or refused)."""
+        return Staging(self._db, size, chunk_bytes)
+
+    def let_go(self, body: StoredBytes) -> None:
+        """Delete a staged body unless a delivery or a retained document refers to it."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._release([body.row])
+
+    def staged_bodies(self) -> int:
+        """How many staged bodies the store holds (in use or not)."""
+        (count,) = self._db.execute(
+            "SELECT COUNT(*) FROM bodies WHERE chunked_size IS NOT NULL"
+        ).fetchone()
+        return int(count)
 
     # ---- routing -------------------------------------------------------------------------
     def is_routed(self, publisher: str, document: str, version: int, sequence: int = 0) -> bool:
@@ -451,12 +506,14 @@ class Store:
         return None if row is None else int(row[0])
 
     def _store_bodies(self, uses: Sequence[Body | None]) -> dict[int, int]:
-        """Insert each body used, once; return ``id(body)`` → row id."""
+        """Insert each body used, once (a staged one is in already); return ``id(body)`` →
+        row id."""
         used = {id(body): body for body in uses if body is not None}
         return {
-            key: int(self._db.execute(
-                "INSERT INTO bodies (data) VALUES (?)", (body.data,)
-            ).lastrowid or 0)
+            key: body.data.row if isinstance(body.data, StoredBytes) else int(
+                self._db.execute("INSERT INTO bodies (data) VALUES (?)", (body.data,)).lastrowid
+                or 0
+            )
             for key, body in used.items()
         }  # fmt: skip
 
@@ -479,16 +536,23 @@ class Store:
         )
 
     def _stored_chunks(
-        self, payload: bytes, body: int | None, cache: dict[int, bytes]
-    ) -> list[bytes | memoryview]:
-        """A stored message's chunks (``cache``: the bodies read so far by this call)."""
+        self, payload: bytes, body: int | None, cache: dict[int, bytes | StoredBytes]
+    ) -> list[Chunk]:
+        """A stored message's chunks (``cache``: the bodies read so far by this call; a staged
+        one is read a span at a time as its chunks are)."""
         if body is None:
             return [bytes(payload)]
+        return _chunks(self._body(body, cache), _decode_pieces(bytes(payload)))
+
+    def _body(self, body: int, cache: dict[int, bytes | StoredBytes]) -> bytes | StoredBytes:
         if body not in cache:
-            (cache[body],) = self._db.execute(
-                "SELECT data FROM bodies WHERE id = ?", (body,)
+            data, chunked_size = self._db.execute(
+                "SELECT data, chunked_size FROM bodies WHERE id = ?", (body,)
             ).fetchone()
-        return _chunks(cache[body], _decode_pieces(bytes(payload)))
+            cache[body] = data if chunked_size is None else StoredBytes(
+                self._db, body, chunked_size
+            )
+        return cache[body]
 
     def _record_history(self, history: History) -> None:
         self._db.executemany(
@@ -550,13 +614,26 @@ class Store:
             rows = self._db.execute(
                 "SELECT publisher, document, version, payload, body FROM retained ORDER BY seq"
             ).fetchall()
-            cache: dict[int, bytes] = {}
-            self._retained = [
-                Retained(publisher=p, document=d, version=v,
-                         payload=b"".join(self._stored_chunks(b, i, cache)))
-                for p, d, v, b, i in rows
-            ]
+            cache: dict[int, bytes | StoredBytes] = {}
+            self._retained = [self._retained_row(p, d, v, b, i, cache) for p, d, v, b, i in rows]
         return list(self._retained)
+
+    def _retained_row(
+        self, publisher: str, document: str, version: int, payload: bytes, body: int | None,
+        cache: dict[int, bytes | StoredBytes],
+    ) -> Retained:
+        """A retained document as read: its bytes, or a staged body's pieces (read when
+        replayed, a span at a time)."""
+        found = None if body is None else self._body(body, cache)
+        if isinstance(found, StoredBytes):
+            return Retained(
+                publisher=publisher, document=document, version=version, body=Body(found),
+                pieces=tuple(_decode_pieces(bytes(payload))),
+            )
+        return Retained(
+            publisher=publisher, document=document, version=version,
+            payload=joined(self._stored_chunks(payload, body, cache)),
+        )
 
     def counter(self, name: str) -> int:
         """A value stored with :meth:`commit_routing` (0 if never stored)."""
@@ -690,13 +767,13 @@ class Store:
     def pending(self, kind: str, name: str, *, after: int, limit: int) -> list[tuple[int, bytes]]:
         """Queued deliveries after ``after``, as bytes (see :meth:`pending_chunks`)."""
         return [
-            (seq, b"".join(chunks))
+            (seq, joined(chunks))
             for seq, chunks in self.pending_chunks(kind, name, after=after, limit=limit)
         ]
 
     def pending_chunks(
         self, kind: str, name: str, *, after: int, limit: int
-    ) -> list[tuple[int, list[bytes | memoryview]]]:
+    ) -> list[tuple[int, list[Chunk]]]:
         """Queued deliveries after ``after``, each as the chunks of bytes it is stored as: the
         ones just queued come from memory (the committed rows hold the same bytes), older ones
         are read back."""
@@ -708,7 +785,7 @@ class Store:
             )
         ]
         out = []
-        bodies: dict[int, bytes] = {}
+        bodies: dict[int, bytes | StoredBytes] = {}
         for seq in seqs:
             chunks = self._recent.take((kind, name, seq))
             if chunks is None:

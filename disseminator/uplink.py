@@ -9,8 +9,10 @@ chunks within the site limits (``interest_members`` entries and half of
 ``stream_message_bytes`` per InterestUpdate), every chunk but the last marked ``more``: the
 uplink puts it in force with its last chunk. A gap the uplink finds ends the stream; the next
 one starts with the whole set again. A delivery too large for one
-message comes in parts, joined here (:class:`~xdn.wire_parts.DeliveryJoiner`, at most ``[limits]
-document_bytes``). Each delivery is routed
+message comes in parts, checked here (:class:`~xdn.wire_parts.DeliveryJoiner`, at most ``[limits]
+document_bytes``) and staged in the store as they come, never joined in memory: the document is
+routed from the stored bytes (:mod:`disseminator.stored_documents`), which its deliveries then
+share, and a staged body nothing refers to is deleted at once. Each delivery is routed
 on (to our subscribers and downlinks) in one transaction that also records its sequence number,
 so after a crash or a reconnect the uplink resumes right after the last delivery applied here:
 nothing lost, nothing applied twice.
@@ -39,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
+from disseminator.body_chunks import StoredBytes
 from disseminator.interest import InterestSender, interest_chunks
 from disseminator.limits import Limits
 from disseminator.members import to_pb_member
@@ -47,6 +50,9 @@ from disseminator.payloads import ReceivedDocument, read_document
 from disseminator.receipts import ReceiptSender, SiteReceipts
 from disseminator.refresh import Group
 from disseminator.routing import Registration
+from disseminator.store import Body
+from disseminator.stored_documents import StagedDelivery
+from disseminator.stored_documents import read_delivery as read_staged
 from xdn import certs, lease
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
@@ -217,30 +223,50 @@ class Uplink:
             receipts = None if self._receipts is None else asyncio.ensure_future(
                 self._receipts.run(stub)
             )
-            parts = DeliveryJoiner(self._limits.document_bytes, f"uplink {self._address}")
+            parts: DeliveryJoiner[StoredBytes] = DeliveryJoiner(
+                self._limits.document_bytes, f"uplink {self._address}", node.store.stage
+            )
             try:
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
                     if (kind := _kind(delivery)) == "heartbeat":
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
                     elif kind == "part":
                         assert isinstance(delivery, pb.Delivery)
-                        whole = parts.add(delivery, read_delivery)
-                        if whole is not None:
-                            self._apply(whole)
+                        self._take_part(parts, delivery)
                     else:
                         parts.check_whole(delivery)
                         self._apply(delivery)
             finally:
+                parts.reset()  # (a delivery partly staged goes)
                 if receipts is not None:  # what was not acknowledged stays queued
                     receipts.cancel()
 
-    def _apply(self, delivery: pb.Delivery | ReceivedDocument) -> None:
+    def _take_part(self, parts: DeliveryJoiner[StoredBytes], delivery: pb.Delivery) -> None:
+        """Stage one part; apply the delivery once its last part came, then let its staged
+        bytes go (kept if routing refers to them)."""
+        staged: list[StoredBytes] = []
+
+        def read(stored: StoredBytes) -> StagedDelivery | pb.Delivery:
+            staged.append(stored)
+            return read_staged(Body(stored), f"delivery {delivery.sequence} from the uplink")
+
+        try:
+            whole = parts.add(delivery, read)
+            if whole is not None:
+                self._apply(whole)
+        finally:
+            for stored in staged:
+                self._node.store.let_go(stored)
+
+    def _apply(self, delivery: pb.Delivery | ReceivedDocument | StagedDelivery) -> None:
         counter = (_APPLIED, delivery.sequence)
         try:
             if isinstance(delivery, ReceivedDocument):
                 self._node.route(
                     dissemination=delivery.dissemination, wire=delivery.wire, counter=counter
                 )
+            elif isinstance(delivery, StagedDelivery):
+                self._node.route(dissemination=delivery.document, counter=counter)
             elif (kind := delivery.WhichOneof("body")) == "key":
                 self._node.route(keys=[delivery.key], counter=counter)
             elif kind == "rekey":

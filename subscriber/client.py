@@ -90,7 +90,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
 
     credentials = channel_credentials(setup.tls)
     watch = Heartbeats(setup.heartbeat_s)
-    parts = DeliveryJoiner(setup.max_document_bytes, f"site {address}")
+    parts: DeliveryJoiner[bytearray] = DeliveryJoiner(setup.max_document_bytes, f"site {address}")
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         call = pb_grpc.DisseminatorStub(channel).Subscribe(
             watch.outgoing(requests(), _heartbeat, opening=1)
@@ -167,7 +167,9 @@ def _received(
         raise _ConnectionLost(f"{address}: {exc}") from None
 
 
-def _whole(parts: DeliveryJoiner, delivery: pb.Delivery, address: str) -> pb.Delivery | None:
+def _whole(
+    parts: DeliveryJoiner[bytearray], delivery: pb.Delivery, address: str
+) -> pb.Delivery | None:
     """``delivery``, or once the last of its parts came the delivery they make (None before).
 
     Raises:

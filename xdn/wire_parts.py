@@ -12,12 +12,12 @@ again, and they fit the receiver's limit (checked at the first part, before anyt
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from google.protobuf.message import DecodeError
 
 from xdn.errors import ProtocolError
-from xdn.parts import Joiner, PartData
+from xdn.parts import Joiner, MemorySink, PartData, Sink
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = ["DeliveryJoiner"]
@@ -29,18 +29,26 @@ class _Sequenced(Protocol):
 
 
 _D = TypeVar("_D", bound=_Sequenced)
+_M = TypeVar("_M")
 
 
-class DeliveryJoiner:
+class DeliveryJoiner(Generic[_M]):
     """Joins the parts of each delivery a stream sends in parts.
 
     Args:
         limit: the largest delivery accepted in parts, in bytes.
         sender: who sends them, for errors (``"the uplink"``).
+        open_sink: where a delivery's parts go (:class:`~xdn.parts.Joiner`; default: joined
+            in memory).
     """
 
-    def __init__(self, limit: int, sender: str) -> None:
-        self._joiner = Joiner(limit, f"a delivery from {sender}")
+    def __init__(
+        self,
+        limit: int,
+        sender: str,
+        open_sink: Callable[[int], Sink[_M]] = MemorySink,  # type: ignore[assignment]
+    ) -> None:
+        self._joiner: Joiner[_M] = Joiner(limit, f"a delivery from {sender}", open_sink)
         self._sender = sender
         self._sequence = 0
 
@@ -49,9 +57,10 @@ class DeliveryJoiner:
         """Whether a delivery is partly received."""
         return self._joiner.pending
 
-    def add(self, delivery: pb.Delivery, parse: Callable[[bytearray], _D]) -> _D | None:
-        """Take a ``Delivery`` carrying a part; return the whole delivery (read by ``parse``)
-        once its last part came.
+    def add(self, delivery: pb.Delivery, parse: Callable[[_M], _D]) -> _D | None:
+        """Take a ``Delivery`` carrying a part; return the whole delivery (read by ``parse``
+        from what the sink kept) once its last part came. (A ``parse`` that fails lets go of
+        what the sink kept itself.)
 
         Raises:
             ProtocolError: the part does not follow (see the module docstring), or the joined
@@ -83,6 +92,10 @@ class DeliveryJoiner:
                 f"another message (sequence {whole.sequence}, or parts again)"
             )
         return whole
+
+    def reset(self) -> None:
+        """Forget a delivery partly received (the stream ended)."""
+        self._joiner.reset()
 
     def check_whole(self, delivery: _Sequenced) -> None:
         """A whole delivery (not a part, not a heartbeat) arrived: none may be partly received.

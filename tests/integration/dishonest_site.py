@@ -135,8 +135,8 @@ def _patch_relay_unverified() -> None:
     from disseminator.planning import Planner
     from xdn import provenance
 
-    def verified(self: Planner, diss: Any, leaves: Any) -> Any:
-        return provenance.Message.from_nquads(diss.provenance)
+    def verified(self: Planner, manifest: Any, chain: bytes, leaves: Any) -> Any:
+        return provenance.Message.from_nquads(chain)
 
     Planner.verified = verified  # type: ignore[method-assign]
 

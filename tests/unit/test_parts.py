@@ -76,3 +76,84 @@ def test_a_joiner_takes_one_message_after_another() -> None:
     assert joiner.pending and joiner.held_bytes == 2
     assert joiner.add(PartData(b"cd", 0, False)) == b"abcd"
     assert joiner.add(PartData(b"efg", 3, False)) == b"efg"
+
+
+class _Recording:
+    """A sink that records what happens to it."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.data, self.aborted = size, bytearray(), False
+        opened.append(self)
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def finish(self) -> bytes:
+        return bytes(self.data)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+opened: list[_Recording] = []
+
+
+def test_a_joiner_hands_each_part_to_a_sink_opened_at_the_first_part() -> None:
+    opened.clear()
+    joiner: Joiner[bytes] = Joiner(100, "a test message", _Recording)
+    assert joiner.add(PartData(b"abc", 6, True)) is None
+    assert [s.size for s in opened] == [6] and opened[0].data == b"abc"
+    assert joiner.add(PartData(b"def", 0, False)) == b"abcdef"
+    assert not opened[0].aborted and not joiner.pending
+
+
+@pytest.mark.parametrize(
+    "second", [PartData(b"defg", 0, False), PartData(b"d", 0, False), PartData(b"d", 9, True)]
+)
+def test_a_sink_is_let_go_when_its_parts_do_not_follow(second: PartData) -> None:
+    opened.clear()
+    joiner: Joiner[bytes] = Joiner(100, "a test message", _Recording)
+    joiner.add(PartData(b"abc", 6, True))
+    with pytest.raises(ProtocolError):
+        joiner.add(second)
+    assert opened[0].aborted and not joiner.pending
+
+
+def test_a_sink_is_never_opened_for_a_message_over_the_limit() -> None:
+    opened.clear()
+    joiner: Joiner[bytes] = Joiner(5, "a test message", _Recording)
+    with pytest.raises(PartLimitError):
+        joiner.add(PartData(b"abc", 6, True))
+    assert opened == []
+
+
+def test_reset_lets_a_partly_received_message_go() -> None:
+    opened.clear()
+    joiner: Joiner[bytes] = Joiner(100, "a test message", _Recording)
+    joiner.add(PartData(b"abc", 6, True))
+    joiner.reset()
+    assert opened[0].aborted and not joiner.pending
+
+
+class _Stored:
+    """A readable chunk: counts the bytes read from it."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.reads: list[tuple[int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def read(self, start: int, end: int) -> bytes:
+        self.reads.append((start, end))
+        return self._data[start:end]
+
+
+def test_readable_chunks_are_read_a_part_at_a_time() -> None:
+    body = bytes(range(256)) * 100
+    stored = _Stored(body)
+    parts = list(cut([b"head", stored, b"tail"], 4_096))
+    assert b"".join(p.data for p in parts) == b"head" + body + b"tail"
+    assert max(end - start for start, end in stored.reads) <= 4_096
+    assert sum(end - start for start, end in stored.reads) == len(body)  # each byte read once
