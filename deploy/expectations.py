@@ -63,13 +63,19 @@ def expected_deliveries(
     return out
 
 
+def _written_lines(path: Path) -> list[str]:
+    """The complete lines of a file a subscriber appends to: a line still being written (a
+    large document's record takes several writes' worth) is not recorded yet."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return text[: text.rfind("\n") + 1].splitlines()
+
+
 def read_received(inbox: Path) -> tuple[Deliveries, int]:
     """What a subscriber recorded: accepted deliveries and the number refused."""
     received: Deliveries = {}
-    path = inbox / "received.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            received[(record["publisher"], record["document"])] = record["fragments"]
-    refused = inbox / "refused.jsonl"
-    return received, len(refused.read_text().splitlines()) if refused.exists() else 0
+    for line in _written_lines(inbox / "received.jsonl"):
+        record = json.loads(line)
+        received[(record["publisher"], record["document"])] = record["fragments"]
+    return received, len(_written_lines(inbox / "refused.jsonl"))
