@@ -31,7 +31,6 @@ import grpc
 from xdn.collector import tune_for_service
 from xdn.grpc_tls import (
     CHANNEL_OPTIONS,
-    MANY_STREAMS_SERVER_OPTIONS,
     TlsFiles,
     server_credentials,
 )
@@ -88,7 +87,7 @@ async def _serve(certs: Path, site: str, capture: Path, profiles_file: Path) -> 
         int(path.stem): _read_capture(path) for path in sorted(capture.glob("*.bin"))
     }
     bare = _Bare(captured, profiles)
-    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *MANY_STREAMS_SERVER_OPTIONS))
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {
         "Subscribe": grpc.stream_stream_rpc_method_handler(bare.subscribe),
     }),))

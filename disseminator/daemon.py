@@ -55,7 +55,6 @@ from xdn import certs, crypto, provenance
 from xdn.errors import CertificateError, ConfigError, PolicyError, XdnError
 from xdn.grpc_tls import (
     CHANNEL_OPTIONS,
-    MANY_STREAMS_SERVER_OPTIONS,
     TlsFiles,
     server_credentials,
 )
@@ -248,7 +247,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
     )
     server = grpc.aio.server(
-        options=(*CHANNEL_OPTIONS, *MANY_STREAMS_SERVER_OPTIONS, *SERVER_OPTIONS)
+        options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS)
     )
     add_to_server(service, server)
     health_servicer = health.aio.HealthServicer()

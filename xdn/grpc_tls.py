@@ -17,7 +17,6 @@ from xdn.errors import CertificateError
 
 __all__ = [
     "CHANNEL_OPTIONS",
-    "MANY_STREAMS_SERVER_OPTIONS",
     "TlsFiles",
     "channel_credentials",
     "peer_certificate",
@@ -32,12 +31,9 @@ CHANNEL_OPTIONS: Sequence[tuple[str, int]] = (
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
 )
+# (Not ``grpc.tsi.max_frame_size``: TLS records of 4 KiB on a server of 2,000 streams made
+# clients fail with TSI_DATA_CORRUPTED under load, grpcio 1.85; see docs/network.md.)
 
-#: For a server holding thousands of TLS connections: records of at most 4 KiB instead of
-#: 16 KiB, so each connection's record buffer is a quarter of the size. Measured with a bare
-#: grpc.aio server at 2,000 mutual-TLS streams: ~97 → ~89 KB per stream idle, ~120 → ~103 KB
-#: after traffic, for ~0.4 % more bytes on the wire and no measurable CPU.
-MANY_STREAMS_SERVER_OPTIONS: Sequence[tuple[str, int]] = (("grpc.tsi.max_frame_size", 4096),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
