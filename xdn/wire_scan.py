@@ -3,10 +3,11 @@
 A document staged in a site's store (:mod:`disseminator.body_chunks`) or spooled to a file by a
 subscriber (:mod:`subscriber.spool`) can be larger than memory, so the receiver reads only what
 it needs of it: the framing of its fields (keys, lengths) and the few small fields it uses.
-:class:`Cursor` walks ``[start, end)`` of a :class:`Source` through a small window, reading varints and field values and jumping over what it skips
-(ciphertext) without reading it. Every way the bytes can fail to be protobuf — a varint
-longer than ten bytes, a length past the end, a group or an unknown wire type, a field
-cut short — is a :class:`~xdn.errors.ProtocolError` saying what was being read and where.
+:class:`Cursor` walks ``[start, end)`` of a :class:`Source` through a small window, reading
+varints and field values and jumping over what it skips (ciphertext) without reading it.
+Every way the bytes can fail to be protobuf — a varint longer than ten bytes, a length past the
+end, a group or an unknown wire type, a field cut short — is a
+:class:`~xdn.errors.ProtocolError` saying what was being read and where.
 
 Pure: a :class:`Source` is anything with a length and ``read(start, end)`` (bytes in memory,
 :class:`MemorySource`; a staged body, :class:`~disseminator.body_chunks.StoredBytes`; a spooled

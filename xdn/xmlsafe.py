@@ -19,7 +19,7 @@ from lxml import etree
 
 from xdn.errors import HostileXmlError
 
-__all__ = ["Limits", "iterparse_file", "parse_bytes", "parse_file"]
+__all__ = ["Limits", "iterparse_file", "iterparse_tag", "parse_bytes", "parse_file"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,12 +112,14 @@ def iterparse_file(
 ) -> Iterator[tuple[str, etree._Element]]:
     """Stream ``(event, element)`` pairs from a document, hardened, checking depth and text.
 
-    The caller owns memory: clear elements it has finished with (``element.clear()``).
+    ``events`` may also ask for ``"comment"`` and ``"pi"`` (the node is then the comment or the
+    processing instruction). The caller owns memory: clear elements it has finished with
+    (``element.clear()``).
     """
     name = str(source) if isinstance(source, Path) else getattr(source, "name", "<stream>")
     context = etree.iterparse(
         source,
-        events=("start", "end"),
+        events=("start", "end", *(e for e in events if e in ("comment", "pi"))),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -134,7 +136,7 @@ def iterparse_file(
                     raise HostileXmlError(
                         f"{name}:{element.sourceline}: nesting deeper than {limits.max_depth}"
                     )
-            else:
+            elif event == "end":
                 depth -= 1
                 for text in (element.text, element.tail):
                     if text is not None and len(text) > limits.max_text_bytes:
@@ -144,5 +146,27 @@ def iterparse_file(
                         )
             if event in events:
                 yield event, element
+    except etree.XMLSyntaxError as exc:
+        raise HostileXmlError(f"{name}:{exc.lineno}: malformed XML: {exc.msg}") from None
+
+
+def iterparse_tag(source: Path | IO[bytes], tag: str) -> Iterator[etree._Element]:
+    """Stream the elements named ``tag`` of a document as each ends, hardened (no DTD, no
+    entity, no network); the parsing of everything else stays in lxml. The caller clears what
+    it has finished with.
+    """
+    name = str(source) if isinstance(source, Path) else getattr(source, "name", "<stream>")
+    context = etree.iterparse(
+        source,
+        events=("end",),
+        tag=tag,
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=True,
+    )
+    try:
+        yield from (element for _, element in context)
+        _refuse_doctype(context.root.getroottree().docinfo, name)
     except etree.XMLSyntaxError as exc:
         raise HostileXmlError(f"{name}:{exc.lineno}: malformed XML: {exc.msg}") from None
