@@ -137,6 +137,7 @@ def verify_delivery(
     publisher_key: crypto.PublicKey,
     concepts: Iterable[str] = (),
     seen: Mapping[tuple[str, str], int] | None = None,
+    cipher_digests: Sequence[bytes] | None = None,
 ) -> Manifest:
     """Run every check of :func:`decode` that needs no key; return the verified manifest.
 
@@ -150,6 +151,8 @@ def verify_delivery(
         publisher_key: the publisher's public key (from a trusted source).
         concepts: concepts that must be delivered whole (default: none is required).
         seen: the last version accepted per (publisher, document id).
+        cipher_digests: the SHA-256 of each fragment's ciphertext, in their order, when the
+            ciphertexts are kept elsewhere (``cipher_value`` is then not read).
 
     Raises:
         DecryptError: a check failed (opaque, as in :func:`decode`).
@@ -159,7 +162,7 @@ def verify_delivery(
         raise TypeError("delivery must be a Delivery")
     if isinstance(concepts, str):
         raise TypeError("concepts must be a collection of concepts, not a single str")
-    check_delivery(delivery, publisher_key, frozenset(concepts), seen)
+    check_delivery(delivery, publisher_key, frozenset(concepts), seen, cipher_digests)
     return delivery.signed_manifest.manifest
 
 
