@@ -188,7 +188,8 @@ def _whole(
     try:
         if delivery.WhichOneof("body") == "part":
             what = f"delivery {delivery.sequence} from site {address}"
-            return parts.add(delivery, lambda spooled: read_spooled(spooled, what))
+            sequence = delivery.sequence
+            return parts.add(delivery, lambda spooled: read_spooled(spooled, what, sequence))
         parts.check_whole(delivery)
     except ProtocolError as exc:
         raise _ConnectionLost(f"{address}: {exc}") from None

@@ -177,15 +177,20 @@ class SpooledDissemination:
         self.source.delete()
 
 
-def read_spooled(source: FileSource, what: str) -> SpooledDissemination | pb.Delivery:
+def read_spooled(
+    source: FileSource, what: str, sequence: int | None = None
+) -> SpooledDissemination | pb.Delivery:
     """The delivery spooled in ``source``: a dissemination read by its framing, anything else
     parsed whole (and the file deleted). On an error the file is deleted.
 
     Raises:
-        ProtocolError: see the module docstring.
+        ProtocolError: see the module docstring; or its sequence number is not ``sequence``
+            (the parts' own).
     """
     try:
         read = _read_delivery(source, what)
+        if sequence is not None and read.sequence != sequence:
+            raise ProtocolError(f"{what} joins to delivery {read.sequence}")
     except BaseException:
         source.delete()
         raise

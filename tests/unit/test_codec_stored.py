@@ -125,7 +125,7 @@ def test_namespaces_defaults_comments_and_instructions_come_out_as_c14n_writes_t
 
 
 def test_a_flipped_ciphertext_byte_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    root = etree.fromstring(b"<a><b>" + b"x" * 5000 + b"</b><c>y</c></a>")
+    root = etree.fromstring(b"<a><b>" + b"x" * (3 << 20) + b"</b><c>y</c></a>")  # b: 3 MiB
     concept_of = {root: "A", root[0]: "B", root[1]: "C"}
     delivery = select(_encode(root, concept_of), CONCEPTS)
     for index in range(len(delivery.fragments)):
