@@ -19,10 +19,22 @@ from tests.unit.test_codec_property import (
     _encode,
     scenarios,
 )
-from xdn.codec import Delivery, decode, decode_stored, fragment_concepts, select
-from xdn.codec._canonical_view import CanonicalWriter
+from xdn.codec import (
+    ConceptKey,
+    Delivery,
+    decode,
+    decode_stored,
+    encode,
+    fragment_concepts,
+    select,
+)
+from xdn.codec._canonical_view import CanonicalWriter, _attributes, _name
+from xdn.docgen import generate
 from xdn.errors import DecryptError, HostileXmlError
-from xdn.xmlsafe import parse_bytes
+from xdn.mapping import load_mapping, map_document
+from xdn.ontology import load_ontology
+from xdn.paths import REPO_ROOT
+from xdn.xmlsafe import parse_bytes, parse_file
 
 
 class Held:
@@ -105,8 +117,6 @@ def test_namespaces_defaults_comments_and_instructions_come_out_as_c14n_writes_t
     writer = CanonicalWriter(out.write)
 
     def walk(el: etree._Element) -> None:
-        from xdn.codec._canonical_view import _attributes, _name
-
         if not isinstance(el.tag, str):
             if isinstance(el, etree._ProcessingInstruction):
                 writer.pi(el.target, el.text)
@@ -175,7 +185,32 @@ def test_ciphertexts_are_read_a_bounded_span_at_a_time(tmp_path: Path) -> None:
 
 def test_an_attribute_namespace_with_two_prefixes_is_refused_as_hostile() -> None:
     el = etree.fromstring(b'<r xmlns:a="urn:x" xmlns:b="urn:x" a:k="1"/>')
-    from xdn.codec._canonical_view import _attributes
-
     with pytest.raises(HostileXmlError):
         _attributes(el)
+
+
+def test_a_generated_production_document_gives_the_same_view_both_ways(tmp_path: Path) -> None:
+    """docgen's documents (what the memory measurements publish), every concept delivered."""
+    ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
+    mapping = load_mapping(REPO_ROOT / "ontology" / "mappings" / "production-dept.toml", ontology)
+    source = tmp_path / "doc.xml"
+    with source.open("wb") as out:
+        generate("production-dept", 2_000_000, out, seed=3)
+    mapped = map_document(parse_file(source), mapping)
+    group = {c: bytes([n]) * 32 for n, c in enumerate(sorted({m.concept for m in mapped}))}
+    keys = {
+        c: ConceptKey(publisher="pub", concept=c, epoch=1, group_key=k) for c, k in group.items()
+    }
+    encoded = encode(mapped, document_id="big", publisher="pub", version=1, issued_at_ms=0,
+                     keys=keys, signer=SIGNER)  # fmt: skip
+    chosen = set(sorted(group)[::2])  # every other concept: some fragments withheld
+    delivery = select(encoded, chosen)
+    held = {("pub", c, 1): k for c, k in group.items()}
+    view = decode(delivery, publisher_key=SIGNER.public_key(), keys=held, concepts=chosen)
+    lean = without_ciphertexts(delivery)
+    out = io.BytesIO()
+    decode_stored(lean, [Held(f.cipher_value) for f in delivery.fragments], out.write,
+                  workdir=tmp_path, publisher_key=SIGNER.public_key(), keys=held,
+                  concepts=chosen)  # fmt: skip
+    assert out.getvalue() == view.to_bytes()
+    assert b"withheld" in out.getvalue()
