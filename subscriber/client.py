@@ -183,7 +183,8 @@ def _whole(
     spooled, a document is read from the spool (:mod:`subscriber.spool`), anything else parsed.
 
     Raises:
-        _ConnectionLost: the parts do not follow (reconnect and resume).
+        _ConnectionLost: the parts do not follow, or could not be spooled (reconnect and
+            resume).
     """
     try:
         if delivery.WhichOneof("body") == "part":
@@ -193,6 +194,8 @@ def _whole(
         parts.check_whole(delivery)
     except ProtocolError as exc:
         raise _ConnectionLost(f"{address}: {exc}") from None
+    except OSError as exc:  # the spool could not keep the parts (a full disk): try again later
+        raise _ConnectionLost(f"{address}: spooling a delivery in parts failed: {exc}") from None
     return delivery
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from subscriber.client import _ConnectionLost, _whole
 from subscriber.session import Session
 from subscriber.spool import FileSource, Spool, SpooledDissemination, read_spooled
 from tests.unit import test_subscriber as whole
@@ -194,3 +195,15 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def test_parts_the_spool_cannot_keep_end_the_stream_to_be_resumed(tmp_path: Path) -> None:
+    """A spool that fails (here: its folder is gone; a full disk alike) loses the connection,
+    which is resumed later, rather than ending the subscriber."""
+    spool = Spool(tmp_path / "spool")
+    spool.folder.rmdir()
+    joiner: DeliveryJoiner[FileSource] = DeliveryJoiner(1 << 20, "site d2", spool.open_sink)
+    first = pb.Delivery(sequence=2, part=pb.Part(data=b"x" * 1024, size=4096, more=True))
+    with pytest.raises(_ConnectionLost, match="spooling a delivery in parts failed"):
+        _whole(joiner, first, "d2:1")
+    assert not joiner.pending
