@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, cast
 
 from lxml import etree
@@ -139,25 +140,32 @@ def _attributes(element: etree._Element) -> list[tuple[Name, str]]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
 class PlaintextSpan:
-    """A decrypted plaintext: bytes ``[start, end)`` of an open file, read as a stream."""
+    """A decrypted plaintext: bytes ``[start, end)`` of the file open as ``fd``."""
 
-    def __init__(self, file: IO[bytes], start: int, end: int) -> None:
-        self._fd = file.fileno()
-        self._at, self._end = start, end
-        self.size = end - start
+    fd: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def reader(self) -> IO[bytes]:
+        """A new reader of the span, for the parser (a MiB at a time at most)."""
+        return cast(IO[bytes], _SpanReader(self))
+
+
+class _SpanReader:
+    def __init__(self, span: PlaintextSpan) -> None:
+        self._span = span
+        self._at = span.start
         self.name = "plaintext"
-
-    def reopen(self) -> PlaintextSpan:
-        """A fresh reader of the same span."""
-        span = PlaintextSpan.__new__(PlaintextSpan)
-        span._fd, span._at, span._end = self._fd, self._end - self.size, self._end
-        span.size, span.name = self.size, self.name
-        return span
 
     def read(self, size: int = -1) -> bytes:
         size = _READ_BYTES if size < 0 else min(size, _READ_BYTES)
-        data = os.pread(self._fd, min(size, self._end - self._at), self._at)
+        data = os.pread(self._span.fd, min(size, self._span.end - self._at), self._at)
         self._at += len(data)
         return data
 
@@ -176,7 +184,7 @@ def _events(
     if span.size > limits.max_document_bytes:
         raise HostileXmlError(f"{what}: larger than {limits.max_document_bytes} bytes")
     events = ("start", "end", "comment", "pi")
-    return iterparse_file(cast(IO[bytes], span.reopen()), events=events, limits=limits)
+    return iterparse_file(span.reader(), events=events, limits=limits)
 
 
 def plan_spans(

@@ -127,7 +127,7 @@ def decode_stored(
                 write=plain.write,
             )
             plain.flush()
-            spans[f.position] = (f.parent, PlaintextSpan(plain, start, plain.tell()))
+            spans[f.position] = (f.parent, PlaintextSpan(plain.fileno(), start, plain.tell()))
         templates = plan_spans(spans, document_id=m.document_id, limits=limits)
         tops = plan_view(templates, leaf_count=m.leaf_count, max_depth=limits.max_depth)
         write_canonical_view(
