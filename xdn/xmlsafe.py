@@ -19,7 +19,7 @@ from lxml import etree
 
 from xdn.errors import HostileXmlError
 
-__all__ = ["Limits", "iterparse_file", "iterparse_tag", "parse_bytes", "parse_file"]
+__all__ = ["Limits", "iterparse_file", "parse_bytes", "parse_file"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,24 +149,3 @@ def iterparse_file(
     except etree.XMLSyntaxError as exc:
         raise HostileXmlError(f"{name}:{exc.lineno}: malformed XML: {exc.msg}") from None
 
-
-def iterparse_tag(source: Path | IO[bytes], tag: str) -> Iterator[etree._Element]:
-    """Stream the elements named ``tag`` of a document as each ends, hardened (no DTD, no
-    entity, no network); the parsing of everything else stays in lxml. The caller clears what
-    it has finished with.
-    """
-    name = str(source) if isinstance(source, Path) else getattr(source, "name", "<stream>")
-    context = etree.iterparse(
-        source,
-        events=("end",),
-        tag=tag,
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        huge_tree=True,
-    )
-    try:
-        yield from (element for _, element in context)
-        _refuse_doctype(context.root.getroottree().docinfo, name)
-    except etree.XMLSyntaxError as exc:
-        raise HostileXmlError(f"{name}:{exc.lineno}: malformed XML: {exc.msg}") from None
