@@ -14,11 +14,14 @@ from lxml import etree
 
 from tests.unit.test_codec_property import (
     CONCEPTS,
+    DOC,
+    KEYS,
     SIGNER,
     SUBSCRIBER_KEYS,
     _encode,
     scenarios,
 )
+from xdn import crypto
 from xdn.codec import (
     ConceptKey,
     Delivery,
@@ -28,6 +31,7 @@ from xdn.codec import (
     fragment_concepts,
     select,
 )
+from xdn.codec import _plaintext as plaintext
 from xdn.codec._canonical_view import CanonicalWriter, _attributes, _name
 from xdn.docgen import generate
 from xdn.errors import DecryptError, HostileXmlError
@@ -214,3 +218,40 @@ def test_a_generated_production_document_gives_the_same_view_both_ways(tmp_path:
                   concepts=chosen)  # fmt: skip
     assert out.getvalue() == view.to_bytes()
     assert b"withheld" in out.getvalue()
+
+
+def _unusual(element: etree._Element) -> bytes:
+    """A plaintext as another publisher might write it: not canonical (empty elements
+    self-closed, attributes in single quotes), a comment before it, one and a processing
+    instruction inside."""
+    twin = etree.fromstring(etree.tostring(element, with_tail=False))
+    twin.insert(0, etree.Comment("note"))
+    twin.append(etree.ProcessingInstruction("keep", "this"))
+    body = etree.tostring(twin).replace(b'="', b"='").replace(b'" ', b"' ")
+    body = body.replace(b'">', b"'>").replace(b'"/>', b"'/>")
+    return b"<!--before-->" + body
+
+
+def test_plaintexts_that_are_not_canonical_give_the_same_view_both_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-memory decoder re-canonicalises such plaintexts (comments dropped, processing
+    instructions kept); the stored one writes the same bytes."""
+    monkeypatch.setattr(plaintext, "canonicalize", _unusual)
+    root = etree.fromstring(
+        b'<a xmlns="urn:z" k="1"><b m="2"><c/>t</b>u<d xmlns=""><e/></d></a>'
+    )
+    concept_of = {root: "A", root[0]: "B", root[1]: "C", root[1][0]: "B"}
+    delivery = select(_encode(root, concept_of), {"A", "B"})
+    assert b"<!--before-->" in crypto_plain(delivery)
+    monkeypatch.undo()
+    view = decode(delivery, publisher_key=SIGNER.public_key(), keys=SUBSCRIBER_KEYS,
+                  concepts={"A", "B"})  # fmt: skip
+    written, _ = stored(delivery, tmp_path, concepts={"A", "B"})
+    assert written == view.to_bytes()
+    assert b"<?keep this?>" in written and b"note" not in written
+
+
+def crypto_plain(delivery: Delivery) -> bytes:
+    f = delivery.fragments[0]
+    return crypto.aead_decrypt(KEYS[f.concept].for_document(DOC), f.cipher_value)
