@@ -263,6 +263,10 @@ class LocalNetwork:
         """The process id of a running site."""
         return self._site_procs[site].pid
 
+    def subscriber_pid(self, name: str) -> int:
+        """The process id of a running subscriber."""
+        return self._subscriber_procs[name].pid
+
     def signal_site(self, site: str, signum: int) -> None:
         """Send a signal to a site's process (e.g. SIGHUP: reload policies)."""
         self._site_procs[site].send_signal(signum)

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 import grpc
 
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
+from subscriber.spool import FileSource, SpooledDissemination, read_spooled
 from xdn import certs, crypto, lease
 from xdn.errors import PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
@@ -90,7 +91,9 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
 
     credentials = channel_credentials(setup.tls)
     watch = Heartbeats(setup.heartbeat_s)
-    parts: DeliveryJoiner[bytearray] = DeliveryJoiner(setup.max_document_bytes, f"site {address}")
+    parts: DeliveryJoiner[FileSource] = DeliveryJoiner(
+        setup.max_document_bytes, f"site {address}", session.spool.open_sink
+    )
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         call = pb_grpc.DisseminatorStub(channel).Subscribe(
             watch.outgoing(requests(), _heartbeat, opening=1)
@@ -110,7 +113,12 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     continue
                 if message.WhichOneof("kind") == "delivery":
                     delivery = _whole(parts, message.delivery, address)
-                    if delivery is not None:
+                    if isinstance(delivery, SpooledDissemination):
+                        try:
+                            _handle_spooled(session, delivery, outgoing, stop)
+                        finally:
+                            delivery.delete()
+                    elif delivery is not None:
                         _handle_delivery(session, delivery, outgoing, stop)
                 elif message.WhichOneof("kind") == "subscribed":
                     if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
@@ -128,6 +136,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None
         finally:
+            parts.reset()  # (a delivery partly spooled is deleted)
             stopper.cancel()
             renewer.cancel()
             outgoing.put_nowait(None)
@@ -168,19 +177,25 @@ def _received(
 
 
 def _whole(
-    parts: DeliveryJoiner[bytearray], delivery: pb.Delivery, address: str
-) -> pb.Delivery | None:
-    """``delivery``, or once the last of its parts came the delivery they make (None before).
+    parts: DeliveryJoiner[FileSource], delivery: pb.Delivery, address: str
+) -> pb.Delivery | SpooledDissemination | None:
+    """``delivery``, or once the last of its parts came the delivery they make (None before):
+    spooled, a document is read from the spool (:mod:`subscriber.spool`), anything else parsed.
 
     Raises:
-        _ConnectionLost: the parts do not follow (reconnect and resume).
+        _ConnectionLost: the parts do not follow, or could not be spooled (reconnect and
+            resume).
     """
     try:
         if delivery.WhichOneof("body") == "part":
-            return parts.add(delivery, pb.Delivery.FromString)
+            what = f"delivery {delivery.sequence} from site {address}"
+            sequence = delivery.sequence
+            return parts.add(delivery, lambda spooled: read_spooled(spooled, what, sequence))
         parts.check_whole(delivery)
     except ProtocolError as exc:
         raise _ConnectionLost(f"{address}: {exc}") from None
+    except OSError as exc:  # the spool could not keep the parts (a full disk): try again later
+        raise _ConnectionLost(f"{address}: spooling a delivery in parts failed: {exc}") from None
     return delivery
 
 
@@ -269,12 +284,33 @@ def _handle_delivery(
         session.keyring.set_applied(session.address, delivery.sequence)
     elif body == "dissemination":
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
-        _send_refresh_requests(session, outgoing)  # a held document may show we fell behind
-        done = session.report.accepted + session.report.refused
-        if setup.max_documents is not None and done >= setup.max_documents:
-            stop.set()
+        _after_document(session, outgoing, stop)
     outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
     _send_missing_requests(session, outgoing)
+
+
+def _handle_spooled(
+    session: Session,
+    stored: SpooledDissemination,
+    outgoing: asyncio.Queue[pb.ClientMessage | None],
+    stop: asyncio.Event,
+) -> None:
+    """A document that came in parts, opened from the spool (the caller deletes it)."""
+    receipt = b""
+    if stored.sequence > session.keyring.applied(session.address):
+        receipt = session.on_dissemination(stored.message, stored.sequence, stored=stored)
+        _after_document(session, outgoing, stop)
+    outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=stored.sequence, receipt=receipt)))
+    _send_missing_requests(session, outgoing)
+
+
+def _after_document(
+    session: Session, outgoing: asyncio.Queue[pb.ClientMessage | None], stop: asyncio.Event
+) -> None:
+    _send_refresh_requests(session, outgoing)  # a held document may show we fell behind
+    done = session.report.accepted + session.report.refused
+    if session.setup.max_documents is not None and done >= session.setup.max_documents:
+        stop.set()
 
 
 def _send_missing_requests(

@@ -21,7 +21,7 @@ late (or a site withholds them); the refusals say which documents were lost.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from subscriber.revocation import Crl, check_publisher
@@ -38,11 +38,19 @@ Refuse = Callable[..., None]
 
 
 def vouch(
-    message: pb.Dissemination, *, ca_pem: bytes, at: datetime, crl: Crl | None, last: int | None
+    message: pb.Dissemination,
+    *,
+    ca_pem: bytes,
+    at: datetime,
+    crl: Crl | None,
+    last: int | None,
+    cipher_digests: Sequence[bytes] | None = None,
 ) -> int:
     """Check what can be checked without keys; return the publisher certificate's serial.
 
-    ``last`` is the version of the document accepted last, if any (a replay is refused).
+    ``last`` is the version of the document accepted last, if any (a replay is refused);
+    ``cipher_digests`` the fragments' ciphertext digests when the ciphertexts are kept elsewhere
+    (a spooled delivery, :mod:`subscriber.spool`).
 
     Raises:
         PeerError: forged, altered, replayed, or signed by a certificate that is not a valid
@@ -56,6 +64,7 @@ def vouch(
         delivery_from_pb(message),
         publisher_key=certs.public_key_of(manifest.publisher_certificate),
         seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
+        cipher_digests=cipher_digests,
     )
     return publisher.serial
 
@@ -95,12 +104,7 @@ class Holding:
         manifest = message.manifest
         payload = message.SerializeToString()
         if len(payload) > self.max_bytes:
-            self._refuse(
-                "overflow",
-                f"not held: {len(payload)} bytes exceed the held store's cap of "
-                f"{self.max_bytes} bytes per publisher",
-                manifest=manifest,
-            )
+            self.refuse_oversize(manifest, len(payload))
             return False
         count, size = self.keyring.held_usage(manifest.publisher)
         while count + 1 > self.max_documents or size + len(payload) > self.max_bytes:
@@ -120,6 +124,16 @@ class Holding:
             publisher=manifest.publisher, document=manifest.document_id,
             version=manifest.version, serial=serial, payload=payload, waits=waits,
             needs=_needs(message),
+        )
+
+
+    def refuse_oversize(self, manifest: pb.Manifest, size: int) -> None:
+        """Refuse to hold a document of ``size`` bytes, more than the whole cap."""
+        self._refuse(
+            "overflow",
+            f"not held: {size} bytes exceed the held store's cap of {self.max_bytes} bytes "
+            "per publisher",
+            manifest=manifest,
         )
 
 

@@ -54,6 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 from subscriber import export
 from subscriber.gaps import Completeness
@@ -69,9 +70,10 @@ from subscriber.revocation import (
     read_crl,
     stale_reason,
 )
+from subscriber.spool import Spool, SpooledDissemination
 from subscriber.store import CRL_WAIT, Held, Inbox, Keyring
 from xdn import certs, crypto, lease, provenance
-from xdn.codec import View, decode, fragment_concepts
+from xdn.codec import HeldFragment, View, decode, decode_stored
 from xdn.errors import CertificateError, DecryptError, PeerError, ProtocolError
 from xdn.grpc_tls import TlsFiles
 from xdn.lkh import EpochGapError, MemberKeys, open_document_keys, verify_key_message
@@ -84,7 +86,13 @@ from xdn.wireconv import (
     rekey_from_pb,
 )
 
-__all__ = ["Session", "SubscriberSetup", "SubscriptionReport", "open_dissemination"]
+__all__ = [
+    "Session",
+    "SubscriberSetup",
+    "SubscriptionReport",
+    "open_dissemination",
+    "open_stored",
+]
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +182,42 @@ def open_dissemination(
     )
 
 
+def open_stored(
+    stored: SpooledDissemination,
+    write: Callable[[bytes], object],
+    *,
+    workdir: Path,
+    ca_pem: bytes,
+    keys: Callable[[str, str, int], bytes | None],
+    at: datetime,
+    concepts: Iterable[str] | None = None,
+    seen: Mapping[tuple[str, str], int] | None = None,
+    document_keys: Callable[[str], bytes | None] | None = None,
+    crl: Crl | None = None,
+) -> tuple[HeldFragment, ...]:
+    """:func:`open_dissemination` of a spooled dissemination: every check it makes, the
+    ciphertexts read from the spool a span at a time, the canonical view (what
+    ``View.to_bytes()`` gives) written to ``write`` and the plaintexts kept in ``workdir``
+    meanwhile (:func:`xdn.codec.decode_stored`). What was written is to be thrown away if this
+    raises (a PeerError).
+    """
+    manifest = stored.message.manifest
+    check_publisher(
+        manifest.publisher_certificate, manifest.publisher, ca_pem=ca_pem, at=at, crl=crl
+    )
+    return decode_stored(
+        delivery_from_pb(stored.message),
+        stored.ciphertexts,
+        write,
+        workdir=workdir,
+        publisher_key=certs.public_key_of(manifest.publisher_certificate),
+        keys=keys,
+        document_keys=document_keys,
+        concepts=concepts,
+        seen=seen,
+    )
+
+
 class Session:
     """One subscriber's handling of what arrives: keys, documents, held documents, receipts."""
 
@@ -194,6 +238,8 @@ class Session:
             revoked=lambda: frozenset() if self.crl is None else self.crl.serials,
         )
         self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
+        self.spool = Spool(setup.state_dir / "spool")  # deliveries in parts (subscriber.spool)
+        self.spool.clear()  # what a crash left behind
         self.inbox = Inbox(setup.out_dir)
         export.reconcile(self.keyring, self.inbox)  # the tail a crash may have left behind
         self._housekeeping_due = 0.0  # (a timestamp: pruning runs at start-up)
@@ -528,8 +574,18 @@ class Session:
         """Is this a retained document from before our subscription (state at subscribe time)?"""
         return self.subscribed_at_ms is not None and manifest.issued_at_ms < self.subscribed_at_ms
 
-    def on_dissemination(self, message: pb.Dissemination, sequence: int = 0) -> bytes:
-        """Handle one document; return the receipt to send back (empty if refused or held)."""
+    def on_dissemination(
+        self,
+        message: pb.Dissemination,
+        sequence: int = 0,
+        *,
+        stored: SpooledDissemination | None = None,
+    ) -> bytes:
+        """Handle one document; return the receipt to send back (empty if refused or held).
+
+        A document spooled (``stored``; ``message`` is then ``stored.message``, its ciphertexts
+        empty) is opened from the spool; the caller deletes the spool afterwards.
+        """
         manifest = message.manifest
         self.completeness.count(  # in the publisher's signed sequence
             manifest, ca_pem=self.setup.tls.ca_pem, at=self.clock(),
@@ -542,9 +598,11 @@ class Session:
                      manifest.version)
             self.keyring.set_applied(self.address, sequence)
             return b""
-        return self._receive(message, sequence)
+        return self._receive(message, sequence, stored)
 
-    def _receive(self, message: pb.Dissemination, sequence: int) -> bytes:
+    def _receive(
+        self, message: pb.Dissemination, sequence: int, stored: SpooledDissemination | None = None
+    ) -> bytes:
         """Open a document, or check and hold it while its keys or a fresh CRL are missing."""
         manifest = message.manifest
         last = self.keyring.version(manifest.publisher, manifest.document_id)
@@ -553,17 +611,23 @@ class Session:
             return b""
         waits = self._waits(message)
         if not waits:
-            return self._open(message, sequence, last)
+            return self._open(message, sequence, last, stored)
+        if stored is not None and stored.size <= self.setup.max_held_bytes:
+            message, stored = stored.load(), None  # (held whole: within the held store's cap)
         try:
             serial = vouch(
-                message, ca_pem=self.setup.tls.ca_pem, at=self.clock(), crl=self.crl, last=last
+                message, ca_pem=self.setup.tls.ca_pem, at=self.clock(), crl=self.crl, last=last,
+                cipher_digests=None if stored is None else stored.cipher_digests(),
             )
         except PeerError as exc:
             kind = "revoked" if isinstance(exc, RevokedError) else "unverified"
             self.refuse(kind, f"not held: {exc}", manifest=manifest)
             self.keyring.set_applied(self.address, sequence)
             return b""
-        self._hold(message, serial, waits)
+        if stored is None:
+            self._hold(message, serial, waits)
+        else:
+            self.holding.refuse_oversize(manifest, stored.size)
         self._catch_up(manifest, waits)
         self.keyring.set_applied(self.address, sequence)
         return b""
@@ -662,22 +726,36 @@ class Session:
         absent = sorted(set(granted) & in_document - delivered)
         return sorted(set(granted) & delivered), absent
 
-    def _open(self, message: pb.Dissemination, sequence: int, last: int | None) -> bytes:
+    def _open(
+        self,
+        message: pb.Dissemination,
+        sequence: int,
+        last: int | None,
+        stored: SpooledDissemination | None = None,
+    ) -> bytes:
         manifest = message.manifest
         concepts, absent = self._expected(manifest, {f.concept for f in message.fragments})
+        expected = concepts if concepts or manifest.publisher in self.report.grants else None
+        seen = {} if last is None else {(manifest.publisher, manifest.document_id): last}
+        view: View | None = None
+        view_file = None if stored is None else self.spool.new_path(".view")
         try:
-            view = open_dissemination(
-                message,
-                ca_pem=self.setup.tls.ca_pem,
-                keys=self.keyring.get,
-                document_keys=self.keyring.document_key,
-                at=self.clock(),
-                concepts=(
-                    concepts if concepts or manifest.publisher in self.report.grants else None
-                ),
-                seen={} if last is None else {(manifest.publisher, manifest.document_id): last},
-                crl=self.crl,
-            )
+            if stored is None:
+                view = open_dissemination(
+                    message, ca_pem=self.setup.tls.ca_pem, keys=self.keyring.get,
+                    document_keys=self.keyring.document_key, at=self.clock(),
+                    concepts=expected, seen=seen, crl=self.crl,
+                )  # fmt: skip
+                held = view.fragments
+            else:
+                assert view_file is not None
+                with open(view_file, "wb") as out:
+                    held = open_stored(
+                        stored, out.write, workdir=self.spool.folder,
+                        ca_pem=self.setup.tls.ca_pem, keys=self.keyring.get,
+                        document_keys=self.keyring.document_key, at=self.clock(),
+                        concepts=expected, seen=seen, crl=self.crl,
+                    )  # fmt: skip
             receipt_uri = provenance.message_uri(
                 self.signer.node_uri, manifest.document_id, f"v{manifest.version}", "received"
             )
@@ -693,10 +771,16 @@ class Session:
                 )
                 self._check_chain(received, manifest)
         except PeerError as exc:
+            if view_file is not None:
+                view_file.unlink(missing_ok=True)
             kind = "revoked" if isinstance(exc, RevokedError) else "document"
             self.refuse(kind, str(exc), manifest=manifest)
             self.keyring.set_applied(self.address, sequence)
             return b""
+        except BaseException:
+            if view_file is not None:
+                view_file.unlink(missing_ok=True)
+            raise
         receipt = None if received is None else provenance.receipt(
             received,
             self.signer,
@@ -707,16 +791,16 @@ class Session:
         if receipt is not None:
             self.log.append(receipt)
         self.inbox.write_view(
-            publisher=view.publisher,
-            document_id=view.document_id,
-            version=view.version,
-            view_xml=view.to_bytes(),
+            publisher=manifest.publisher,
+            document_id=manifest.document_id,
+            version=manifest.version,
+            view_xml=view.to_bytes() if view is not None else cast(Path, view_file),
         )
         record = {
-            "publisher": view.publisher,
-            "document": view.document_id,
-            "version": view.version,
-            "fragments": fragment_concepts(view),
+            "publisher": manifest.publisher,
+            "document": manifest.document_id,
+            "version": manifest.version,
+            "fragments": {h.fragment_id: h.concept for h in held},
             "issued_at_ms": manifest.issued_at_ms,
             "received_at_ms": int(self.clock().timestamp() * 1000),
         }

@@ -34,8 +34,10 @@ them apart, rewritten (:mod:`subscriber.export`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -555,9 +557,14 @@ class Inbox:
         os.replace(tmp, path)
 
     def write_view(
-        self, *, publisher: str, document_id: str, version: int, view_xml: bytes
+        self, *, publisher: str, document_id: str, version: int, view_xml: bytes | Path
     ) -> Path:
         """Store a verified view as ``views/PUBLISHER/DOCUMENT.vN.xml``; return its path.
+
+        ``view_xml`` is the view's bytes, or a file holding them (a large view, written
+        elsewhere while it was verified: synced and moved into place, copied a MiB at a time
+        if it lies on another file system; the file is gone afterwards). Either way the view
+        appears whole or not at all (a temporary file renamed).
 
         Publisher and document id are escaped into single safe path components
         (:func:`xdn.ids.file_stem`): an id like ``../x`` or ``a/b`` stays inside the folder.
@@ -566,7 +573,10 @@ class Inbox:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{ids.file_stem(document_id)}.v{version}.xml"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(view_xml)
+        if isinstance(view_xml, Path):
+            _move_synced(view_xml, tmp)
+        else:
+            tmp.write_bytes(view_xml)
         os.replace(tmp, path)
         return path
 
@@ -600,3 +610,20 @@ class Inbox:
             "reason": reason,
         }
         self._append("refused.jsonl", refusal, sync=True)
+
+
+def _move_synced(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target`` with its bytes on disk (synced)."""
+    with open(source, "rb+") as held:
+        os.fsync(held.fileno())
+    try:
+        os.replace(source, target)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    with open(source, "rb") as held, open(target, "wb") as out:
+        shutil.copyfileobj(held, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())
+    source.unlink()

@@ -27,10 +27,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable, Iterable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, hpke, keywrap, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -40,6 +42,7 @@ __all__ = [
     "CURVES",
     "DEFAULT_CURVE",
     "DER",
+    "GCM_OVERHEAD",
     "IV_BYTES",
     "KEY_BYTES",
     "PEM",
@@ -49,6 +52,7 @@ __all__ = [
     "PrivateKey",
     "PublicKey",
     "aead_decrypt",
+    "aead_decrypt_chunks",
     "aead_encrypt",
     "certificate_hash",
     "curve_of",
@@ -74,6 +78,7 @@ KEY_BYTES = 32
 IV_BYTES = 12
 WRAPPED_KEY_BYTES = KEY_BYTES + 8
 _TAG_BYTES = 16
+GCM_OVERHEAD = IV_BYTES + _TAG_BYTES  # an AEAD blob is IV ‖ ciphertext ‖ tag
 
 PrivateKey = ec.EllipticCurvePrivateKey
 PublicKey = ec.EllipticCurvePublicKey
@@ -159,6 +164,37 @@ def aead_decrypt(key: bytes, blob: bytes) -> bytes:
         raise DecryptError()
     try:
         return AESGCM(key).decrypt(blob[:IV_BYTES], blob[IV_BYTES:], None)
+    except InvalidTag:
+        log.debug("GCM tag mismatch")
+        raise DecryptError() from None
+
+
+def aead_decrypt_chunks(
+    key: bytes,
+    *,
+    iv: bytes,
+    tag: bytes,
+    chunks: Iterable[bytes],
+    write: Callable[[bytes], object],
+) -> None:
+    """:func:`aead_decrypt` of a blob too large to hold, given as its ``iv``, its ``tag`` and
+    its ciphertext in ``chunks``: each chunk's plaintext goes to ``write`` as it is decrypted.
+
+    What ``write`` receives is not authentic until this returns: the tag is checked only at the
+    end, so the caller keeps it apart (a temporary file) and uses none of it if this raises.
+
+    Raises:
+        DecryptError: the tag does not verify (or ``iv`` / ``tag`` are malformed).
+    """
+    _check_key(key)
+    if len(iv) != IV_BYTES or len(tag) != _TAG_BYTES:
+        log.debug("GCM blob malformed: IV of %d bytes, tag of %d", len(iv), len(tag))
+        raise DecryptError()
+    decryptor = Cipher(algorithms.AES(key), modes.GCM(iv, tag)).decryptor()
+    for chunk in chunks:
+        write(decryptor.update(chunk))
+    try:
+        write(decryptor.finalize())
     except InvalidTag:
         log.debug("GCM tag mismatch")
         raise DecryptError() from None

@@ -112,12 +112,14 @@ def iterparse_file(
 ) -> Iterator[tuple[str, etree._Element]]:
     """Stream ``(event, element)`` pairs from a document, hardened, checking depth and text.
 
-    The caller owns memory: clear elements it has finished with (``element.clear()``).
+    ``events`` may also ask for ``"comment"`` and ``"pi"`` (the node is then the comment or the
+    processing instruction). The caller owns memory: clear elements it has finished with
+    (``element.clear()``).
     """
     name = str(source) if isinstance(source, Path) else getattr(source, "name", "<stream>")
     context = etree.iterparse(
         source,
-        events=("start", "end"),
+        events=("start", "end", *(e for e in events if e in ("comment", "pi"))),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -134,7 +136,7 @@ def iterparse_file(
                     raise HostileXmlError(
                         f"{name}:{element.sourceline}: nesting deeper than {limits.max_depth}"
                     )
-            else:
+            elif event == "end":
                 depth -= 1
                 for text in (element.text, element.tail):
                     if text is not None and len(text) > limits.max_text_bytes:
@@ -146,3 +148,4 @@ def iterparse_file(
                 yield event, element
     except etree.XMLSyntaxError as exc:
         raise HostileXmlError(f"{name}:{exc.lineno}: malformed XML: {exc.msg}") from None
+

@@ -159,3 +159,47 @@ def test_a_site_holds_a_few_parts_of_a_large_document_never_the_document(
         assert all(growth < bound_mb for growth in grown.values()), grown
     finally:
         net.stop()
+
+
+def test_a_subscriber_spools_a_large_document_never_holds_it(tmp_path: Path) -> None:
+    """~60 MB in a few large fragments (as in the measurements of docs/network.md) reaching
+    alice in 64 KiB parts: she spools the parts to a file, verifies and decrypts each fragment
+    from it as a stream and writes the view as a stream, so her peak memory grows by well
+    under the document (joined in memory and decoded whole, as she did before, it grew by
+    about 5.5 times the document), and nothing stays in her spool. (What she keeps per
+    fragment, about 1.5 KB, is not bounded: a document of hundreds of thousands of fragments
+    still costs that much.)"""
+    size = 60_000_000
+    net = LocalNetwork(tmp_path / "net", limits={"part_bytes": 65_536})
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    try:
+        net.start_sites()
+        net.start_subscriber("alice")
+        net.wait_subscribed("alice")
+        warm = _document(tmp_path / "warm.xml", 600_000, seed=5)  # every code path run once
+        net.publish(PUBLISHER, [warm], wait_for=["alice"], timeout=300)
+        peak = memory_mb(net.subscriber_pid("alice"), "VmHWM")
+        parts_before = net.metric("d2", "xdn_delivery_parts_sent_total", kind="subscriber")
+        large = _document(tmp_path / "large.xml", size, seed=8, fragments=10_000)
+        net.publish(PUBLISHER, [large], wait_for=["alice"], timeout=600)
+        # (its record is one long line: wait until it is whole before reading the file)
+        assert wait_until(lambda: len(net.received("alice")) >= 2, timeout=300), net.output(
+            "alice"
+        )
+        expected = expected_deliveries(
+            net, load_ontology([ONTOLOGY]), "alice", {PUBLISHER: [warm, large]}
+        )
+        assert read_received(net.inbox("alice")) == (expected, 0), net.output("alice")
+        grown = memory_mb(net.subscriber_pid("alice"), "VmHWM") - peak
+        print(f"alice's peak memory grew by {grown} MB")
+        sent = net.metric("d2", "xdn_delivery_parts_sent_total", kind="subscriber")
+        assert sent - parts_before > 500  # it reached alice in parts
+        assert grown < size / 1e6 / 2, grown
+        views = sorted((net.inbox("alice") / "views").rglob("*.xml"))
+        assert [v.name for v in views] == ["large.v1.xml", "warm.v1.xml"]
+        assert all(v.stat().st_size > 0 for v in views)
+        spool = net.workdir / "state" / "alice" / "spool"
+        assert spool.is_dir() and not any(spool.iterdir())
+    finally:
+        net.stop()

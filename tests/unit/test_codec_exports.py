@@ -38,6 +38,8 @@ PUBLIC = {
     "encode_file",
     "fragment_concepts",
     "fragment_id",
+    "decode_stored",
+    "StoredCiphertext",
     "fragment_leaf",
     "from_encrypted_xml",
     "key_name",

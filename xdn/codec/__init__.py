@@ -5,7 +5,8 @@ Publisher side: :func:`encode` (mapped nodes in memory → :class:`EncodedDocume
 :func:`select` (→ :class:`Delivery`: some concepts' fragments, one range proof per run of
 leaves). Subscriber side: :func:`decode` (→ :class:`View`), :func:`verify_delivery` (every check
 that needs no key, for a delivery kept until its keys arrive) and :func:`decode_file` (an export,
-streamed → the view's bytes), or the opaque :class:`~xdn.errors.DecryptError`. Archive form:
+streamed → the view's bytes), :func:`decode_stored` (ciphertexts kept elsewhere → the canonical
+view), or the opaque :class:`~xdn.errors.DecryptError`. Archive form:
 :func:`to_encrypted_xml` / :func:`from_encrypted_xml` (W3C XML Encryption 1.1).
 
 Design in brief (details in each module's docstring; see also ``ARCHITECTURE.md``, "Fragment
@@ -42,6 +43,7 @@ from xdn.codec._merkle import (
 from xdn.codec._order import concept_order
 from xdn.codec._plaintext import REF_TAG, MappedNodeLike, canonicalize, fragment_id
 from xdn.codec._ranges import RangeProof, merge_range_proofs, range_proof, verify_range
+from xdn.codec._stored_decode import StoredCiphertext, decode_stored
 from xdn.codec._stream_decode import DecodeReport, decode_file
 from xdn.codec._verify import DocumentKeyLookup, KeyLookup
 from xdn.codec._view import (
@@ -78,11 +80,13 @@ __all__ = [
     "RangeProof",
     "Sequencing",
     "SignedManifest",
+    "StoredCiphertext",
     "View",
     "canonicalize",
     "concept_order",
     "decode",
     "decode_file",
+    "decode_stored",
     "document_key",
     "empty_root",
     "encode",

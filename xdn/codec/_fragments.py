@@ -113,8 +113,12 @@ def _leaf_suffix(key_name: str) -> bytes:
     return frame(key_name) + _HASH_FIELD
 
 
-def fragment_leaf_hash(fragment: Fragment) -> bytes:
-    """``leaf_hash(fragment_leaf(fragment))``, hashed incrementally (no entry is built)."""
+def fragment_leaf_hash(fragment: Fragment, cipher_digest: bytes | None = None) -> bytes:
+    """``leaf_hash(fragment_leaf(fragment))``, hashed incrementally (no entry is built).
+
+    ``cipher_digest`` is the SHA-256 of the ciphertext when it is kept elsewhere (too large to
+    hold; ``cipher_value`` is then not read).
+    """
     f = fragment
     digest = hashlib.sha256(b"\x00")
     digest.update(_leaf_prefix(f.document_id, f.publisher, f.concept))
@@ -122,7 +126,9 @@ def fragment_leaf_hash(fragment: Fragment) -> bytes:
     digest.update(_NO_PARENT if f.parent is None else _U64_FIELD(8, f.parent))
     digest.update(_U64_FIELD(8, f.epoch))
     digest.update(_leaf_suffix(f.key_name))
-    digest.update(hashlib.sha256(f.cipher_value).digest())
+    if cipher_digest is None:
+        cipher_digest = hashlib.sha256(f.cipher_value).digest()
+    digest.update(cipher_digest)
     return digest.digest()
 
 

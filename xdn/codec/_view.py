@@ -18,7 +18,7 @@ fragment; one to a fragment not received becomes ``<xdn:withheld fragment="DOC#P
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lxml import etree
@@ -137,6 +137,7 @@ def verify_delivery(
     publisher_key: crypto.PublicKey,
     concepts: Iterable[str] = (),
     seen: Mapping[tuple[str, str], int] | None = None,
+    cipher_digests: Sequence[bytes] | None = None,
 ) -> Manifest:
     """Run every check of :func:`decode` that needs no key; return the verified manifest.
 
@@ -150,6 +151,8 @@ def verify_delivery(
         publisher_key: the publisher's public key (from a trusted source).
         concepts: concepts that must be delivered whole (default: none is required).
         seen: the last version accepted per (publisher, document id).
+        cipher_digests: the SHA-256 of each fragment's ciphertext, in their order, when the
+            ciphertexts are kept elsewhere (``cipher_value`` is then not read).
 
     Raises:
         DecryptError: a check failed (opaque, as in :func:`decode`).
@@ -159,17 +162,21 @@ def verify_delivery(
         raise TypeError("delivery must be a Delivery")
     if isinstance(concepts, str):
         raise TypeError("concepts must be a collection of concepts, not a single str")
-    _check(delivery, publisher_key, frozenset(concepts), seen)
+    check_delivery(delivery, publisher_key, frozenset(concepts), seen, cipher_digests)
     return delivery.signed_manifest.manifest
 
 
-def _check(
+def check_delivery(
     delivery: Delivery,
     publisher_key: crypto.PublicKey,
     expected: frozenset[str],
     seen: Mapping[tuple[str, str], int] | None,
+    cipher_digests: Sequence[bytes] | None = None,
 ) -> None:
-    """Signature, freshness, headers, ranges, proofs and completeness (no key needed)."""
+    """Signature, freshness, headers, ranges, proofs and completeness (no key needed).
+
+    ``cipher_digests`` are the fragments' ciphertext digests, in their order, when the
+    ciphertexts are kept elsewhere (:mod:`xdn.codec._stored_decode`)."""
     signed = delivery.signed_manifest
     m = signed.manifest
     check_signature(signed, publisher_key)
@@ -191,11 +198,11 @@ def _check(
             parent=f.parent,
             epoch=f.epoch,
             key=f.key_name,
-            leaf=fragment_leaf_hash(f),
+            leaf=fragment_leaf_hash(f, None if cipher_digests is None else cipher_digests[n]),
             expected=(m.document_id, m.publisher),
             expected_key=name(f.concept, f.epoch),
         )
-        for f in delivery.fragments
+        for n, f in enumerate(delivery.fragments)
     ]
     verify_claims(m, claims, delivery.proofs, expected=expected)
 
@@ -240,7 +247,7 @@ def decode(
     source = KeySource(
         publisher=m.publisher, document_id=m.document_id, keys=keys, document_keys=document_keys
     )
-    _check(delivery, publisher_key, expected_concepts(m, concepts, source), seen)
+    check_delivery(delivery, publisher_key, expected_concepts(m, concepts, source), seen)
     plaintexts: list[tuple[int, int | None, bytes]] = []
     for f in sorted(delivery.fragments, key=lambda f: f.position):
         doc_key = source.doc_key(f.concept, f.epoch)
