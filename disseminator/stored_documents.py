@@ -3,7 +3,7 @@
 
 Theory of operation. A message that came in parts is staged in the store as it arrived
 (:mod:`disseminator.body_chunks`), never joined in memory; so instead of parsing it, a site
-walks its protobuf framing (:mod:`disseminator.wire_scan`) and reads only what it routes on:
+walks its protobuf framing (:mod:`xdn.wire_scan`) and reads only what it routes on:
 
 * :func:`read_request` (a ``PublishParts`` call) and :func:`read_delivery` (a delivery from
   the uplink) find the document's dissemination in the message, read its manifest (its first
@@ -41,9 +41,9 @@ from disseminator.payloads import (
     run_of,
 )
 from disseminator.store import Body, Piece, Retained, joined
-from disseminator.wire_scan import LEN, VARINT, Cursor, MemorySource, Source
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire_scan import LEN, VARINT, Cursor, MemorySource, Source
 
 __all__ = [
     "FIELD_BYTES",

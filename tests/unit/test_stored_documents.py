@@ -1,5 +1,5 @@
 """A document staged in the store is read from its protobuf framing, not parsed whole
-(disseminator.stored_documents, disseminator.wire_scan): the deliveries laid out from it are
+(disseminator.stored_documents, xdn.wire_scan): the deliveries laid out from it are
 exactly those laid out from the parsed message, its ciphertext is never read, and malformed,
 truncated or oddly laid out bytes are refused with a ProtocolError, never anything else."""
 
@@ -23,9 +23,9 @@ from disseminator.stored_documents import (
     retained_document,
     scan,
 )
-from disseminator.wire_scan import Cursor, MemorySource
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
+from xdn.wire_scan import Cursor, MemorySource
 
 KEY = pb.KeyMessage(publisher="pub", concept="A", epoch=2, subscriber="alice", sealed=b"k" * 40)
 
