@@ -43,7 +43,8 @@ from disseminator.payloads import (
 from disseminator.store import Body, Piece, Retained, joined
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wire_scan import LEN, VARINT, Cursor, MemorySource, Source
+from xdn.wire_scan import LEN, Cursor, MemorySource, Source
+from xdn.wire_scan import read_delivery as read_framing
 
 __all__ = [
     "FIELD_BYTES",
@@ -58,8 +59,7 @@ __all__ = [
 
 FIELD_BYTES = 16 * 1024 * 1024  # the most of a field (or of the fields beside a document) read
 _CIPHER_VALUE = 9  # Fragment.cipher_value: skipped, never read
-_DISSEMINATION_IN_REQUEST, _DISSEMINATION_IN_DELIVERY = 1, 2
-_DELIVERY_SEQUENCE, _DELIVERY_PART = 1, 14
+_DISSEMINATION_IN_REQUEST = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,29 +142,12 @@ def read_delivery(body: Body, what: str) -> StagedDelivery | pb.Delivery:
             :data:`FIELD_BYTES`.
     """
     source = _source(body)
-    cursor = Cursor(source, 0, len(source), what)
-    sequence, found, other = 0, None, False
-    while not cursor.done:
-        number, wire_type = cursor.key()
-        if number == _DELIVERY_SEQUENCE and wire_type == VARINT:
-            sequence = cursor.varint()
-        elif number == _DISSEMINATION_IN_DELIVERY and wire_type == LEN:
-            found = cursor.span()
-            other = False  # (the last of a oneof's fields is the one in force)
-        elif number == _DELIVERY_PART:
-            raise ProtocolError(f"{what} joins to parts again")
-        else:
-            cursor.skip_value(wire_type)
-            other = other or number in pb.Delivery.DESCRIPTOR.fields_by_number
-    if found is not None and not other:
-        return StagedDelivery(sequence=sequence, document=_open(body, source, *found, what))
-    if len(source) > FIELD_BYTES:
-        raise ProtocolError(f"{what} is {len(source)} bytes and carries no document")
-    try:
-        delivery: pb.Delivery = pb.Delivery.FromString(source.read(0, len(source)))
-    except DecodeError:
-        raise ProtocolError(f"{what} is not a valid Delivery") from None
-    return delivery
+    found = read_framing(source, what, max_whole=FIELD_BYTES)
+    if isinstance(found, pb.Delivery):
+        return found
+    return StagedDelivery(
+        sequence=found.sequence, document=_open(body, source, found.start, found.end, what)
+    )
 
 
 def retained_document(retained: Retained) -> StoredDocument:

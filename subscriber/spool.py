@@ -36,7 +36,8 @@ from google.protobuf.message import DecodeError
 
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wire_scan import LEN, VARINT, Cursor
+from xdn.wire_scan import LEN, Cursor
+from xdn.wire_scan import read_delivery as read_framing
 
 __all__ = [
     "FIELD_BYTES",
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 FIELD_BYTES = 16 * 1024 * 1024  # the most of one field (a manifest, a chain…) read into memory
 _SUFFIX = ".spool"
-_SEQUENCE, _DISSEMINATION, _PART = 1, 2, 14  # Delivery's fields
 _MANIFEST, _FRAGMENT, _PROVENANCE = 1, 2, 3  # Dissemination's fields
 _CIPHER_VALUE = 9  # Fragment.cipher_value: located, never read here
 
@@ -200,28 +200,10 @@ def read_spooled(
 
 
 def _read_delivery(source: FileSource, what: str) -> SpooledDissemination | pb.Delivery:
-    cursor = Cursor(source, 0, len(source), what)
-    sequence, found, other = 0, None, False
-    while not cursor.done:
-        number, wire_type = cursor.key()
-        if number == _SEQUENCE and wire_type == VARINT:
-            sequence = cursor.varint()
-        elif number == _DISSEMINATION and wire_type == LEN:
-            found, other = cursor.span(), False  # (the last of a oneof's fields is in force)
-        elif number == _PART:
-            raise ProtocolError(f"{what} joins to parts again")
-        else:
-            cursor.skip_value(wire_type)
-            other = other or number in pb.Delivery.DESCRIPTOR.fields_by_number
-    if found is not None and not other:
-        return _read_dissemination(source, sequence, found, what)
-    if len(source) > FIELD_BYTES:
-        raise ProtocolError(f"{what} is {len(source)} bytes and carries no document")
-    try:
-        delivery: pb.Delivery = pb.Delivery.FromString(source.read(0, len(source)))
-    except DecodeError:
-        raise ProtocolError(f"{what} is not a valid Delivery") from None
-    return delivery
+    found = read_framing(source, what, max_whole=FIELD_BYTES)
+    if isinstance(found, pb.Delivery):
+        return found
+    return _read_dissemination(source, found.sequence, (found.start, found.end), what)
 
 
 def _field(cursor: Cursor, start: int, end: int, what: str) -> bytes:

@@ -16,11 +16,17 @@ file, :class:`~subscriber.spool.FileSource`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from xdn.errors import ProtocolError
+from google.protobuf.message import DecodeError
 
-__all__ = ["LEN", "VARINT", "Cursor", "MemorySource", "Source"]
+from xdn.errors import ProtocolError
+from xdn.wire.v1 import dissemination_pb2 as pb
+
+__all__ = [
+    "LEN", "VARINT", "Cursor", "DocumentInDelivery", "MemorySource", "Source", "read_delivery"
+]
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5  # the wire types a proto3 message uses
 _WINDOW = 64 * 1024
@@ -142,3 +148,50 @@ class Cursor:
             self._window = self._source.read(self.at, min(self._limit, self.at + _WINDOW))
         self.at += 1
         return self._window[offset]
+
+
+_DELIVERY_SEQUENCE, _DELIVERY_DISSEMINATION, _DELIVERY_PART = 1, 2, 14  # Delivery's fields
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInDelivery:
+    """A ``Delivery`` that carries a document: its sequence number and where its serialized
+    ``Dissemination`` lies (``[start, end)`` of the source)."""
+
+    sequence: int
+    start: int
+    end: int
+
+
+def read_delivery(
+    source: Source, what: str, *, max_whole: int
+) -> DocumentInDelivery | pb.Delivery:
+    """The ``Delivery`` joined from parts in ``source``: where its document lies, or, for one
+    that carries no document, the message parsed whole.
+
+    Raises:
+        ProtocolError: it is malformed, is parts again, or carries no document and is larger
+            than ``max_whole``.
+    """
+    cursor = Cursor(source, 0, len(source), what)
+    sequence, found, other = 0, None, False
+    while not cursor.done:
+        number, wire_type = cursor.key()
+        if number == _DELIVERY_SEQUENCE and wire_type == VARINT:
+            sequence = cursor.varint()
+        elif number == _DELIVERY_DISSEMINATION and wire_type == LEN:
+            found, other = cursor.span(), False  # (the last of a oneof's fields is in force)
+        elif number == _DELIVERY_PART:
+            raise ProtocolError(f"{what} joins to parts again")
+        else:
+            cursor.skip_value(wire_type)
+            other = other or number in pb.Delivery.DESCRIPTOR.fields_by_number
+    if found is not None and not other:
+        return DocumentInDelivery(sequence, *found)
+    if len(source) > max_whole:
+        raise ProtocolError(f"{what} is {len(source)} bytes and carries no document")
+    try:
+        delivery: pb.Delivery = pb.Delivery.FromString(source.read(0, len(source)))
+    except DecodeError:
+        raise ProtocolError(f"{what} is not a valid Delivery") from None
+    return delivery

@@ -34,7 +34,7 @@ from xdn.codec._assemble import plan_view
 from xdn.codec._canonical_view import PlaintextSpan, plan_spans, write_canonical_view
 from xdn.codec._fragments import Delivery
 from xdn.codec._verify import DocumentKeyLookup, KeyLookup, KeySource, expected_concepts, fail
-from xdn.codec._view import HeldFragment, check_delivery
+from xdn.codec._view import HeldFragment, check_delivery, held_fragments
 from xdn.xmlsafe import Limits
 
 __all__ = ["READ_BYTES", "StoredCiphertext", "decode_stored"]
@@ -134,13 +134,4 @@ def decode_stored(
             out, start=(m.document_id, m.publisher, m.version), tops=tops, spans=spans,
             limits=limits,
         )  # fmt: skip
-    return tuple(
-        HeldFragment(
-            fragment_id=f.fragment_id,
-            concept=f.concept,
-            position=f.position,
-            parent=f.parent,
-            epoch=f.epoch,
-        )
-        for f in sorted(delivery.fragments, key=lambda f: f.position)
-    )
+    return held_fragments(delivery)

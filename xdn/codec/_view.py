@@ -166,6 +166,20 @@ def verify_delivery(
     return delivery.signed_manifest.manifest
 
 
+def held_fragments(delivery: Delivery) -> tuple[HeldFragment, ...]:
+    """What a view keeps of each fragment of ``delivery``, in position order."""
+    return tuple(
+        HeldFragment(
+            fragment_id=f.fragment_id,
+            concept=f.concept,
+            position=f.position,
+            parent=f.parent,
+            epoch=f.epoch,
+        )
+        for f in sorted(delivery.fragments, key=lambda f: f.position)
+    )
+
+
 def check_delivery(
     delivery: Delivery,
     publisher_key: crypto.PublicKey,
@@ -267,16 +281,7 @@ def decode(
         body=bodies.__getitem__,
     )
     parts.append(VIEW_END)
-    held = tuple(
-        HeldFragment(
-            fragment_id=f.fragment_id,
-            concept=f.concept,
-            position=f.position,
-            parent=f.parent,
-            epoch=f.epoch,
-        )
-        for f in sorted(delivery.fragments, key=lambda f: f.position)
-    )
+    held = held_fragments(delivery)
     return View(
         document_id=m.document_id,
         publisher=m.publisher,
