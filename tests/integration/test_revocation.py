@@ -127,7 +127,10 @@ def _refused_again(network: LocalNetwork, name: str, reason: str) -> None:
     """Start ``name``; wait until the site refuses it and it exits, saying ``reason``."""
     before = network.full_output(name).count(reason)
     network.start_subscriber(name)
-    assert wait_until(lambda: not network.subscriber_running(name), timeout=30)
+    site = network.subscribers[name].site
+    assert wait_until(lambda: not network.subscriber_running(name), timeout=60), (
+        f"{name} still runs:\n{network.output(name)}\n{site}:\n{network.output(site)}"
+    )
     assert network.full_output(name).count(reason) > before, network.output(name)
 
 
