@@ -59,7 +59,7 @@ import grpc
 from google.protobuf.message import Message
 
 from disseminator.body_chunks import StoredBytes
-from disseminator.intake import KeptStream, Malformed, add_to_server, well_formed
+from disseminator.intake import Handed, KeptStream, Malformed, add_to_server, well_formed
 from disseminator.interest import LinkInterest
 from disseminator.limits import (
     LimitExceeded,
@@ -426,7 +426,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def Subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.ServerMessage | bytes]:
+    ) -> AsyncIterator[pb.ServerMessage | Handed]:
         async with self._counted("Subscribe", request_iterator, context) as counted:
             if counted:
                 async with contextlib.aclosing(
@@ -437,7 +437,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def _subscribe(
         self, request_iterator: AsyncIterator[pb.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncGenerator[pb.ServerMessage | bytes, None]:
+    ) -> AsyncGenerator[pb.ServerMessage | Handed, None]:
         """Admit a subscriber and stream its deliveries (sent as stored: bytes)."""
         node = self._node
         try:
@@ -494,10 +494,12 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         yield message
                         continue
                     parts = message.in_parts(self.limits.part_bytes)
-                    for each in message.server_messages(self.limits.part_bytes):
+                    # Handed: a stream waiting to send, or idle, holds no copy of what it sent
+                    for each in map(Handed, message.server_messages(self.limits.part_bytes)):
                         if parts:  # (a large delivery: its parts, made one after another)
                             node.metrics.parts_sent.labels(kind="subscriber").inc()
                         yield each
+                    del message
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)
@@ -610,7 +612,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     # ---- downlinks -----------------------------------------------------------------------
     async def Link(
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.Delivery | bytes]:
+    ) -> AsyncIterator[pb.Delivery | Handed]:
         async with self._counted("Link", request_iterator, context) as counted:
             if counted:
                 async with contextlib.aclosing(self._link(request_iterator, context)) as replies:
@@ -619,7 +621,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
 
     async def _link(
         self, request_iterator: AsyncIterator[pb.LinkMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncGenerator[pb.Delivery | bytes, None]:
+    ) -> AsyncGenerator[pb.Delivery | Handed, None]:
         """Admit a downlink and stream its deliveries (sent as stored: bytes)."""
         node = self._node
         try:
@@ -672,10 +674,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         yield delivery
                         continue
                     parts = delivery.in_parts(self.limits.part_bytes)
-                    for each in delivery.delivery_messages(self.limits.part_bytes):
+                    for each in map(Handed, delivery.delivery_messages(self.limits.part_bytes)):
                         if parts:
                             node.metrics.parts_sent.labels(kind="site").inc()
                         yield each
+                    del delivery
             error = self._stream_errors.pop(destination, None)
             if error is not None:
                 await _abort(context, error)
