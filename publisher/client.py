@@ -75,7 +75,7 @@ from publisher.revocation import CrlFile
 from publisher.split import split_request
 from publisher.staging import Body, Staging, read_document
 from xdn import certs, crypto, identity, ids, provenance
-from xdn.codec import ConceptKey, Sequencing, concept_order
+from xdn.codec import ConceptKey, Sequencing, SignedManifest, concept_order
 from xdn.completeness import (
     Checkpoint,
     entitlement_of,
@@ -535,21 +535,7 @@ class Publisher:
             sequencing=sequencing,
         )
         try:
-            node = self._signer.node_uri
-            previous = provenance.message_uri(node, document_id, f"v{version - 1}")
-            message = None if not provenance.enabled() else provenance.originate(
-                self._signer,
-                message_uri=provenance.message_uri(node, document_id, f"v{version}"),
-                previous_message=previous if version > 1 else None,
-                recipient_uri=certs.node_uri(site),
-                content=provenance.ContentFacts(
-                    document_id=document_id,
-                    publisher=setup.name,
-                    manifest_root=encoded.signed_manifest.manifest.root,
-                    leaf_count=encoded.signed_manifest.manifest.leaf_count,
-                ),
-                timestamp_ms=now_ms,
-            )
+            message = self._originate(document_id, version, site, encoded.signed_manifest, now_ms)
             dissemination = encoded.frame(
                 provenance=b"" if message is None else message.to_nquads(),
                 publisher_certificate=setup.tls.cert_pem,
@@ -557,7 +543,7 @@ class Publisher:
         finally:
             encoded.discard()  # (framed: nothing left to let go)
         try:
-            return self._prepared(
+            return _Prepared(
                 document_id=document_id,
                 version=version,
                 site=site,
@@ -566,49 +552,41 @@ class Publisher:
                 fragments=encoded.fragments,
                 concepts=present,
                 rekeyed=rekeyed,
-                keys=keys,
+                public_keys=self._view.public_keys(),
+                refreshes=self._path_refreshes(),
+                document_keys=[
+                    (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
+                    for c, k in keys.items()
+                ],
                 sequence=sequencing.sequence,
-                now_ms=now_ms,
+                checkpoint=self._checkpoint(now_ms),
+                entitlements=self._entitlements(),
             )
         except BaseException:
             dissemination.delete()
             raise
 
-    def _prepared(
-        self,
-        *,
-        document_id: str,
-        version: int,
-        site: str,
-        dissemination: Body,
-        message: provenance.Message | None,
-        fragments: int,
-        concepts: frozenset[str],
-        rekeyed: frozenset[str],
-        keys: dict[str, ConceptKey],
-        sequence: int,
-        now_ms: int,
-    ) -> _Prepared:
-        """The rest of what goes with an encoded document (its key messages, checkpoint and
-        entitlements, as they stand now)."""
-        return _Prepared(
-            document_id=document_id,
-            version=version,
-            site=site,
-            dissemination=dissemination,
-            message=message,
-            fragments=fragments,
-            concepts=concepts,
-            rekeyed=rekeyed,
-            public_keys=self._view.public_keys(),
-            refreshes=self._path_refreshes(),
-            document_keys=[
-                (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
-                for c, k in keys.items()
-            ],
-            sequence=sequence,
-            checkpoint=self._checkpoint(now_ms),
-            entitlements=self._entitlements(),
+    def _originate(
+        self, document_id: str, version: int, site: str, signed: SignedManifest, now_ms: int
+    ) -> provenance.Message | None:
+        """The signed provenance message publishing ``version`` to ``site`` (``None``:
+        provenance is switched off)."""
+        if not provenance.enabled():
+            return None
+        node = self._signer.node_uri
+        previous = provenance.message_uri(node, document_id, f"v{version - 1}")
+        return provenance.originate(
+            self._signer,
+            message_uri=provenance.message_uri(node, document_id, f"v{version}"),
+            previous_message=previous if version > 1 else None,
+            recipient_uri=certs.node_uri(site),
+            content=provenance.ContentFacts(
+                document_id=document_id,
+                publisher=self._setup.name,
+                manifest_root=signed.manifest.root,
+                leaf_count=signed.manifest.leaf_count,
+            ),
+            timestamp_ms=now_ms,
         )
 
     def _entitlements(self, *, every: bool = False) -> list[pb.Entitlement]:

@@ -86,11 +86,14 @@ class Staging:
 
     @contextmanager
     def writing(self, path: Path) -> Iterator[None]:
-        """Turn a failure to write ``path`` into a UsageError (deleting what was written)."""
+        """Turn a failure to write ``path`` into a UsageError (deleting what was written); a
+        failure to read another file (the document) stays what it is."""
         try:
             yield
         except OSError as exc:
             path.unlink(missing_ok=True)
+            if exc.filename is not None and Path(exc.filename) != path:
+                raise
             raise UsageError(
                 f"cannot write the encoded document to {path}: {exc.strerror or exc}"
             ) from None

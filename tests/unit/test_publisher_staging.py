@@ -73,3 +73,15 @@ def test_staging_clears_what_an_earlier_run_left(tmp_path: Path) -> None:
         (staging.folder / name).write_bytes(b"left")
     assert Staging(staging.folder).clear() == 2
     assert not any(staging.folder.iterdir())
+
+
+def test_a_document_gone_between_its_passes_is_not_a_failure_to_write(tmp_path: Path) -> None:
+    staging = Staging(tmp_path / "outgoing")
+    document = tmp_path / "doc.xml"
+    document.write_bytes(SAMPLE.read_bytes())
+    read = read_document(document, MAPPING, staging)
+    document.unlink()
+    with pytest.raises(FileNotFoundError):
+        keys = concept_keys("production-dept", read.concepts)
+        read.encode(**job_args("production-dept", keys, []))
+    assert not any(staging.folder.iterdir())
