@@ -350,3 +350,38 @@ def test_key_messages_too_many_for_one_request_go_first_the_streamed_document_la
     assert len(last.request.dissemination.fragments) == result.fragments
     assert last.request.HasField("checkpoint")
     assert _outgoing(tmp_path) == []
+
+
+def test_a_document_prepared_but_never_sent_leaves_no_file(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    """Pipelined, the next document is encoded while the previous one is sent: a caller that
+    stops after the first result leaves the second one unsent, and its file goes."""
+    documents = []
+    for name in ("first", "second"):
+        documents.append(tmp_path / f"{name}.xml")
+        shutil.copyfile(SAMPLE, documents[-1])
+    site = _RootSite()
+    state = tmp_path / "state"
+
+    async def scenario() -> list[str]:
+        server = grpc.aio.server()
+        pb_grpc.add_DisseminatorServicer_to_server(site, server)
+        port = server.add_secure_port(
+            "127.0.0.1:0", server_credentials(TlsFiles.from_dir(network.certs, "d1"))
+        )
+        await server.start()
+        publisher = Publisher(_setup(network, state, port), warn=lambda _: None)
+        try:
+            results = publisher.publish_each(documents)
+            first = await anext(results)
+            assert len(_outgoing(state)) == 1  # the second one, prepared
+            await results.aclose()
+            return [first.document_id]
+        finally:
+            await publisher.close()
+            await server.stop(None)
+
+    assert asyncio.run(scenario()) == ["first"]
+    assert [r.request.dissemination.manifest.document_id for r in site.received] == ["first"]
+    assert _outgoing(state) == []
