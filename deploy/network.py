@@ -395,6 +395,21 @@ class LocalNetwork:
         ``publisher`` need not be one the sites know (give ``policy`` then; its documents are
         mapped as production-dept's); ``policy`` replaces the network's signed policy copy.
         """
+        args = self.publish_command(
+            publisher, documents, site=site, wait_for=wait_for, rate=rate, extra=extra,
+            policy=policy,
+        )
+        return subprocess.run(
+            args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def publish_command(
+        self, publisher: str, documents: Sequence[Path], *, site: str = "d1",
+        wait_for: Sequence[str] = (), rate: float | None = None, extra: Sequence[str] = (),
+        policy: Path | None = None,
+    ) -> list[str]:
+        """The ``xdn publish`` command :meth:`run_publish` runs (in :attr:`workdir`), for a
+        caller that runs it itself (to measure it)."""
         spec = self.publishers.get(publisher)
         mapping = (spec or DEFAULT_PUBLISHERS[0]).mapping
         if policy is None:
@@ -411,9 +426,7 @@ class LocalNetwork:
             args += ["--wait-for", name]
         if rate is not None:
             args += ["--rate", str(rate)]
-        return subprocess.run(
-            args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        return args
 
     def publish_marker(
         self, publisher: str, subscribers: Sequence[str] | None = None, *, site: str = "d1",

@@ -13,20 +13,27 @@ Theory of operation, per document:
    also says where the site stands: publishing stops (a UsageError, before anything is rekeyed
    or encrypted) at a site that is not a root, that does not know this publisher, or that
    enforces a newer version of its policy (:func:`xdn.publication.check_standing`).
-2. Map the document (concept → XPath) into fragments; for each concept present, compare the
+2. Find the concepts the document holds — streaming it once, keeping nothing, when the
+   mapping's XPaths are simple paths; else parsing and mapping it in memory
+   (:mod:`publisher.staging`); for each concept present, compare the
    group's members with who must hold its key now and start a new epoch where they differ —
    a logical key hierarchy per (publisher, concept) (:mod:`xdn.lkh`): one broadcast rekey
    message of O(log n) wrapped keys, plus an HPKE enrolment for each joiner. New epochs and
    their messages are committed to the key store *before* sending (an outbox), and resent
    until the network has accepted them.
 3. Encode: encrypt each fragment under its concept's per-document key, build and sign the
-   Merkle manifest; originate the signed provenance message.
+   Merkle manifest; originate the signed provenance message. Streamed, each fragment goes to
+   a file of the state directory as it is encrypted, and the serialized ``Dissemination`` is
+   written to another once sealed (:mod:`xdn.wire_write`); parsed, it is serialized in memory.
 4. Send the rekeys, enrolments and fragments in one ``Publish``; once acknowledged, mark the
    outbox delivered, store the document version and append provenance to the log. The
    acknowledgement says what the document reached (:class:`xdn.publication.Reach`). A request
    larger than the publisher's part size (:attr:`PublisherSetup.part_bytes`) goes in parts of
-   that size on one ``PublishParts`` call instead (:mod:`xdn.parts`), acknowledged alike; the
-   request is serialized once either way.
+   that size on one ``PublishParts`` call instead (:mod:`xdn.parts`), acknowledged alike. The
+   request is framed by hand around the document's bytes (:func:`xdn.wire_write.request_framing`:
+   the same bytes ``SerializeToString`` gives), and the parts are read from its file one at a
+   time, so a document of any size costs the publisher a part or two of memory. Its files are
+   deleted once the site acknowledged or refused it, and at start-up (what a crash left).
 
 Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
 while the network takes the previous one. Only one ``Publish`` is in flight, and its request
@@ -66,8 +73,9 @@ from publisher.lkh_store import LkhStore, Outgoing
 from publisher.membership import Judged, MemberView
 from publisher.revocation import CrlFile
 from publisher.split import split_request
-from xdn import certs, crypto, identity, ids, provenance, xmlsafe
-from xdn.codec import ConceptKey, Sequencing, concept_order, encode
+from publisher.staging import Body, Staging, read_document
+from xdn import certs, crypto, identity, ids, provenance
+from xdn.codec import ConceptKey, Sequencing, SignedManifest, concept_order
 from xdn.completeness import (
     Checkpoint,
     entitlement_of,
@@ -86,16 +94,16 @@ from xdn.lkh import (
     Signed,
     seal_document_keys,
 )
-from xdn.mapping import Mapping, map_document
+from xdn.mapping import Mapping
 from xdn.ontology import Ontology
-from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES, cut
+from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES, ReadableChunk, cut
 from xdn.policy import Policy, auth_list
 from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wire_write import request_framing
 from xdn.wireconv import (
     checkpoint_to_pb,
-    dissemination_to_pb,
     document_keys_to_pb,
     enrolment_to_pb,
     entitlement_to_pb,
@@ -171,7 +179,7 @@ class _Prepared:
     document_id: str
     version: int
     site: str
-    dissemination: pb.Dissemination
+    dissemination: Body  # serialized, in a file of the state directory or in memory
     message: provenance.Message | None  # None: provenance switched off (a benchmark)
     fragments: int
     concepts: frozenset[str]
@@ -242,8 +250,14 @@ class Publisher:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         warn: Callable[[str], None] = log.warning,
+        streaming: bool | None = None,
     ) -> None:
+        """``streaming``: ``None`` streams documents through files when the mapping allows
+        (:mod:`publisher.staging`), ``False`` parses them in memory (tests compare the two)."""
         self._setup = setup
+        self._streaming = streaming
+        self._staging = Staging(setup.state_dir / "outgoing")
+        self._staging.clear()  # (what a crash left)
         self._clock = clock
         self._warn = warn
         self._warned: set[str] = set()
@@ -315,16 +329,24 @@ class Publisher:
         Raises:
             UsageError: the site refused the request, or the call failed (see :meth:`_call`).
         """
-        data = request.SerializeToString()
+        return await self._publish_chunks(what, [request.SerializeToString()])
+
+    async def _publish_chunks(
+        self, what: str, chunks: Sequence[bytes | ReadableChunk]
+    ) -> pb.PublishAck:
+        """Send a serialized request given as consecutive chunks (a document's read from its
+        file a part at a time), as :meth:`_publish` does."""
+        size = sum(len(c) for c in chunks)
         part_bytes = self._setup.part_bytes
-        if len(data) <= part_bytes:
+        if size <= part_bytes:
+            data = b"".join(c if isinstance(c, bytes) else c.read(0, len(c)) for c in chunks)
             ack: pb.PublishAck = await self._call(
                 what, self._publish_serialized(data, timeout=PUBLISH_TIMEOUT_S)
             )
             return ack
-        log.info("%s: %d bytes, in parts of at most %d", what, len(data), part_bytes)
+        log.info("%s: %d bytes, in parts of at most %d", what, size, part_bytes)
         parts = (
-            pb.Part(data=p.data, size=p.size, more=p.more) for p in cut([data], part_bytes)
+            pb.Part(data=p.data, size=p.size, more=p.more) for p in cut(chunks, part_bytes)
         )
         return await self._call(what, self._stub.PublishParts(parts, timeout=PUBLISH_TIMEOUT_S))
 
@@ -464,9 +486,13 @@ class Publisher:
                     await pace(index)
                 named = None if document_ids is None else document_ids[index]
                 prepared = await self._prepare(path, document_id=named)
-                if sending is not None:
-                    previous, sending = sending, None
-                    yield await previous
+                try:
+                    if sending is not None:
+                        previous, sending = sending, None
+                        yield await previous
+                except BaseException:  # (the previous one refused, or the caller stopped)
+                    prepared.dissemination.delete()
+                    raise
                 sending = self._send(prepared)
             if sending is not None:
                 previous, sending = sending, None
@@ -481,11 +507,10 @@ class Publisher:
         document_id = _document_id(path, document_id)
         # Ask first: while waiting, the loop starts sending the previous document.
         site = await self._members()
-        tree = xmlsafe.parse_file(path)
-        mapped = map_document(tree, setup.mapping)
-        if not mapped:
+        document = read_document(path, setup.mapping, self._staging, streaming=self._streaming)
+        present = document.concepts
+        if not present:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
-        present = frozenset(node.concept for node in mapped)
         rekeyed, _ = self._rekey(present)
         keys = {
             c: ConceptKey(
@@ -499,8 +524,7 @@ class Publisher:
         version = self._next_version(document_id)
         sequencing = self._sequencing(present)
         now_ms = int(self._clock().timestamp() * 1000)
-        encoded = encode(
-            mapped,
+        encoded = document.encode(
             document_id=document_id,
             publisher=setup.name,
             version=version,
@@ -510,45 +534,59 @@ class Publisher:
             concept_order=self._concept_order,
             sequencing=sequencing,
         )
+        try:
+            message = self._originate(document_id, version, site, encoded.signed_manifest, now_ms)
+            dissemination = encoded.frame(
+                provenance=b"" if message is None else message.to_nquads(),
+                publisher_certificate=setup.tls.cert_pem,
+            )
+        finally:
+            encoded.discard()  # (framed: nothing left to let go)
+        try:
+            return _Prepared(
+                document_id=document_id,
+                version=version,
+                site=site,
+                dissemination=dissemination,
+                message=message,
+                fragments=encoded.fragments,
+                concepts=present,
+                rekeyed=rekeyed,
+                public_keys=self._view.public_keys(),
+                refreshes=self._path_refreshes(),
+                document_keys=[
+                    (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
+                    for c, k in keys.items()
+                ],
+                sequence=sequencing.sequence,
+                checkpoint=self._checkpoint(now_ms),
+                entitlements=self._entitlements(),
+            )
+        except BaseException:
+            dissemination.delete()
+            raise
+
+    def _originate(
+        self, document_id: str, version: int, site: str, signed: SignedManifest, now_ms: int
+    ) -> provenance.Message | None:
+        """The signed provenance message publishing ``version`` to ``site`` (``None``:
+        provenance is switched off)."""
+        if not provenance.enabled():
+            return None
         node = self._signer.node_uri
         previous = provenance.message_uri(node, document_id, f"v{version - 1}")
-        message = None if not provenance.enabled() else provenance.originate(
+        return provenance.originate(
             self._signer,
             message_uri=provenance.message_uri(node, document_id, f"v{version}"),
             previous_message=previous if version > 1 else None,
             recipient_uri=certs.node_uri(site),
             content=provenance.ContentFacts(
                 document_id=document_id,
-                publisher=setup.name,
-                manifest_root=encoded.manifest.root,
-                leaf_count=encoded.manifest.leaf_count,
+                publisher=self._setup.name,
+                manifest_root=signed.manifest.root,
+                leaf_count=signed.manifest.leaf_count,
             ),
             timestamp_ms=now_ms,
-        )
-        dissemination = dissemination_to_pb(
-            encoded.signed_manifest,
-            [(f, encoded.proofs[f.fragment_id]) for f in encoded.fragments],
-            provenance=b"" if message is None else message.to_nquads(),
-            publisher_certificate=setup.tls.cert_pem,
-        )
-        return _Prepared(
-            document_id=document_id,
-            version=version,
-            site=site,
-            dissemination=dissemination,
-            message=message,
-            fragments=len(encoded.fragments),
-            concepts=present,
-            rekeyed=rekeyed,
-            public_keys=self._view.public_keys(),
-            refreshes=self._path_refreshes(),
-            document_keys=[
-                (c, k.epoch, k.name_for(document_id), k.for_document(document_id))
-                for c, k in keys.items()
-            ],
-            sequence=sequencing.sequence,
-            checkpoint=self._checkpoint(now_ms),
-            entitlements=self._entitlements(),
         )
 
     def _entitlements(self, *, every: bool = False) -> list[pb.Entitlement]:
@@ -623,7 +661,7 @@ class Publisher:
     def _send(self, prepared: _Prepared) -> asyncio.Task[PublishResult]:
         """Start sending a prepared document with the key outbox as it is now."""
         request, outbox = self._key_messages(prepared.public_keys, prepared.refreshes)
-        request.dissemination.CopyFrom(prepared.dissemination)
+        request.dissemination.SetInParent()  # (a place for the document: see _deliver)
         request.checkpoint.CopyFrom(prepared.checkpoint)
         request.entitlements.extend(prepared.entitlements)
         return asyncio.ensure_future(self._deliver(prepared, request, outbox))
@@ -631,15 +669,24 @@ class Publisher:
     async def _deliver(
         self, prepared: _Prepared, request: pb.PublishRequest, outbox: list[Outgoing]
     ) -> PublishResult:
-        """Await the network's acknowledgement, then record what it accepted."""
+        """Await the network's acknowledgement, then record what it accepted.
+
+        ``request`` holds an empty dissemination where the document goes: the last request
+        :func:`_split` makes carries it, and the document's bytes take its place there.
+        """
         try:
             *keys_first, last = _split(request)
             for part in keys_first:  # (key messages too many for one request)
                 await self._publish(
                     f"sending key messages before {prepared.document_id!r}", part
                 )
-            ack = await self._publish(f"publishing {prepared.document_id!r}", last)
+            last.ClearField("dissemination")
+            before, after = request_framing(last, len(prepared.dissemination))
+            ack = await self._publish_chunks(
+                f"publishing {prepared.document_id!r}", [before, prepared.dissemination, after]
+            )
         finally:  # accepted: the key store has it below; refused: no document points to it
+            prepared.dissemination.delete()
             for concept in prepared.concepts:
                 if self._inflight.get(concept) == prepared.sequence:
                     del self._inflight[concept]

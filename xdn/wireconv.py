@@ -49,9 +49,12 @@ __all__ = [
     "enrolment_to_pb",
     "entitlement_from_pb",
     "entitlement_to_pb",
+    "fragment_header_to_pb",
     "leaf_ranges",
     "leaf_runs",
     "manifest_from_pb",
+    "manifest_to_pb",
+    "range_proof_to_pb",
     "ranges_of_runs",
     "reach_from_pb",
     "rekey_from_pb",
@@ -74,8 +77,10 @@ def _reading(what: str) -> Iterator[None]:
         raise ProtocolError(f"malformed {what}: {exc}") from None
 
 
-def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment:
-    message = pb.Fragment(
+def fragment_header_to_pb(fragment: Fragment) -> pb.Fragment:
+    """A fragment's wire form without its ciphertext (field 9) and range proof (field 12): the
+    fields a writer that streams ciphertexts puts before them (:mod:`xdn.wire_write`)."""
+    return pb.Fragment(
         fragment_id=fragment.fragment_id,
         document_id=fragment.document_id,
         publisher=fragment.publisher,
@@ -84,13 +89,46 @@ def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment
         parent=-1 if fragment.parent is None else fragment.parent,
         epoch=fragment.epoch,
         key_name=fragment.key_name,
-        cipher_value=fragment.cipher_value,
     )
+
+
+def range_proof_to_pb(proof: RangeProof) -> pb.Fragment.RangeProof:
+    """A run's range proof as carried by the run's first fragment."""
+    return pb.Fragment.RangeProof(start=proof.start, end=proof.end, path=list(proof.path))
+
+
+def _fragment_to_pb(fragment: Fragment, proof: RangeProof | None) -> pb.Fragment:
+    message = fragment_header_to_pb(fragment)
+    message.cipher_value = fragment.cipher_value
     if proof is not None:
-        message.range_proof.CopyFrom(
-            pb.Fragment.RangeProof(start=proof.start, end=proof.end, path=list(proof.path))
-        )
+        message.range_proof.CopyFrom(range_proof_to_pb(proof))
     return message
+
+
+def manifest_to_pb(signed: SignedManifest, *, publisher_certificate: bytes) -> pb.Manifest:
+    """The wire form of a signed manifest, with the publisher's certificate (PEM)."""
+    manifest = signed.manifest
+    return pb.Manifest(
+        document_id=manifest.document_id,
+        publisher=manifest.publisher,
+        version=manifest.version,
+        issued_at_ms=manifest.issued_at_ms,
+        leaf_count=manifest.leaf_count,
+        root=manifest.root,
+        signature=signed.signature,
+        publisher_certificate=publisher_certificate,
+        ranges=[
+            pb.Manifest.ConceptRange(
+                concept=r.concept,
+                epoch=r.epoch,
+                first=r.first,
+                count=r.count,
+                previous=r.previous,
+            )
+            for r in manifest.ranges
+        ],
+        sequence=manifest.sequence,
+    )
 
 
 def dissemination_to_pb(
@@ -110,34 +148,13 @@ def dissemination_to_pb(
         provenance: the canonical N-Quads of the provenance message.
         publisher_certificate: the publisher's certificate (PEM).
     """
-    manifest = signed.manifest
     fragments = []
     previous: RangeProof | None = None
     for fragment, proof in items:
         fragments.append(_fragment_to_pb(fragment, None if proof == previous else proof))
         previous = proof
     return pb.Dissemination(
-        manifest=pb.Manifest(
-            document_id=manifest.document_id,
-            publisher=manifest.publisher,
-            version=manifest.version,
-            issued_at_ms=manifest.issued_at_ms,
-            leaf_count=manifest.leaf_count,
-            root=manifest.root,
-            signature=signed.signature,
-            publisher_certificate=publisher_certificate,
-            ranges=[
-                pb.Manifest.ConceptRange(
-                    concept=r.concept,
-                    epoch=r.epoch,
-                    first=r.first,
-                    count=r.count,
-                    previous=r.previous,
-                )
-                for r in manifest.ranges
-            ],
-            sequence=manifest.sequence,
-        ),
+        manifest=manifest_to_pb(signed, publisher_certificate=publisher_certificate),
         fragments=fragments,
         provenance=provenance,
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
 
-from benchmarks.procstat import memory_mb
+from benchmarks.procstat import memory_mb, run_measured
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn.docgen import generate
@@ -201,5 +201,47 @@ def test_a_subscriber_spools_a_large_document_never_holds_it(tmp_path: Path) -> 
         assert all(v.stat().st_size > 0 for v in views)
         spool = net.workdir / "state" / "alice" / "spool"
         assert spool.is_dir() and not any(spool.iterdir())
+    finally:
+        net.stop()
+
+
+def test_the_publisher_streams_a_large_document_never_holds_it(tmp_path: Path) -> None:
+    """~100 MB in 1 MiB parts, publisher → d1 → d2 → alice: ``xdn publish`` finds the concepts
+    in a first pass, encrypts each fragment into a file of its state directory as it comes,
+    frames the request around the file and sends it a part at a time, so its peak memory grows
+    by well under the document (parsed, encoded and serialized in memory, as it was before, it
+    grew by about five times the document: 4,841 MB at 1 GB), and its files are gone after."""
+    size, part = 100_000_000, 1_048_576
+    net = LocalNetwork(tmp_path / "net", limits={"part_bytes": part})
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    try:
+        net.start_sites()
+        net.start_subscriber("alice")
+        net.wait_subscribed("alice")
+        options = {"wait_for": ["alice"], "extra": ["--part-bytes", str(part)]}
+        warm = _document(tmp_path / "warm.xml", 600_000, seed=5)  # every code path run once
+        done, warm_peak = run_measured(
+            net.publish_command(PUBLISHER, [warm], **options), cwd=net.workdir, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        large = _document(tmp_path / "large.xml", size, seed=8, fragments=1_000)
+        done, peak = run_measured(
+            net.publish_command(PUBLISHER, [large], **options), cwd=net.workdir, timeout=600
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        grown = peak - warm_peak
+        print(f"xdn publish: peak {peak:.0f} MB for {size / 1e6:.0f} MB, {grown:.0f} MB more "
+              f"than for {warm.stat().st_size / 1e6:.1f} MB")  # fmt: skip
+        expected = expected_deliveries(
+            net, load_ontology([ONTOLOGY]), "alice", {PUBLISHER: [warm, large]}
+        )
+        assert wait_until(
+            lambda: read_received(net.inbox("alice")) == (expected, 0), timeout=300
+        ), net.output("alice")
+        assert net.metric("d1", "xdn_publish_parts_total") > size / part  # it went in parts
+        assert grown < 0.2 * size / 1e6, (peak, warm_peak)
+        outgoing = net.workdir / "state" / PUBLISHER / "outgoing"
+        assert outgoing.is_dir() and not any(outgoing.iterdir())
     finally:
         net.stop()

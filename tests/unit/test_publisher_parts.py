@@ -1,5 +1,7 @@
 """A publisher sends a request larger than its part size in parts (``PublishParts``), a smaller
-one whole (``Publish``), and handles the acknowledgement and a refusal alike.
+one whole (``Publish``), and handles the acknowledgement and a refusal alike. A document is
+streamed through files of the state directory (the request framed by hand, the same bytes as
+parsed in memory), which are gone once it is acknowledged or refused, and at start-up.
 
 The root site is a fake servicer on a real in-process gRPC server (mutual TLS, port 0) that
 records which call carried what; it joins parts with :class:`xdn.parts.Joiner`.
@@ -8,16 +10,22 @@ records which call carried what; it joins parts with :class:`xdn.parts.Joiner`.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import grpc
 import pytest
 
 from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork
+from publisher import client, staging
 from publisher.client import Publisher, PublisherSetup, PublishResult
-from xdn import certs
+from xdn import certs, crypto
 from xdn.errors import UsageError
 from xdn.grpc_tls import TlsFiles, server_credentials
 from xdn.mapping import load_mapping
@@ -38,14 +46,16 @@ class _Received:
     parts: int
     largest_part: int
     request: pb.PublishRequest
+    raw: bytes  # as it came (parts joined), or re-serialized (whole)
 
 
 class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     """A root site that records every publish request and how it came."""
 
-    def __init__(self, refuse_parts: str | None = None) -> None:
+    def __init__(self, refuse_parts: str | None = None, refuse_whole: str | None = None) -> None:
         self.received: list[_Received] = []
         self._refuse_parts = refuse_parts
+        self._refuse_whole = refuse_whole
 
     async def GetMembership(
         self, request: pb.MembershipRequest, context: grpc.aio.ServicerContext
@@ -61,7 +71,10 @@ class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     async def Publish(
         self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
     ) -> pb.PublishAck:
-        self.received.append(_Received("Publish", 1, request.ByteSize(), request))
+        if self._refuse_whole is not None and request.HasField("dissemination"):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, self._refuse_whole)
+        raw = request.SerializeToString()
+        self.received.append(_Received("Publish", 1, len(raw), request, raw))
         return self._ack(request)
 
     async def PublishParts(
@@ -75,7 +88,9 @@ class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             joined = joiner.add(PartData(part.data, part.size, part.more))
             if joined is not None:
                 request = pb.PublishRequest.FromString(joined)
-                self.received.append(_Received("PublishParts", count, largest, request))
+                self.received.append(
+                    _Received("PublishParts", count, largest, request, bytes(joined))
+                )
                 return self._ack(request)
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no last part")
         raise AssertionError("unreachable")
@@ -106,7 +121,8 @@ def _setup(net: LocalNetwork, state: Path, port: int, **options: int) -> Publish
 
 
 async def _publish(
-    net: LocalNetwork, state: Path, site: _RootSite, **options: int
+    net: LocalNetwork, state: Path, site: _RootSite, *, publisher_options: Any = None,
+    **options: int,
 ) -> PublishResult:
     server = grpc.aio.server()
     pb_grpc.add_DisseminatorServicer_to_server(site, server)
@@ -114,7 +130,9 @@ async def _publish(
         "127.0.0.1:0", server_credentials(TlsFiles.from_dir(net.certs, "d1"))
     )
     await server.start()
-    publisher = Publisher(_setup(net, state, port, **options), warn=lambda _: None)
+    publisher = Publisher(
+        _setup(net, state, port, **options), warn=lambda _: None, **(publisher_options or {})
+    )
     try:
         return await publisher.publish(SAMPLE)
     finally:
@@ -192,6 +210,7 @@ def test_a_refusal_of_parts_is_the_sites_message(network: LocalNetwork, tmp_path
     message = str(info.value)
     assert "publishing 'production-dept-order'" in message
     assert "(RESOURCE_EXHAUSTED): over the site's limit document_bytes = 1024" in message
+    assert not any((tmp_path / "outgoing").iterdir())  # the document's files went with it
 
 
 @pytest.mark.parametrize("part_bytes", [MIN_PART_BYTES - 1, 64 * 1024 * 1024, True])
@@ -215,3 +234,154 @@ def test_the_cli_refuses_a_part_size_below_the_minimum(
     assert capsys.readouterr().err.startswith(
         "xdn: error: --part-bytes 100: a part must be at least 1024 bytes"
     )
+
+
+# -- a document streamed through files ----------------------------------------------------------
+
+
+def _outgoing(state: Path) -> list[str]:
+    return sorted(p.name for p in (state / "outgoing").iterdir())
+
+
+@pytest.mark.parametrize("part_bytes", [MIN_PART_BYTES, 4 * 1024 * 1024])
+def test_a_streamed_documents_files_are_gone_once_it_is_acknowledged(
+    network: LocalNetwork, tmp_path: Path, part_bytes: int
+) -> None:
+    site = _RootSite()
+    seen: list[list[str]] = []
+    real = staging.FileBody.read
+
+    def read(body: staging.FileBody, start: int, end: int) -> bytes:
+        seen.append(_outgoing(tmp_path))
+        assert end - start <= part_bytes  # (a part at a time, never the whole file)
+        return real(body, start, end)
+
+    with mock.patch.object(staging.FileBody, "read", read):
+        result = asyncio.run(_publish(network, tmp_path, site, part_bytes=part_bytes))
+    (received,) = site.received
+    assert received.call == ("PublishParts" if part_bytes == MIN_PART_BYTES else "Publish")
+    assert len(received.request.dissemination.fragments) == result.fragments > 1
+    assert seen and all(len(names) == 1 and names[0].endswith(".dissemination") for names in seen)
+    assert _outgoing(tmp_path) == []
+
+
+@pytest.mark.parametrize("parts", [True, False])
+def test_a_refused_documents_files_are_gone(
+    network: LocalNetwork, tmp_path: Path, parts: bool
+) -> None:
+    site = _RootSite(refuse_parts="no" if parts else None, refuse_whole=None if parts else "no")
+    options = {"part_bytes": MIN_PART_BYTES} if parts else {}
+    with pytest.raises(UsageError, match=r"publishing 'production-dept-order' .*: no"):
+        asyncio.run(_publish(network, tmp_path, site, **options))
+    assert _outgoing(tmp_path) == []
+
+
+def test_files_a_crash_left_are_deleted_at_start_up(network: LocalNetwork, tmp_path: Path) -> None:
+    (tmp_path / "outgoing").mkdir()
+    for name in ("0123.records", "4567.dissemination"):
+        (tmp_path / "outgoing" / name).write_bytes(b"left by a crash")
+
+    async def start() -> None:
+        await Publisher(_setup(network, tmp_path, 9), warn=lambda _: None).close()
+
+    asyncio.run(start())
+    assert _outgoing(tmp_path) == []
+
+
+@contextmanager
+def _deterministic() -> Iterator[None]:
+    """One IV for every fragment, one (real) signature per distinct bytes signed."""
+    encrypt, sign, memo = crypto.aead_encrypt, crypto.sign, {}
+
+    def signed(key: crypto.PrivateKey, data: bytes) -> bytes:
+        if data not in memo:
+            memo[data] = sign(key, data)
+        return memo[data]
+
+    def encrypted(key: bytes, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
+        return encrypt(key, plaintext, iv=bytes(12))
+
+    with mock.patch.object(crypto, "sign", signed), mock.patch.object(
+        crypto, "aead_encrypt", encrypted
+    ):
+        yield
+
+
+def test_a_streamed_request_is_the_request_the_in_memory_path_sends(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    """Two publishers of one state (the groups made by a first publication), one clock: the
+    one that streams sends, byte for byte, what the one that parses in memory sends."""
+    first = tmp_path / "first"
+    asyncio.run(_publish(network, first, _RootSite()))
+    clock = {"clock": lambda: datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+    sent = {}
+    with _deterministic():
+        for streaming in (None, False):
+            state = tmp_path / f"streaming-{streaming}"
+            shutil.copytree(first, state)
+            site = _RootSite()
+            options = {**clock, "streaming": streaming}
+            with mock.patch.object(
+                staging.FileBody, "read", autospec=True, side_effect=staging.FileBody.read
+            ) as read:
+                asyncio.run(
+                    _publish(network, state, site, publisher_options=options, part_bytes=4096)
+                )
+            assert bool(read.call_count) == (streaming is None)  # (from a file: streamed)
+            (received,) = site.received
+            assert received.call == "PublishParts"
+            sent[streaming] = received.raw
+    assert sent[None] == sent[False]
+    assert pb.PublishRequest.FromString(sent[None]).dissemination.manifest.version == 2
+
+
+def test_key_messages_too_many_for_one_request_go_first_the_streamed_document_last(
+    network: LocalNetwork, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client, "KEY_MESSAGES_PER_REQUEST", 3)
+    site = _RootSite()
+    result = asyncio.run(_publish(network, tmp_path, site, part_bytes=MIN_PART_BYTES))
+    *keys_first, last = site.received
+    assert len(keys_first) == -(-len(result.rekeyed) // 3) > 1  # (a new group each: a rekey)
+    assert all(not r.request.HasField("dissemination") for r in keys_first)
+    assert [len(r.request.rekeys) for r in keys_first][:-1] == [3] * (len(keys_first) - 1)
+    assert last.call == "PublishParts" and not last.request.rekeys
+    assert len(last.request.dissemination.fragments) == result.fragments
+    assert last.request.HasField("checkpoint")
+    assert _outgoing(tmp_path) == []
+
+
+def test_a_document_prepared_but_never_sent_leaves_no_file(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    """Pipelined, the next document is encoded while the previous one is sent: a caller that
+    stops after the first result leaves the second one unsent, and its file goes."""
+    documents = []
+    for name in ("first", "second"):
+        documents.append(tmp_path / f"{name}.xml")
+        shutil.copyfile(SAMPLE, documents[-1])
+    site = _RootSite()
+    state = tmp_path / "state"
+
+    async def scenario() -> list[str]:
+        server = grpc.aio.server()
+        pb_grpc.add_DisseminatorServicer_to_server(site, server)
+        port = server.add_secure_port(
+            "127.0.0.1:0", server_credentials(TlsFiles.from_dir(network.certs, "d1"))
+        )
+        await server.start()
+        publisher = Publisher(_setup(network, state, port), warn=lambda _: None)
+        try:
+            results = publisher.publish_each(documents)
+            first = await anext(results)
+            assert len(_outgoing(state)) == 1  # the second one, prepared
+            await results.aclose()
+            return [first.document_id]
+        finally:
+            await publisher.close()
+            await server.stop(None)
+
+    assert asyncio.run(scenario()) == ["first"]
+    assert [r.request.dissemination.manifest.document_id for r in site.received] == ["first"]
+    assert _outgoing(state) == []

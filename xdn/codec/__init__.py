@@ -1,7 +1,9 @@
 """Fragment codec: mapped XML → signed, encrypted fragments → a subscriber's verified view.
 
 Publisher side: :func:`encode` (mapped nodes in memory → :class:`EncodedDocument`) and
-:func:`encode_file` (an XML file, streamed → its XML Encryption export). Disseminator side:
+:func:`encode_file` (an XML file, streamed → its XML Encryption export), :func:`encode_to_sink`
+(an XML file, streamed, each fragment handed on → :class:`Sealed`) after
+:func:`concepts_present` (which concepts it holds, before any key is chosen). Disseminator side:
 :func:`select` (→ :class:`Delivery`: some concepts' fragments, one range proof per run of
 leaves). Subscriber side: :func:`decode` (→ :class:`View`), :func:`verify_delivery` (every check
 that needs no key, for a delivery kept until its keys arrive) and :func:`decode_file` (an export,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from xdn.codec._encode import encode, select
 from xdn.codec._encode_file import EncodeReport, encode_document, encode_file
+from xdn.codec._encode_sink import can_stream, concepts_present, encode_to_sink
 from xdn.codec._encoding import XDN_NS
 from xdn.codec._fragments import Delivery, EncodedDocument, Fragment, fragment_leaf
 from xdn.codec._keys import ConceptKey, document_key, key_name
@@ -43,6 +46,7 @@ from xdn.codec._merkle import (
 from xdn.codec._order import concept_order
 from xdn.codec._plaintext import REF_TAG, MappedNodeLike, canonicalize, fragment_id
 from xdn.codec._ranges import RangeProof, merge_range_proofs, range_proof, verify_range
+from xdn.codec._seal import Sealed
 from xdn.codec._stored_decode import StoredCiphertext, decode_stored
 from xdn.codec._stream_decode import DecodeReport, decode_file
 from xdn.codec._verify import DocumentKeyLookup, KeyLookup
@@ -78,12 +82,15 @@ __all__ = [
     "MappedNodeLike",
     "MerkleTree",
     "RangeProof",
+    "Sealed",
     "Sequencing",
     "SignedManifest",
     "StoredCiphertext",
     "View",
+    "can_stream",
     "canonicalize",
     "concept_order",
+    "concepts_present",
     "decode",
     "decode_file",
     "decode_stored",
@@ -92,6 +99,7 @@ __all__ = [
     "encode",
     "encode_document",
     "encode_file",
+    "encode_to_sink",
     "fragment_concepts",
     "fragment_id",
     "fragment_leaf",

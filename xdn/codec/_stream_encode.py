@@ -46,6 +46,7 @@ from xdn.codec._encode import FragmentEncryptor, leaf_record
 from xdn.codec._encoding import XDN_NS
 from xdn.codec._fragments import Fragment
 from xdn.codec._keys import ConceptKey
+from xdn.codec._manifest import Sequencing
 from xdn.codec._patterns import SEP, PathMatcher, compile_paths
 from xdn.codec._plaintext import REF_TAG, canonicalize, fragment_id
 from xdn.codec._seal import LeafRecord, Sealed, seal
@@ -53,7 +54,7 @@ from xdn.errors import HostileXmlError, UsageError
 from xdn.mapping import Mapping as ConceptMapping
 from xdn.xmlsafe import Limits, iterparse_file
 
-__all__ = ["Job", "encode_stream", "streamable"]
+__all__ = ["Job", "encode_stream", "learn_path", "streamable"]
 
 _XDN_PREFIX = f"{{{XDN_NS}}}"
 
@@ -70,6 +71,7 @@ class Job:
     signer: crypto.PrivateKey
     concept_order: Sequence[str]
     iv_factory: Callable[[], bytes] | None
+    sequencing: Sequencing | None = None
 
 
 def streamable(mapping: ConceptMapping) -> PathMatcher | None:
@@ -145,7 +147,7 @@ class _Encoder:
                 tag = element.tag
                 known = states.get((stack[-1], tag))
                 if known is None:
-                    known = self._learn(states, paths, stack[-1], element)
+                    known = learn_path(self.matcher, states, paths, stack[-1], element)
                 state, concept = known
                 stack.append(state)
                 if concept is None:
@@ -173,23 +175,6 @@ class _Encoder:
                     while element.getprevious() is not None:
                         del holder[0]
 
-    def _learn(
-        self,
-        states: dict[tuple[int, str], tuple[int, str | None]],
-        paths: list[str],
-        parent: int,
-        element: etree._Element,
-    ) -> tuple[int, str | None]:
-        """Match a path seen for the first time."""
-        tag = element.tag
-        if tag.startswith(_XDN_PREFIX):
-            raise UsageError(f"document uses the reserved xdn namespace: {tag}")
-        path = paths[parent] + SEP + tag
-        known = (len(paths), self.matcher.concept(path, tag, element.sourceline))
-        paths.append(path)
-        states[(parent, tag)] = known
-        return known
-
     def _fragment(
         self, element: etree._Element, position: int, concept: str, parent: int | None
     ) -> None:
@@ -200,6 +185,29 @@ class _Encoder:
         )
         self.sink(fragment)
         self.records.append(leaf_record(fragment))
+
+
+def learn_path(
+    matcher: PathMatcher,
+    states: dict[tuple[int, str], tuple[int, str | None]],
+    paths: list[str],
+    parent: int,
+    element: etree._Element,
+) -> tuple[int, str | None]:
+    """Match a path seen for the first time: ``(parent state, tag)`` → (its state, concept).
+
+    Raises:
+        UsageError: the element is in the reserved xdn namespace.
+        MappingError: two concepts map it.
+    """
+    tag = element.tag
+    if tag.startswith(_XDN_PREFIX):
+        raise UsageError(f"document uses the reserved xdn namespace: {tag}")
+    path = paths[parent] + SEP + tag
+    known = (len(paths), matcher.concept(path, tag, element.sourceline))
+    paths.append(path)
+    states[(parent, tag)] = known
+    return known
 
 
 def encode_stream(
@@ -227,5 +235,6 @@ def encode_stream(
         issued_at_ms=job.issued_at_ms,
         signer=job.signer,
         concept_order=job.concept_order,
+        sequencing=job.sequencing,
     )
     return sealed, state.largest
