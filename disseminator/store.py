@@ -16,6 +16,9 @@ refuses further deliveries for that destination only (counted and logged), never
 siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
 at opening from the destinations' counters), so the gauges read no table.
 
+Notifications the site's LDN inbox accepted are rows of ``notifications``
+(:mod:`disseminator.notifications`; a store written before it gets the table when it opens).
+
 Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
 passed upstream (or, at a root site, until their publisher fetched them), and their ids in
 ``receipts_seen`` for the routed window's retention, so that a receipt sent twice (a retry whose
@@ -48,8 +51,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import body_chunks, routed
+from disseminator import body_chunks, notifications, routed
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
+from disseminator.notifications import Notifications
 from disseminator.routed import RoutedWindow, Window
 
 __all__ = [
@@ -348,7 +352,7 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
-        self._db.executescript(_SCHEMA + routed.SCHEMA)
+        self._db.executescript(_SCHEMA + routed.SCHEMA + notifications.SCHEMA)
         if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
             self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
         self._db.executescript(body_chunks.SCHEMA)
@@ -371,6 +375,7 @@ class Store:
         self._max_queue = max_queue
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
+        self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
         seen = {row[1] for row in self._db.execute("PRAGMA table_info(receipts_seen)")}
         if "seen_ms" not in seen:  # a store that kept receipt ids for good: pruned at once
             self._db.execute(
