@@ -39,6 +39,7 @@ from aiohttp import web
 from disseminator.notifications import InboxFull, Notifications, StoredNotification
 from disseminator.web._config import WebConfig
 from disseminator.web._tls import check_peer
+from xdn import certs
 from xdn import linked_data as ld
 from xdn.errors import CertificateError, LinkedDataError
 
@@ -55,6 +56,7 @@ _STATUS: dict[type[LinkedDataError], int] = {
 _INBOX_ALLOW = "GET, HEAD, OPTIONS, POST"
 _READ_CHUNK = 64 * 1024
 
+_CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -129,7 +131,12 @@ class _Routes:
     async def _post(self, request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type")
         ld.accepted_media_type(content_type)  # 415 before reading any of the body
-        body = await _read_bounded(request, self.site.config.notification_bytes)
+        try:
+            body = await _read_bounded(request, self.site.config.notification_bytes)
+        except ConnectionResetError:  # the client went away mid-body: no one to answer
+            response = _text(400, "the connection was lost before the notification ended")
+            response.force_close()
+            return response
         notification_id = self.site.new_id()
         notification = ld.parse_notification(
             body, content_type, uri=ld.notification_uri(self.site.node_uri, notification_id),
@@ -138,7 +145,7 @@ class _Routes:
                 max_statements=self.site.config.notification_statements,
             ),
         )
-        credential = request["credential"]
+        credential = request[_CREDENTIAL]
         try:
             self.site.notifications.add(
                 StoredNotification(
@@ -208,7 +215,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
     @web.middleware
     async def peer(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            request["credential"] = check_peer(
+            request[_CREDENTIAL] = check_peer(
                 request.transport.get_extra_info("ssl_object") if request.transport else None,
                 at=site.clock(), revoked=site.revoked(),
             )

@@ -100,7 +100,9 @@ def _weight(ranges: Sequence[MediaRange], media_type: str) -> float:
     best, weight = -1, 0.0
     for entry in ranges:
         level = entry.specificity(media_type)
-        if level > best:
+        if level < 0:
+            continue
+        if level > best or (level == best and entry.q > weight):  # (a type listed twice)
             best, weight = level, entry.q
     return weight
 
