@@ -3,8 +3,9 @@
 :class:`WebServer` binds the aiohttp application (:mod:`._app`) with the mutual-TLS context
 (:mod:`._tls`) on ``[site] web_listen``. Beyond the per-request limits of the application, the
 connection itself is bounded: a TLS handshake may take ``[web] handshake_seconds`` and a
-connection lives at most ``[web] connection_seconds`` (then it is closed once its request in
-progress, if any, is answered), so a client that trickles its headers cannot hold one forever.
+connection takes no new request after ``[web] connection_seconds`` and is closed
+``[web] request_seconds`` later (the longest its request in progress, if any, may take), so a
+client that trickles its headers cannot hold one forever.
 """
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ class WebServer:
         assert handler is not None
         loop = asyncio.get_running_loop()
         lifetime = self._site.config.connection_seconds
+        grace = self._site.config.request_seconds  # the longest a request in progress may take
+
+        def end(protocol: RequestHandler) -> None:
+            protocol.close()  # no further request; the one in progress, if any, is answered
+            loop.call_later(grace, protocol.force_close)  # (close() leaves an idle one open)
 
         def connection() -> RequestHandler:
             protocol = handler()
-            loop.call_later(lifetime, protocol.close)
+            loop.call_later(lifetime, end, protocol)
             return protocol
 
         self._server = await loop.create_server(

@@ -217,3 +217,19 @@ def test_a_full_inbox_answers_507(pki: Path) -> None:
         assert store.notifications.count() == 2
 
     _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_notifications=2))
+
+
+def test_a_client_trickling_its_headers_is_cut_off(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        port = int(base.rstrip("/").rpartition(":")[2])
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=_client(pki, "alice"), server_hostname="127.0.0.1"
+        )
+        writer.write(b"GET / HTTP/1.1\r\nHost: d1\r\n")  # and never the blank line
+        await writer.drain()
+        async with asyncio.timeout(10):  # the server closes it after connection_seconds
+            assert await reader.read() == b""
+        writer.close()
+
+    _run(pki, scenario,
+         WebConfig(listen="127.0.0.1:0", connection_seconds=0.5, request_seconds=0.5))
