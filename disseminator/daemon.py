@@ -217,6 +217,8 @@ async def serve(config: SiteConfig) -> DrainReport:
             retention_days=config.routed_retention_days,
             per_publisher=config.routed_per_publisher,
         ),
+        # the web endpoint serves the messages this site mints: keep them (disseminator.messages)
+        messages_of=signer.node_uri if config.web.listen is not None else None,
     )
     check_no_rollback(policies, store.enforced_policies())
     store.record_policies(enforced_versions(policies))
@@ -346,7 +348,8 @@ async def _start_web(config: SiteConfig, tls: TlsFiles, node: SiteNode) -> WebSe
         return None
     site = WebSite(
         node_uri=node.site.signer.node_uri, cert_pem=tls.cert_pem,
-        notifications=node.store.notifications, config=config.web, clock=node.now,
+        notifications=node.store.notifications, messages=node.store.messages,
+        config=config.web, clock=node.now,
         revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex,
     )
     try:

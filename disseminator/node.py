@@ -333,6 +333,7 @@ class SiteNode:
             history=None if planned is None else self._history(planned),
             sequence=0 if dissemination is None else dissemination.manifest.sequence,
             at_ms=self.now_ms(),
+            chain=None if planned is None else planned.chain,
         )
         self.log_soon()
         for kind, name in full:
@@ -682,7 +683,8 @@ class SiteNode:
         destination = Destination("subscriber", registration.subscriber)
         appends, graphs = replay.retained(self.store.retained(), self.planner, registration)
         if appends:
-            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs,
+                                     at_ms=self.now_ms())
             self.log_soon()
             self.wake(destination)
         return len(appends)
@@ -796,7 +798,8 @@ class SiteNode:
             subscriber, len(wanted), publisher, len(found),
         )
         if appends:
-            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs,
+                                     at_ms=self.now_ms())
             self.log_soon()
             self.wake(Destination("subscriber", subscriber))
         return len(found)

@@ -51,8 +51,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import body_chunks, notifications, routed
+from disseminator import body_chunks, messages, notifications, routed
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
+from disseminator.messages import MessageArchive
 from disseminator.notifications import Notifications
 from disseminator.routed import RoutedWindow, Window
 
@@ -337,6 +338,7 @@ class Store:
         max_queue: int = 1_000_000,
         retain: int = 0,
         routed_window: Window | None = None,
+        messages_of: str | None = None,
     ) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -352,7 +354,7 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
-        self._db.executescript(_SCHEMA + routed.SCHEMA + notifications.SCHEMA)
+        self._db.executescript(_SCHEMA + routed.SCHEMA + notifications.SCHEMA + messages.SCHEMA)
         if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
             self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
         self._db.executescript(body_chunks.SCHEMA)
@@ -376,6 +378,8 @@ class Store:
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
         self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
+        # the messages this site mints, for their URIs to dereference (messages_of: its node)
+        self.messages = None if messages_of is None else MessageArchive(self._db, messages_of)
         seen = {row[1] for row in self._db.execute("PRAGMA table_info(receipts_seen)")}
         if "seen_ms" not in seen:  # a store that kept receipt ids for good: pruned at once
             self._db.execute(
@@ -434,8 +438,12 @@ class Store:
         return self.routed.seen(publisher, document, version, sequence)
 
     def prune_routed(self, now_ms: int) -> int:
-        """Drop the routed entries past the window (see :mod:`disseminator.routed`)."""
-        return self.routed.prune(now_ms)
+        """Drop the routed entries past the window (see :mod:`disseminator.routed`), and the
+        messages kept for as long (:mod:`disseminator.messages`)."""
+        pruned = self.routed.prune(now_ms)
+        if self.messages is not None:
+            self.messages.prune(now_ms - self.routed.window.retention_ms)
+        return pruned
 
     def commit_routing(
         self,
@@ -448,13 +456,16 @@ class Store:
         history: History | None = None,
         sequence: int = 0,
         at_ms: int = 0,
+        chain: tuple[str, bytes] | None = None,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
         ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
         of the uplink delivery this routing applies, so it is applied exactly once. ``sequence``
         is the document's number in its publisher's signed sequence (0: unsequenced) and
-        ``at_ms`` the time it is routed, for the routed window.
+        ``at_ms`` the time it is routed, for the routed window. ``chain`` (its outermost message
+        URI, its N-Quads) is the provenance the document came with, kept with the hops signed
+        over it when the store keeps messages (:mod:`disseminator.messages`).
 
         Returns:
             (last sequence appended per destination, destinations whose queue was full).
@@ -484,9 +495,12 @@ class Store:
             )  # fmt: skip
             if document is not None:
                 self.routed.mark(*document, sequence=sequence, at_ms=at_ms)
+            log_graphs = list(log_graphs)
             self._db.executemany(
                 "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
             )
+            if self.messages is not None:
+                self.messages.keep(self._db, chain=chain, hops=log_graphs, at_ms=at_ms)
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
             if keep is not None:

@@ -14,6 +14,9 @@ so a client follows them to the address it reached the endpoint at.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
 * ``GET|HEAD /inbox/ID`` — the notification.
+* ``GET|HEAD /msg/…`` — a message this site minted (:mod:`disseminator.messages`): the chain it
+  received and its hop, to the message's parties and auditors only
+  (:func:`xdn.linked_data.may_read`; ``403`` to anyone else).
 
 Every ``GET`` negotiates its representation (:func:`xdn.linked_data.choose`; ``406``
 otherwise) and says ``Vary: Accept``. Middleware, outermost first: a request longer than
@@ -36,12 +39,13 @@ from datetime import datetime
 
 from aiohttp import web
 
+from disseminator.messages import MessageArchive
 from disseminator.notifications import InboxFull, Notifications, StoredNotification
 from disseminator.web._config import WebConfig
 from disseminator.web._tls import check_peer
-from xdn import certs
+from xdn import certs, provenance
 from xdn import linked_data as ld
-from xdn.errors import CertificateError, LinkedDataError
+from xdn.errors import CertificateError, LinkedDataError, ProvenanceError
 
 __all__ = ["WebSite", "make_app"]
 
@@ -67,6 +71,7 @@ class WebSite:
     node_uri: str
     cert_pem: bytes
     notifications: Notifications
+    messages: MessageArchive | None
     config: WebConfig
     clock: Callable[[], datetime]
     revoked: Callable[[], frozenset[int]]
@@ -179,6 +184,27 @@ class _Routes:
         uri = ld.notification_uri(self.site.node_uri, notification_id)
         return _negotiated(request, ld.from_nquads(stored.nquads), title=uri, site=self.site)
 
+    async def message(self, request: web.Request) -> web.StreamResponse:
+        path = request.raw_path.partition("?")[0]
+        uri = ld.message_uri_of_path(self.site.node_uri, path)
+        data = None
+        if uri is not None and self.site.messages is not None:
+            data = self.site.messages.get(uri)
+        if uri is None or data is None:
+            return _text(404, f"no message at {path} (this site keeps the messages it minted "
+                              "for as long as it remembers routing them)")
+        try:
+            message = provenance.Message.from_nquads(data)
+        except ProvenanceError as exc:  # our own store's: say so, and not to the client
+            log.error("message %s as kept does not read back: %s", uri, exc)
+            return _text(500, "this message cannot be served")
+        credential = request[_CREDENTIAL]
+        if not ld.may_read(message, credential):
+            return _text(403, f"{credential.name!r} is not a party to this message (its "
+                              "publisher, a site on its path, its recipient) nor an auditor")
+        dataset = ld.from_nquads(message.to_nquads())
+        return _negotiated(request, dataset, title=uri, site=self.site)
+
     async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPPermanentRedirect("/inbox/")
 
@@ -249,4 +275,5 @@ def make_app(site: WebSite) -> web.Application:
     app.router.add_post("/inbox/", routes.inbox_post)
     app.router.add_get("/inbox", routes.inbox_redirect)
     app.router.add_get("/inbox/{id}", routes.notification)
+    app.router.add_get("/msg/{tail:.+}", routes.message)
     return app

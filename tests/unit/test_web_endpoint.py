@@ -22,7 +22,7 @@ import pytest
 from disseminator.store import Store
 from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
 from tests.unit.chain_fixtures import BLOCK
-from xdn import certs
+from xdn import certs, provenance
 
 NOW = datetime.now(UTC)
 NOTE = b'{"@context": "https://www.w3.org/ns/activitystreams", "@id": "", "type": "Announce"}'
@@ -38,6 +38,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           hosts=("127.0.0.1",), now=NOW),
         "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
         "mallory": certs.issue(*ca, name="mallory", role="subscriber", now=NOW),
+        "eve": certs.issue(*ca, name="eve", role="auditor", now=NOW),
         "stranger": certs.issue(*certs.create_ca("other-ca", now=NOW), name="stranger",
                                 role="subscriber", now=NOW),
     }
@@ -58,11 +59,12 @@ def _client(pki: Path, name: str | None) -> ssl.SSLContext:
 async def _serving(
     pki: Path, config: WebConfig, *, revoked: Callable[[], frozenset[int]] = frozenset,
 ) -> AsyncIterator[tuple[str, Store]]:
-    store = Store(":memory:")
+    store = Store(":memory:", messages_of=certs.node_uri("d1"))
     ids = itertools.count(1)
     site = WebSite(
         node_uri=certs.node_uri("d1"), cert_pem=(pki / "d1.pem").read_bytes(),
-        notifications=store.notifications, config=config, clock=lambda: NOW, revoked=revoked,
+        notifications=store.notifications, messages=store.messages, config=config,
+        clock=lambda: NOW, revoked=revoked,
         new_id=lambda: f"n{next(ids)}",
     )
     server = WebServer(site, server_context(
@@ -233,3 +235,32 @@ def test_a_client_trickling_its_headers_is_cut_off(pki: Path) -> None:
 
     _run(pki, scenario,
          WebConfig(listen="127.0.0.1:0", connection_seconds=0.5, request_seconds=0.5))
+
+
+def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None:
+    from tests.unit.test_message_archive import chain_and_hop
+
+    published, hop = chain_and_hop()
+    path = "/" + hop.uri.removeprefix(certs.node_uri("d1"))
+
+    async def scenario(base: str, store: Store) -> None:
+        store.commit_routing(document=None, appends=[], log_graphs=[hop.latest_graphs_nquads()],
+                             chain=(published.uri, published.to_nquads()), at_ms=1)
+        async with aiohttp.ClientSession() as http:
+            for who, status in (("alice", 200), ("eve", 200), ("mallory", 403)):
+                async with http.get(base + path.lstrip("/"), ssl=_client(pki, who),
+                                    headers={"Accept": "application/n-quads"}) as reply:
+                    assert reply.status == status, who
+                    body = await reply.read()
+                    if status == 200:
+                        assert provenance.Message.from_nquads(body) == hop
+                    else:
+                        assert b"not a party to this message" in body
+            async with http.get(base + "msg/order%201/v1/to-bob",
+                                ssl=_client(pki, "alice")) as reply:
+                assert reply.status == 404
+            async with http.get(base + path.lstrip("/"), ssl=_client(pki, "alice"),
+                                headers={"Accept": "text/turtle"}) as reply:
+                assert reply.status == 406  # named graphs: no Turtle
+
+    _run(pki, scenario)

@@ -15,7 +15,9 @@ sockets, no clock, no randomness: the caller mints ids and passes them in):
   constraints; JSON-LD contexts only from the bundled allow-list, :mod:`._jsonld`), raising
   :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification`;
 * the graphs of the site's own resources — :func:`root_description` (certificate, public key,
-  ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``).
+  ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``);
+* which message URI a path names and who may read that message — :func:`message_uri_of_path`,
+  :func:`may_read` (its publisher, senders and recipients, and auditors).
 
 Every error is a :class:`~xdn.errors.LinkedDataError` naming what is wrong; the edge maps the
 kind to a status code.
@@ -40,6 +42,12 @@ from xdn.linked_data._media import (
     content_type,
     parse_content_type,
 )
+from xdn.linked_data._messages import (
+    AUDITOR_ROLE,
+    may_read,
+    message_readers,
+    message_uri_of_path,
+)
 from xdn.linked_data._notification import (
     Notification,
     NotificationLimits,
@@ -59,6 +67,7 @@ from xdn.linked_data._resources import (
 
 __all__ = [
     "ACCEPTED_POST_TYPES",
+    "AUDITOR_ROLE",
     "BUNDLED_CONTEXTS",
     "HTML",
     "JSON_LD",
@@ -86,6 +95,9 @@ __all__ = [
     "inbox_uri",
     "inline_contexts",
     "is_notification_id",
+    "may_read",
+    "message_readers",
+    "message_uri_of_path",
     "notification_uri",
     "offers",
     "parse_accept",
