@@ -349,7 +349,7 @@ async def _start_web(config: SiteConfig, tls: TlsFiles, node: SiteNode) -> WebSe
     site = WebSite(
         node_uri=node.site.signer.node_uri, cert_pem=tls.cert_pem,
         notifications=node.store.notifications, messages=node.store.messages,
-        config=config.web, clock=node.now,
+        log_path=config.provenance_log, config=config.web, clock=node.now,
         revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex,
     )
     try:

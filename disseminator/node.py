@@ -271,8 +271,11 @@ class SiteNode:
             self._log_flush = None
         staged = self.store.take_log_outbox()
         if staged:
-            self._log.append_raw(b"".join(data for _, data in staged))
-            self.store.clear_log_outbox(i for i, _ in staged)
+            blobs = [data for _, data in staged]
+            offset = self._log.append_raw(b"".join(blobs))
+            self.store.clear_log_outbox(
+                (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
+            )
 
     # ---- routing -------------------------------------------------------------------------
     def route(

@@ -464,7 +464,7 @@ class Store:
         of the uplink delivery this routing applies, so it is applied exactly once. ``sequence``
         is the document's number in its publisher's signed sequence (0: unsequenced) and
         ``at_ms`` the time it is routed, for the routed window. ``chain`` (its outermost message
-        URI, its N-Quads) is the provenance the document came with, kept with the hops signed
+        URI, its N-Quads) is the provenance the document came with, kept for the hops signed
         over it when the store keeps messages (:mod:`disseminator.messages`).
 
         Returns:
@@ -495,12 +495,11 @@ class Store:
             )  # fmt: skip
             if document is not None:
                 self.routed.mark(*document, sequence=sequence, at_ms=at_ms)
-            log_graphs = list(log_graphs)
             self._db.executemany(
                 "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
             )
-            if self.messages is not None:
-                self.messages.keep(self._db, chain=chain, hops=log_graphs, at_ms=at_ms)
+            if self.messages is not None and chain is not None:
+                self.messages.keep_chain(self._db, *chain, at_ms)
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
             if keep is not None:
@@ -662,10 +661,17 @@ class Store:
     def take_log_outbox(self) -> list[tuple[int, bytes]]:
         return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]
 
-    def clear_log_outbox(self, ids: Iterable[int]) -> None:
+    def clear_log_outbox(
+        self, ids: Iterable[int], *, logged: tuple[int, Sequence[bytes]] | None = None,
+        at_ms: int = 0,
+    ) -> None:
+        """Drop flushed graphs from the outbox; ``logged`` (the log offset they were written
+        at, the graphs in order) indexes the hops among them when the store keeps messages."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
+            if self.messages is not None and logged is not None:
+                self.messages.index_hops(self._db, logged[1], log_offset=logged[0], at_ms=at_ms)
 
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
     def accept_receipt(

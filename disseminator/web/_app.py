@@ -36,10 +36,11 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from aiohttp import web
 
-from disseminator.messages import MessageArchive
+from disseminator.messages import MessageArchive, hop_of
 from disseminator.notifications import InboxFull, Notifications, StoredNotification
 from disseminator.web._config import WebConfig
 from disseminator.web._tls import check_peer
@@ -72,6 +73,7 @@ class WebSite:
     cert_pem: bytes
     notifications: Notifications
     messages: MessageArchive | None
+    log_path: Path  # the site's provenance log, where the hops of its messages are
     config: WebConfig
     clock: Callable[[], datetime]
     revoked: Callable[[], frozenset[int]]
@@ -189,7 +191,7 @@ class _Routes:
         uri = ld.message_uri_of_path(self.site.node_uri, path)
         data = None
         if uri is not None and self.site.messages is not None:
-            data = self.site.messages.get(uri)
+            data = self._kept(uri)
         if uri is None or data is None:
             return _text(404, f"no message at {path} (this site keeps the messages it minted "
                               "for as long as it remembers routing them)")
@@ -204,6 +206,26 @@ class _Routes:
                               "publisher, a site on its path, its recipient) nor an auditor")
         dataset = ld.from_nquads(message.to_nquads())
         return _negotiated(request, dataset, title=uri, site=self.site)
+
+    def _kept(self, uri: str) -> bytes | None:
+        """Message ``uri`` as this site sent it: the chain it kept, and its hop from the log
+        (``None`` if not kept, or no longer where the index says: a rotated log)."""
+        assert self.site.messages is not None
+        kept = self.site.messages.find(uri)
+        if kept is None:
+            return None
+        try:
+            with self.site.log_path.open("rb") as log_file:
+                log_file.seek(kept.log_offset)
+                hop = log_file.read(kept.log_length)
+        except OSError as exc:
+            log.warning("message %s: cannot read the provenance log: %s", uri, exc)
+            return None
+        found = hop_of(hop)
+        if found is None or found[0] != uri:
+            log.warning("message %s: not at its place in %s (rotated?)", uri, self.site.log_path)
+            return None
+        return kept.chain + (b"" if kept.chain.endswith(b"\n") else b"\n") + hop
 
     async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPPermanentRedirect("/inbox/")

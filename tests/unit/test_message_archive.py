@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from disseminator.messages import hop_of
 from disseminator.store import Store
 from tests.unit.chain_fixtures import issue_site, signer_of
 from xdn import certs, provenance
@@ -44,47 +46,73 @@ def messages() -> tuple[provenance.Message, provenance.Message]:
     return chain_and_hop()
 
 
-def test_a_hop_is_kept_with_its_chain_and_read_back_whole(
-    messages: tuple[provenance.Message, provenance.Message],
+def route_and_flush(
+    store: Store, log: Path, published: provenance.Message, hop: provenance.Message,
+    *, at_ms: int = 5_000,
 ) -> None:
-    published, hop = messages
-    store = Store(":memory:", messages_of=D1)
-    assert store.messages is not None
+    """Route a document with ``hop`` as a site does, then flush its outbox to ``log``."""
     store.commit_routing(
         document=("production-dept", "order 1", 1), appends=[],
-        log_graphs=[hop.latest_graphs_nquads()], at_ms=5_000,
+        log_graphs=[hop.latest_graphs_nquads()], at_ms=at_ms,
         chain=(published.uri, published.to_nquads()),
     )
-    data = store.messages.get(hop.uri)
-    assert data is not None
-    assert provenance.Message.from_nquads(data) == hop
+    staged = store.take_log_outbox()
+    blobs = [data for _, data in staged]
+    with log.open("ab") as out:
+        offset = out.tell()
+        out.write(b"".join(blobs))
+    store.clear_log_outbox([i for i, _ in staged], logged=(offset, blobs), at_ms=at_ms)
+
+
+def test_a_hop_is_indexed_in_the_log_and_kept_with_its_chain(
+    messages: tuple[provenance.Message, provenance.Message], tmp_path: Path,
+) -> None:
+    published, hop = messages
+    log = tmp_path / "d1.nq"
+    log.write_bytes(b"# the node description comes first\n")
+    store = Store(":memory:", messages_of=D1)
+    assert store.messages is not None
+    route_and_flush(store, log, published, hop)
+    kept = store.messages.find(hop.uri)
+    assert kept is not None and kept.chain == published.to_nquads()
+    with log.open("rb") as f:
+        f.seek(kept.log_offset)
+        graphs = f.read(kept.log_length)
+    assert graphs == hop.latest_graphs_nquads()
+    assert hop_of(graphs) == (hop.uri, published.uri)
+    assert provenance.Message.from_nquads(kept.chain + graphs) == hop
     assert hop.uri == D1 + "msg/order%201/v1/to-alice"
-    assert store.messages.get(published.uri) is None  # not minted here
+    assert store.messages.find(published.uri) is None  # not minted here
     # pruned with the routed window: gone once older than the cut
     assert store.messages.prune(5_000) == 0
     assert store.messages.prune(5_001) == 2
-    assert store.messages.get(hop.uri) is None
+    assert store.messages.find(hop.uri) is None
 
 
 def test_without_messages_of_nothing_is_kept(
-    messages: tuple[provenance.Message, provenance.Message],
+    messages: tuple[provenance.Message, provenance.Message], tmp_path: Path,
 ) -> None:
     published, hop = messages
     store = Store(":memory:")
     assert store.messages is None
-    store.commit_routing(document=None, appends=[], log_graphs=[hop.latest_graphs_nquads()],
-                         chain=(published.uri, published.to_nquads()))
+    route_and_flush(store, tmp_path / "d1.nq", published, hop)
 
 
 def test_hops_outside_the_sites_msg_space_are_not_kept(
-    messages: tuple[provenance.Message, provenance.Message],
+    messages: tuple[provenance.Message, provenance.Message], tmp_path: Path,
 ) -> None:
     published, hop = messages
     store = Store(":memory:", messages_of=certs.node_uri("d2"))
     assert store.messages is not None
-    store.commit_routing(document=None, appends=[], log_graphs=[hop.latest_graphs_nquads()],
-                         chain=(published.uri, published.to_nquads()), at_ms=1)
-    assert store.messages.get(hop.uri) is None
+    route_and_flush(store, tmp_path / "d1.nq", published, hop)
+    assert store.messages.find(hop.uri) is None
+
+
+@pytest.mark.parametrize(
+    "graphs", [b"", b"garbage", b"<a> <b> <c> <d> .\n", b"<a> <b> <c> .\n"]
+)
+def test_hop_of_anything_else_is_none(graphs: bytes) -> None:
+    assert hop_of(graphs) is None
 
 
 def _credential(name: str, role: str) -> certs.Credential:

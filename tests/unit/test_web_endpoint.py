@@ -63,7 +63,8 @@ async def _serving(
     ids = itertools.count(1)
     site = WebSite(
         node_uri=certs.node_uri("d1"), cert_pem=(pki / "d1.pem").read_bytes(),
-        notifications=store.notifications, messages=store.messages, config=config,
+        notifications=store.notifications, messages=store.messages, log_path=pki / "d1.nq",
+        config=config,
         clock=lambda: NOW, revoked=revoked,
         new_id=lambda: f"n{next(ids)}",
     )
@@ -238,14 +239,13 @@ def test_a_client_trickling_its_headers_is_cut_off(pki: Path) -> None:
 
 
 def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None:
-    from tests.unit.test_message_archive import chain_and_hop
+    from tests.unit.test_message_archive import chain_and_hop, route_and_flush
 
     published, hop = chain_and_hop()
     path = "/" + hop.uri.removeprefix(certs.node_uri("d1"))
 
     async def scenario(base: str, store: Store) -> None:
-        store.commit_routing(document=None, appends=[], log_graphs=[hop.latest_graphs_nquads()],
-                             chain=(published.uri, published.to_nquads()), at_ms=1)
+        route_and_flush(store, pki / "d1.nq", published, hop)
         async with aiohttp.ClientSession() as http:
             for who, status in (("alice", 200), ("eve", 200), ("mallory", 403)):
                 async with http.get(base + path.lstrip("/"), ssl=_client(pki, who),
