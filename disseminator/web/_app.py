@@ -14,9 +14,8 @@ so a client follows them to the address it reached the endpoint at.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
 * ``GET|HEAD /inbox/ID`` — the notification.
-* ``GET|HEAD /msg/…`` — a message this site minted (:mod:`disseminator.messages`): the chain it
-  received and its hop, to the message's parties and auditors only
-  (:func:`xdn.linked_data.may_read`; ``403`` to anyone else).
+* ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
+  (:mod:`disseminator.web._messages`).
 
 Every ``GET`` negotiates its representation (:func:`xdn.linked_data.choose`; ``406``
 otherwise) and says ``Vary: Accept``. Middleware, outermost first: a request longer than
@@ -34,19 +33,15 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
 from aiohttp import web
 
-from disseminator.messages import MessageArchive, hop_of
-from disseminator.notifications import InboxFull, Notifications, StoredNotification
-from disseminator.web._config import WebConfig
+from disseminator.notifications import InboxFull, StoredNotification
+from disseminator.web._messages import MessageRoute
+from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
-from xdn import certs, provenance
 from xdn import linked_data as ld
-from xdn.errors import CertificateError, LinkedDataError, ProvenanceError
+from xdn.errors import CertificateError, LinkedDataError
 
 __all__ = ["WebSite", "make_app"]
 
@@ -61,37 +56,7 @@ _STATUS: dict[type[LinkedDataError], int] = {
 _INBOX_ALLOW = "GET, HEAD, OPTIONS, POST"
 _READ_CHUNK = 64 * 1024
 
-_CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WebSite:
-    """What the endpoint serves, and its seams (clock, CRL in force, id minting)."""
-
-    node_uri: str
-    cert_pem: bytes
-    notifications: Notifications
-    messages: MessageArchive | None
-    log_path: Path  # the site's provenance log, where the hops of its messages are
-    config: WebConfig
-    clock: Callable[[], datetime]
-    revoked: Callable[[], frozenset[int]]
-    new_id: Callable[[], str]
-
-
-def _text(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=message + "\n", content_type="text/plain")
-
-
-def _negotiated(
-    request: web.Request, dataset: ld.Dataset, *, title: str, site: WebSite
-) -> web.Response:
-    media_type = ld.choose(request.headers.get("Accept"), ld.offers(dataset))
-    body = ld.serialise(dataset, media_type, title=title, local_prefix=site.node_uri)
-    response = web.Response(body=body, headers={"Vary": "Accept"})
-    response.headers["Content-Type"] = ld.content_type(media_type)
-    return response
 
 
 class _Routes:
@@ -102,7 +67,7 @@ class _Routes:
 
     async def root(self, request: web.Request) -> web.StreamResponse:
         dataset = ld.root_description(self.site.node_uri, self.site.cert_pem)
-        response = _negotiated(request, dataset, title=self.site.node_uri, site=self.site)
+        response = negotiated(request, dataset, title=self.site.node_uri, site=self.site)
         response.headers["Link"] = f'</inbox/>; rel="{ld.LDP_INBOX}"'
         return response
 
@@ -117,7 +82,7 @@ class _Routes:
     async def inbox_get(self, request: web.Request) -> web.StreamResponse:
         uris = (self.inbox + i for i in self.site.notifications.ids())
         dataset = ld.inbox_listing(self.inbox, uris)
-        return self._inbox_headers(_negotiated(request, dataset, title=self.inbox, site=self.site))
+        return self._inbox_headers(negotiated(request, dataset, title=self.inbox, site=self.site))
 
     async def inbox_options(self, request: web.Request) -> web.StreamResponse:
         return self._inbox_headers(web.Response(status=204))
@@ -125,7 +90,7 @@ class _Routes:
     async def inbox_post(self, request: web.Request) -> web.StreamResponse:
         limit = self.site.config.posts_in_flight
         if self.posting >= limit:
-            response = _text(429, f"{limit} notifications are being received; retry later")
+            response = text(429, f"{limit} notifications are being received; retry later")
             response.headers["Retry-After"] = "1"
             response.force_close()
             return response
@@ -141,7 +106,7 @@ class _Routes:
         try:
             body = await _read_bounded(request, self.site.config.notification_bytes)
         except ConnectionResetError:  # the client went away mid-body: no one to answer
-            response = _text(400, "the connection was lost before the notification ended")
+            response = text(400, "the connection was lost before the notification ended")
             response.force_close()
             return response
         notification_id = self.site.new_id()
@@ -152,7 +117,7 @@ class _Routes:
                 max_statements=self.site.config.notification_statements,
             ),
         )
-        credential = request[_CREDENTIAL]
+        credential = request[CREDENTIAL]
         try:
             self.site.notifications.add(
                 StoredNotification(
@@ -164,10 +129,10 @@ class _Routes:
                 capacity=self.site.config.inbox_notifications,
             )
         except InboxFull as exc:
-            return _text(507, f"{exc}; the notification was not stored")
+            return text(507, f"{exc}; the notification was not stored")
         except sqlite3.IntegrityError:  # a minted id taken twice: ours to fix, not the sender's
             log.error("notification id %s minted twice", notification_id)
-            return _text(500, "the inbox could not name the notification; retry")
+            return text(500, "the inbox could not name the notification; retry")
         log.info("inbox: notification %s from %s (%s, %d statements)", notification_id,
                  credential.name, notification.media_type, len(notification.dataset))
         return web.Response(
@@ -182,50 +147,9 @@ class _Routes:
             if ld.is_notification_id(notification_id) else None
         )
         if stored is None:
-            return _text(404, f"no notification {notification_id!r} in this inbox")
+            return text(404, f"no notification {notification_id!r} in this inbox")
         uri = ld.notification_uri(self.site.node_uri, notification_id)
-        return _negotiated(request, ld.from_nquads(stored.nquads), title=uri, site=self.site)
-
-    async def message(self, request: web.Request) -> web.StreamResponse:
-        path = request.raw_path.partition("?")[0]
-        uri = ld.message_uri_of_path(self.site.node_uri, path)
-        data = None
-        if uri is not None and self.site.messages is not None:
-            data = self._kept(uri)
-        if uri is None or data is None:
-            return _text(404, f"no message at {path} (this site keeps the messages it minted "
-                              "for as long as it remembers routing them)")
-        try:
-            message = provenance.Message.from_nquads(data)
-        except ProvenanceError as exc:  # our own store's: say so, and not to the client
-            log.error("message %s as kept does not read back: %s", uri, exc)
-            return _text(500, "this message cannot be served")
-        credential = request[_CREDENTIAL]
-        if not ld.may_read(message, credential):
-            return _text(403, f"{credential.name!r} is not a party to this message (its "
-                              "publisher, a site on its path, its recipient) nor an auditor")
-        dataset = ld.from_nquads(message.to_nquads())
-        return _negotiated(request, dataset, title=uri, site=self.site)
-
-    def _kept(self, uri: str) -> bytes | None:
-        """Message ``uri`` as this site sent it: the chain it kept, and its hop from the log
-        (``None`` if not kept, or no longer where the index says: a rotated log)."""
-        assert self.site.messages is not None
-        kept = self.site.messages.find(uri)
-        if kept is None:
-            return None
-        try:
-            with self.site.log_path.open("rb") as log_file:
-                log_file.seek(kept.log_offset)
-                hop = log_file.read(kept.log_length)
-        except OSError as exc:
-            log.warning("message %s: cannot read the provenance log: %s", uri, exc)
-            return None
-        found = hop_of(hop)
-        if found is None or found[0] != uri:
-            log.warning("message %s: not at its place in %s (rotated?)", uri, self.site.log_path)
-            return None
-        return kept.chain + (b"" if kept.chain.endswith(b"\n") else b"\n") + hop
+        return negotiated(request, ld.from_nquads(stored.nquads), title=uri, site=self.site)
 
     async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPPermanentRedirect("/inbox/")
@@ -256,19 +180,19 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             async with asyncio.timeout(site.config.request_seconds):
                 return await handler(request)
         except TimeoutError:
-            response = _text(408, f"the request took over {site.config.request_seconds:g}s")
+            response = text(408, f"the request took over {site.config.request_seconds:g}s")
             response.force_close()
             return response
 
     @web.middleware
     async def peer(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            request[_CREDENTIAL] = check_peer(
+            request[CREDENTIAL] = check_peer(
                 request.transport.get_extra_info("ssl_object") if request.transport else None,
                 at=site.clock(), revoked=site.revoked(),
             )
         except CertificateError as exc:
-            response = _text(403, str(exc))
+            response = text(403, str(exc))
             response.force_close()
             return response
         return await handler(request)
@@ -279,7 +203,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             return await handler(request)
         except LinkedDataError as exc:
             status = _STATUS.get(type(exc), 400)
-            response = _text(status, str(exc))
+            response = text(status, str(exc))
             if status == 413:  # the rest of the body is not read: the connection cannot go on
                 response.force_close()
             return response
@@ -297,5 +221,5 @@ def make_app(site: WebSite) -> web.Application:
     app.router.add_post("/inbox/", routes.inbox_post)
     app.router.add_get("/inbox", routes.inbox_redirect)
     app.router.add_get("/inbox/{id}", routes.notification)
-    app.router.add_get("/msg/{tail:.+}", routes.message)
+    app.router.add_get("/msg/{tail:.+}", MessageRoute(site).get)
     return app
