@@ -13,6 +13,7 @@ import socket
 import ssl
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import grpc
@@ -242,6 +243,30 @@ def test_bad_input_leaves_grpc_serving(network: LocalNetwork) -> None:
             health_pb2.HealthCheckRequest(service=""), timeout=10
         )
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+# ---- the command line: xdn inbox list|show|post ---------------------------------------------
+
+def test_the_inbox_from_the_command_line(
+    network: LocalNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from xdn.cli import main
+
+    note = tmp_path / "note.jsonld"
+    note.write_text(json.dumps(NOTE))
+    who = ["--web", network.web_url("d1"), "--certs", str(network.certs), "--name", "alice"]
+    assert main(["inbox", "post", str(note), *who]) == 0
+    url = capsys.readouterr().out.strip()
+    assert url.startswith(network.web_url("d1") + "inbox/")
+    uri = NODE + url.removeprefix(network.web_url("d1"))
+    assert main(["inbox", "list", *who]) == 0
+    assert uri in capsys.readouterr().out.split()
+    assert main(["inbox", "show", uri, *who]) == 0
+    assert "<https://alice.xdn.example/>" in capsys.readouterr().out
+    bad = tmp_path / "bad.ttl"
+    bad.write_text("not turtle")
+    assert main(["inbox", "post", str(bad), *who]) != 0
+    assert "400 Bad Request: not valid text/turtle" in capsys.readouterr().err
 
 
 # ---- durability, revocation (these change the site: last) ---------------------------------

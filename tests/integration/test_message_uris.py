@@ -91,3 +91,17 @@ def test_other_representations_and_unknown_messages(
         assert _get(network, "alice", uri, accept)[0] == 200
     assert _get(network, "alice", uri + "-not")[0] == 404
     assert _get(network, "alice", uri, "text/turtle")[0] == 406  # named graphs
+
+
+def test_provenance_show_fetches_a_message_uri(
+    published: tuple[LocalNetwork, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from xdn.cli import main
+
+    network, uri = published
+    who = ["--web", network.web_url("d2"), "--certs", str(network.certs)]
+    assert main(["provenance", "show", uri, *who, "--name", "alice"]) == 0
+    out = capsys.readouterr().out
+    assert f"message <{uri}>" in out and "https://d1.xdn.example/" in out
+    assert main(["provenance", "show", uri, *who, "--name", "bob"]) != 0
+    assert "403 Forbidden" in capsys.readouterr().err
