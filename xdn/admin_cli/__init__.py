@@ -26,12 +26,14 @@ from xdn.admin_cli._policy import (
     cmd_policy_sign,
     explain_lines,
 )
+from xdn.admin_cli._web import WebClient
 from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 
 __all__ = [
     "DEFAULT_ONTOLOGY",
     "REPO_ROOT",
+    "WebClient",
     "cmd_generate",
     "cmd_mapping_test",
     "cmd_ontology_check",
