@@ -19,9 +19,10 @@ subscribers of a development network::
 :class:`Cluster` reuses :class:`deploy.network.LocalNetwork` for the layout (PKI, signed
 policies, one TOML per site) and starts each site in a new session, so it outlives the CLI.
 Every site's pid lives in ``WORKDIR/run/NAME.pid``; ``status`` reads them back, asks each live
-site's gRPC health service over mutual TLS and scrapes its Prometheus ``/metrics`` for the
-queue depth; ``down`` sends SIGTERM (downlinks first), SIGKILL after a timeout, and removes
-the pid files. Nothing here keeps state in memory between commands.
+site's gRPC health service over mutual TLS, scrapes its Prometheus ``/metrics`` for the
+queue depth and names its HTTPS linked-data endpoint and LDN inbox (``state/NAME/web_port``);
+``down`` sends SIGTERM (downlinks first), SIGKILL after a timeout, and removes the pid files.
+Nothing here keeps state in memory between commands.
 """
 
 from __future__ import annotations
@@ -180,6 +181,12 @@ class SiteStatus:
     metrics_port: int | None
     health: str
     queued: float | None
+    web_url: str | None = None  # the HTTPS linked-data endpoint (its inbox: web_url + "inbox/")
+
+    @property
+    def inbox_url(self) -> str | None:
+        """The site's LDN inbox."""
+        return None if self.web_url is None else self.web_url + "inbox/"
 
 
 def _alive(pid: int, config: Path) -> bool:
@@ -302,6 +309,7 @@ class Cluster:
     def _spawn_detached(self, site: SiteSpec) -> subprocess.Popen[bytes]:
         self._state(site.name, "port").unlink(missing_ok=True)
         self._state(site.name, "metrics_port").unlink(missing_ok=True)
+        self._state(site.name, "web_port").unlink(missing_ok=True)
         config = self.net.site_config(site)
         args = [sys.executable, "-m", "xdn.cli", *(["-v"] if self._verbose else []),
                 "disseminator", "serve", "--config", str(config)]
@@ -326,6 +334,11 @@ class Cluster:
         raise UsageError(f"site {site} did not start within {timeout:.0f}s: "
                          f"{self.net.output(site)}")
 
+    def web_url(self, site: str) -> str | None:
+        """The base URL of a site's HTTPS linked-data endpoint (its inbox: ``…/inbox/``)."""
+        port = _read_int(self._state(site, "web_port"))
+        return f"https://{self._host(site)}:{port}/" if port is not None else None
+
     def metrics_url(self, site: str) -> str | None:
         port = _read_int(self._state(site, "metrics_port"))
         return f"http://{self._host(site)}:{port}/metrics" if port is not None else None
@@ -342,6 +355,7 @@ class Cluster:
                 "metrics_port": (
                     _read_int(self._state(site.name, "metrics_port")) if alive else None
                 ),
+                "web_url": self.web_url(site.name) if alive else None,
             })
         live = [r for r in rows if r["port"] is not None]
         healths = asyncio.run(self._healths(live, timeout)) if live else []

@@ -26,6 +26,8 @@ def _up(args: argparse.Namespace) -> int:
         pid = cluster.pid_file(site.name).read_text().strip()
         print(f"  {site.name:<12} {site.block:<22} {addresses[site.name]:<21} pid {pid:<8} "
               f"metrics {cluster.metrics_url(site.name) or '-'}")
+        if (web := cluster.web_url(site.name)) is not None:
+            print(f"  {'':<12} web {web}  inbox: {web}inbox/")
     for sub in cluster.topology.subscribers:
         print(f"  subscriber {sub.name}: xdn subscribe --connect {addresses[sub.site]} "
               f"--name {sub.name} --certs {cluster.net.certs}")
@@ -45,6 +47,8 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{row.name:<12} {row.block:<22} {row.pid or '-':>8} "
               f"{'yes' if row.alive else 'no':<6} {row.port or '-':>6} {row.health:<16} "
               f"{queued:>7}")
+        if row.web_url is not None:
+            print(f"  web {row.web_url}  inbox: {row.inbox_url}")
     serving = sum(1 for r in rows if r.health == "SERVING")
     print(f"{serving}/{len(rows)} sites serving")
     return 0 if serving == len(rows) else 3

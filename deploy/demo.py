@@ -11,7 +11,10 @@
 6. carol (Cred1) joins d2 late and asks for the retained documents (state at subscribe time):
    the key service grants her exactly those documents' keys, and she must end up with what
    alice has;
-7. the Spark audit verifies every provenance signature chain and writes its report.
+7. linked data over HTTPS: alice dereferences the message URI d2 minted for her and verifies
+   the chain under the CA alone; production-dept posts a notification to its root site's LDN
+   inbox (d1) and lists it;
+8. the Spark audit verifies every provenance signature chain and writes its report.
 
 Exit status 0 only if every check passes; every process is stopped on the way out.
 """
@@ -58,10 +61,11 @@ class DemoResult:
     checks: tuple[Expectation, ...]
     audit_ok: bool
     report: Path
+    linked_data_ok: bool = True
 
     @property
     def ok(self) -> bool:
-        return self.audit_ok and all(c.ok for c in self.checks)
+        return self.audit_ok and self.linked_data_ok and all(c.ok for c in self.checks)
 
 
 def _documents(workdir: Path, generated_bytes: int) -> dict[str, list[Path]]:
@@ -78,7 +82,7 @@ def _documents(workdir: Path, generated_bytes: int) -> dict[str, list[Path]]:
 
 def _late_joiner(net: LocalNetwork, say: Callable[[str], None]) -> None:
     """carol subscribes after the publications and asks for the retained documents."""
-    say(f"[6/7] {LATE.name} (Cred1) joins {LATE.site} late and asks for the retained documents")
+    say(f"[6/8] {LATE.name} (Cred1) joins {LATE.site} late and asks for the retained documents")
     net.start_subscriber(LATE.name, extra=["--retained"])
     info = net.wait_subscribed(LATE.name)
     say(f"      {LATE.name} registered at {info['served_by']}: {info['grants']}")
@@ -87,6 +91,52 @@ def _late_joiner(net: LocalNetwork, say: Callable[[str], None]) -> None:
     for publisher in grants:
         output = net.publish(publisher, [])  # no document: enrol her, grant retained keys
         say(f"      {publisher}: {output.strip()}")
+
+
+def _linked_data(net: LocalNetwork, say: Callable[[str], None]) -> bool:
+    """alice dereferences d2's message to her; production-dept posts to d1's inbox."""
+    import json
+    import re
+    from datetime import UTC, datetime
+
+    from xdn import certs, provenance
+    from xdn.admin_cli import WebClient
+
+    say("[7/8] linked data over HTTPS: a message URI dereferenced, the publisher site's inbox")
+    d2 = certs.node_uri("d2")
+    pattern = re.compile(rf"<({re.escape(d2)}msg/[^>#]*/subscriber-alice[^>#]*)#")
+    log = net.logs / "d2.nq"
+    if not wait_until(lambda: log.exists() and pattern.search(log.read_text()) is not None, 30):
+        say("      FAILED: d2 logged no message to alice")
+        return False
+    found = pattern.search(log.read_text())
+    assert found is not None
+    uri = found.group(1)
+    alice = WebClient(net.web_url("d2"), certs=net.certs, name="alice")
+    message = provenance.Message.from_nquads(
+        alice.request("GET", uri, accept="application/n-quads").body
+    )
+    provenance.ChainVerifier((net.certs / "ca.pem").read_bytes()).verify(
+        message, at=datetime.now(UTC)
+    )
+    path = " → ".join(e.sender.removeprefix("https://").split(".")[0]
+                      for e in message.envelopes())
+    say(f"      alice: GET {uri}")
+    say(f"        from d2's endpoint {net.web_url('d2')}: {len(message.quads)} statements, "
+        f"hops {path} → alice, every signature verified under the CA alone")
+    publisher = WebClient(net.web_url("d1"), certs=net.certs, name="production-dept")
+    notification = {
+        "@context": "https://www.w3.org/ns/activitystreams", "@id": "", "type": "Announce",
+        "actor": certs.node_uri("production-dept"), "object": uri,
+        "summary": "alice's copy of a production-dept document, as d2 sent it",
+    }
+    posted = publisher.request("POST", "/inbox/", body=json.dumps(notification).encode(),
+                               content_type="application/ld+json")
+    listing = publisher.request("GET", "/inbox/", accept="text/turtle").body.decode()
+    count = listing.count(certs.node_uri("d1") + "inbox/") - 1  # (the inbox names itself)
+    say(f"      production-dept: POST {net.web_url('d1')}inbox/ → {posted.status} "
+        f"{posted.location}; the inbox lists {count} notification(s)")
+    return posted.status == 201 and count >= 1
 
 
 def run_demo(
@@ -103,20 +153,20 @@ def run_demo(
     workdir.mkdir(parents=True)
     net = LocalNetwork(workdir, subscribers=(*DEFAULT_SUBSCRIBERS, LATE))
     first = [s.name for s in DEFAULT_SUBSCRIBERS]
-    say("[1/7] development PKI, signed policies, site configs")
+    say("[1/8] development PKI, signed policies, site configs")
     net.prepare()
     published = _documents(workdir, generated_bytes)
     with net:
-        say("[2/7] starting disseminators d1 (root), d2 (WorkOrder), d3 (ResourceDetails)")
+        say("[2/8] starting disseminators d1 (root), d2 (WorkOrder), d3 (ResourceDetails)")
         net.start_sites()
         say("      " + ", ".join(f"{s}={net.address(s)}" for s in net.sites))
-        say("[3/7] subscribers: alice (Cred1) at d2, bob (Cred2) at d3")
+        say("[3/8] subscribers: alice (Cred1) at d2, bob (Cred2) at d3")
         for name in first:
             net.start_subscriber(name)
         for name in first:
             info = net.wait_subscribed(name)
             say(f"      {name} registered at {info['served_by']}: {info['grants']}")
-        say("[4/7] publishing")
+        say("[4/8] publishing")
         for publisher, documents in published.items():
             output = net.publish(
                 publisher, documents, wait_for=net.granted_subscribers(publisher)
@@ -127,7 +177,7 @@ def run_demo(
         expected = {
             name: expected_deliveries(net, ontology, name, published) for name in net.subscribers
         }
-        say("[5/7] waiting for deliveries and checking them against the policies")
+        say("[5/8] waiting for deliveries and checking them against the policies")
         for name in first:
             inbox, want = net.inbox(name), len(expected[name])
             wait_until(lambda: len(read_received(inbox)[0]) >= want, 30.0)  # noqa: B023
@@ -138,6 +188,7 @@ def run_demo(
         expected = {
             name: expected_deliveries(net, ontology, name, published) for name in net.subscribers
         }
+        linked_data_ok = _linked_data(net, say)
     checks = []
     for name in net.subscribers:
         received, refused = read_received(net.inbox(name))
@@ -149,7 +200,7 @@ def run_demo(
     report = workdir / "audit" / "report.html"
     audit_ok = True
     if audit:
-        say("[7/7] Spark audit of every provenance log")
+        say("[8/8] Spark audit of every provenance log")
         from audit.job import run_audit
 
         summary = run_audit(
@@ -164,4 +215,6 @@ def run_demo(
             f"{summary.signatures_failed} failed; {summary.chains_ok} chains intact, "
             f"{summary.chains_broken} broken"
         )
-    return DemoResult(checks=tuple(checks), audit_ok=audit_ok, report=report)
+    return DemoResult(
+        checks=tuple(checks), audit_ok=audit_ok, report=report, linked_data_ok=linked_data_ok
+    )

@@ -37,6 +37,8 @@ def _summarise(result: object) -> None:
     for check in result.checks:
         names = sorted({c for d in check.expected.values() for c in d.values()})
         console.print(f"{check.subscriber} may see: {', '.join(names)}")
+    linked = "[green]ok[/green]" if result.linked_data_ok else "[red]FAILED[/red]"
+    console.print(f"linked data (a message URI dereferenced, the publisher site's inbox): {linked}")
     verdict = "[green]all chains verified[/green]" if result.audit_ok else "[red]FAILED[/red]"
     console.print(f"audit: {verdict} — report {result.report}")
 

@@ -186,7 +186,8 @@ class LocalNetwork:
                 "name": site.name, "listen": f"127.0.0.1:{port}", "block": site.block,
                 "state_dir": f"state/{site.name}",
                 "provenance_log": f"logs/{site.name}.nq",
-                "metrics_listen": "127.0.0.1:0", **self.site_settings,
+                "metrics_listen": "127.0.0.1:0", "web_listen": "127.0.0.1:0",
+                **self.site_settings,
             }),
             ("[tls]", {
                 "ca": "certs/ca.pem", "cert": f"certs/{site.name}.pem",
@@ -250,8 +251,8 @@ class LocalNetwork:
             if not ready:
                 raise UsageError(f"sites {[s.name for s in pending]} have unknown uplinks")
             for site in ready:
-                port_file = self.workdir / "state" / site.name / "port"
-                port_file.unlink(missing_ok=True)
+                for name in ("port", "web_port"):
+                    (self.workdir / "state" / site.name / name).unlink(missing_ok=True)
                 self._site_procs[site.name] = self._spawn(
                     site.name, self._site_command(site, self.site_config(site))
                 )
@@ -294,8 +295,8 @@ class LocalNetwork:
     def restart_site(self, site: str, timeout: float = 60.0) -> None:
         """Start a stopped or killed site again on the same port, with its state on disk."""
         spec = self.sites[site]
-        port_file = self.workdir / "state" / site / "port"
-        port_file.unlink(missing_ok=True)
+        for name in ("port", "web_port"):
+            (self.workdir / "state" / site / name).unlink(missing_ok=True)
         config = self.site_config(spec, port=self.ports[site])
         self._site_procs[site] = self._spawn(site, self._site_command(spec, config))
         self._wait_port(site, timeout)
@@ -322,6 +323,12 @@ class LocalNetwork:
 
     def address(self, site: str) -> str:
         return f"127.0.0.1:{self.ports[site]}"
+
+    def web_url(self, site: str) -> str:
+        """The base URL of a running site's HTTPS linked-data endpoint (``…/``; its inbox is
+        ``…/inbox/``), read from the site's ``state/web_port``."""
+        port = (self.workdir / "state" / site / "web_port").read_text().strip()
+        return f"https://127.0.0.1:{port}/"
 
     def inbox(self, subscriber: str) -> Path:
         return self.workdir / "inbox" / subscriber

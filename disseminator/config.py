@@ -11,6 +11,7 @@ Example ``d2.toml``::
     provenance_log = "build/logs/d2.nq"
     lease_seconds = 86400            # how long a disconnected subscriber / downlink stays queued
     metrics_listen = "127.0.0.1:0"   # Prometheus /metrics (optional; port: state_dir/metrics_port)
+    web_listen = "127.0.0.1:0"       # HTTPS linked data + LDN inbox (optional; state_dir/web_port)
     retain_documents = 10            # recent documents kept per publisher for new subscribers
     routed_retention_days = 7        # how long a routed version is remembered by its entry
     routed_per_publisher = 100000    # at most this many entries per publisher (the newest)
@@ -39,6 +40,9 @@ Example ``d2.toml``::
     memory_bytes = 1073741824        # large messages held at once across all calls
     part_bytes = 4194304             # larger messages go out in parts of this size
     document_bytes = 2147483648      # one message sent in parts (a document), all parts together
+
+    [web]                            # the HTTPS endpoint's limits (docs/linked-data.md); optional
+    notification_bytes = 262144      # one notification POSTed to the inbox
 
     [dht]                            # site discovery (see docs/dht.md); optional
     bootstrap = ["127.0.0.1:50051"]  # any running site; without `uplink` the uplink is found here
@@ -70,6 +74,7 @@ from typing import Any
 
 from disseminator.dht import DhtConfig
 from disseminator.limits import Limits
+from disseminator.web import WebConfig
 from xdn.errors import ConfigError
 
 __all__ = ["PublisherEntry", "SiteConfig", "load_site_config"]
@@ -111,6 +116,7 @@ class SiteConfig:
     routed_retention_days: float = 7.0
     routed_per_publisher: int = 100_000
     limits: Limits = field(default_factory=Limits)
+    web: WebConfig = field(default_factory=WebConfig)
 
     def __post_init__(self) -> None:
         if self.retain_documents < 0:
@@ -161,6 +167,15 @@ def _limits(table: object, source: Path) -> Limits:
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [limits] must be a table")
     return Limits.from_mapping(table, source=f"{source} [limits]")
+
+
+def _web(site: Mapping[str, Any], table: object, source: Path) -> WebConfig:
+    listen = site.get("web_listen")
+    if listen is not None and not isinstance(listen, str):
+        raise ConfigError(f"{source}: [site] web_listen must be HOST:PORT")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [web] must be a table")
+    return WebConfig.from_mapping(table, listen=listen, source=f"{source} [web]")
 
 
 def load_site_config(path: Path) -> SiteConfig:
@@ -239,5 +254,6 @@ def load_site_config(path: Path) -> SiteConfig:
         routed_retention_days=float(routed_days),
         routed_per_publisher=routed_count,
         limits=_limits(data.get("limits", {}), path),
+        web=_web(site, data.get("web", {}), path),
         **timings,
     )

@@ -2,10 +2,13 @@
 
 The I/O edge of the disseminator: reads the configuration's files (CA, certificate, ontology,
 signed policies), opens the provenance log, binds the gRPC server with mutual TLS plus the
-standard health and reflection services, writes the bound port to ``STATE_DIR/port`` (so
-launchers can use port 0), keeps the uplink link open, and drains on SIGTERM / SIGINT: it
-stops taking new work, lets connected streams acknowledge what is queued for them (at most
-``[site] drain_seconds``; a second signal cuts it short), then stops (:mod:`disseminator.drain`).
+standard health and reflection services, serves the site's linked data and LDN inbox over
+HTTPS with the same certificates when ``[site] web_listen`` is set (:mod:`disseminator.web`;
+bound port in ``STATE_DIR/web_port``), writes the bound gRPC port to ``STATE_DIR/port`` (so
+launchers can use port 0; written last, once the site has joined), keeps the uplink link open,
+and drains on SIGTERM / SIGINT: it stops taking new work, lets connected streams acknowledge
+what is queued for them (at most ``[site] drain_seconds``; a second signal cuts it short), then
+stops (:mod:`disseminator.drain`).
 
 Credential changes reach live connections without a restart: signed policies and the CA's
 CRL (``[tls] crl``) are reloaded when their files change or on SIGHUP; a bad new file is
@@ -26,6 +29,7 @@ import asyncio
 import logging
 import os
 import signal
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,6 +55,7 @@ from disseminator.revocation import CrlInForce
 from disseminator.server import DisseminatorService, add_to_server
 from disseminator.store import Store, Window
 from disseminator.uplink import Uplink
+from disseminator.web import WebServer, WebSite, server_context
 from xdn import certs, crypto, provenance
 from xdn.errors import CertificateError, ConfigError, PolicyError, XdnError
 from xdn.grpc_tls import (
@@ -212,6 +217,8 @@ async def serve(config: SiteConfig) -> DrainReport:
             retention_days=config.routed_retention_days,
             per_publisher=config.routed_per_publisher,
         ),
+        # the web endpoint serves the messages this site mints: keep them (disseminator.messages)
+        messages_of=signer.node_uri if config.web.listen is not None else None,
     )
     check_no_rollback(policies, store.enforced_policies())
     store.record_policies(enforced_versions(policies))
@@ -272,6 +279,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
+    web = await _start_web(config, tls, node)  # before the port file: launchers wait on it
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
     stop, hurry = asyncio.Event(), asyncio.Event()  # hurry: a second signal skips the drain
@@ -324,11 +332,40 @@ async def serve(config: SiteConfig) -> DrainReport:
         await dht.stop(leave=True)
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=0.5)
+        if web is not None:
+            await web.stop()
         await node.settle_acks()
         node.flush_log()
         store.close()
         log_sink.close()
     return report
+
+
+async def _start_web(config: SiteConfig, tls: TlsFiles, node: SiteNode) -> WebServer | None:
+    """Serve the site's linked data and LDN inbox on ``[site] web_listen`` (if set), with the
+    gRPC port's certificate and CA; write the bound port to ``STATE_DIR/web_port``."""
+    if config.web.listen is None:
+        return None
+    site = WebSite(
+        node_uri=node.site.signer.node_uri, cert_pem=tls.cert_pem,
+        notifications=node.store.notifications, messages=node.store.messages,
+        log_path=config.provenance_log, config=config.web, clock=node.now,
+        revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex,
+    )
+    try:
+        context = server_context(cert=config.cert, key=config.key, ca_pem=tls.ca_pem)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ConfigError(f"cannot load the TLS material for the web endpoint: {exc}") from None
+    web = WebServer(site, context)
+    try:
+        port = await web.start()
+    except OSError as exc:
+        await web.stop()
+        raise ConfigError(f"cannot listen on {config.web.listen}: {exc.strerror}") from None
+    _write_port(config.state_dir, port, name="web_port")
+    base = f"https://{config.web.host}:{port}/"
+    print(f"site {config.name}: linked data at {base} (inbox {base}inbox/)", flush=True)
+    return web
 
 
 async def _discovery(

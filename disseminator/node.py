@@ -271,8 +271,11 @@ class SiteNode:
             self._log_flush = None
         staged = self.store.take_log_outbox()
         if staged:
-            self._log.append_raw(b"".join(data for _, data in staged))
-            self.store.clear_log_outbox(i for i, _ in staged)
+            blobs = [data for _, data in staged]
+            offset = self._log.append_raw(b"".join(blobs))
+            self.store.clear_log_outbox(
+                (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
+            )
 
     # ---- routing -------------------------------------------------------------------------
     def route(
@@ -333,6 +336,7 @@ class SiteNode:
             history=None if planned is None else self._history(planned),
             sequence=0 if dissemination is None else dissemination.manifest.sequence,
             at_ms=self.now_ms(),
+            chain=None if planned is None else planned.chain,
         )
         self.log_soon()
         for kind, name in full:
@@ -682,7 +686,8 @@ class SiteNode:
         destination = Destination("subscriber", registration.subscriber)
         appends, graphs = replay.retained(self.store.retained(), self.planner, registration)
         if appends:
-            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs,
+                                     at_ms=self.now_ms())
             self.log_soon()
             self.wake(destination)
         return len(appends)
@@ -796,7 +801,8 @@ class SiteNode:
             subscriber, len(wanted), publisher, len(found),
         )
         if appends:
-            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs)
+            self.store.commit_routing(document=None, appends=appends, log_graphs=graphs,
+                                     at_ms=self.now_ms())
             self.log_soon()
             self.wake(Destination("subscriber", subscriber))
         return len(found)

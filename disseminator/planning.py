@@ -66,6 +66,7 @@ class DocumentPlan:
     subscribers: int = 0  # registered here or behind downlinks, granted some fragment
     body: Body | None = None  # the document's bytes its deliveries (and retained copy) share
     retained: tuple[Piece, ...] = ()  # pieces of the document as received, for new subscribers
+    chain: tuple[str, bytes] | None = None  # the chain it came with: (outermost URI, N-Quads)
 
 
 #: Retained documents kept read for replay (a site retains a few per publisher).
@@ -141,6 +142,7 @@ class Planner:
             identity=identity, fragments=parts.count, concepts=parts.concepts,
             subscribers=self.table.reach(manifest.publisher, parts.concepts),
             body=parts.body, retained=parts.dissemination(parts.received_provenance),
+            chain=None if message is None else (message.uri, bytes(chain)),
         )
         routes = []
         chosen: dict[frozenset[str], Sequence[Segment]] = {}  # (destinations share grants)

@@ -16,6 +16,9 @@ refuses further deliveries for that destination only (counted and logged), never
 siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
 at opening from the destinations' counters), so the gauges read no table.
 
+Notifications the site's LDN inbox accepted are rows of ``notifications``
+(:mod:`disseminator.notifications`; a store written before it gets the table when it opens).
+
 Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
 passed upstream (or, at a root site, until their publisher fetched them), and their ids in
 ``receipts_seen`` for the routed window's retention, so that a receipt sent twice (a retry whose
@@ -48,8 +51,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import body_chunks, routed
+from disseminator import body_chunks, messages, notifications, routed
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
+from disseminator.messages import MessageArchive
+from disseminator.notifications import Notifications
 from disseminator.routed import RoutedWindow, Window
 
 __all__ = [
@@ -333,6 +338,7 @@ class Store:
         max_queue: int = 1_000_000,
         retain: int = 0,
         routed_window: Window | None = None,
+        messages_of: str | None = None,
     ) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -348,7 +354,7 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
-        self._db.executescript(_SCHEMA + routed.SCHEMA)
+        self._db.executescript(_SCHEMA + routed.SCHEMA + notifications.SCHEMA + messages.SCHEMA)
         if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
             self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
         self._db.executescript(body_chunks.SCHEMA)
@@ -371,6 +377,9 @@ class Store:
         self._max_queue = max_queue
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
+        self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
+        # the messages this site mints, for their URIs to dereference (messages_of: its node)
+        self.messages = None if messages_of is None else MessageArchive(self._db, messages_of)
         seen = {row[1] for row in self._db.execute("PRAGMA table_info(receipts_seen)")}
         if "seen_ms" not in seen:  # a store that kept receipt ids for good: pruned at once
             self._db.execute(
@@ -429,8 +438,12 @@ class Store:
         return self.routed.seen(publisher, document, version, sequence)
 
     def prune_routed(self, now_ms: int) -> int:
-        """Drop the routed entries past the window (see :mod:`disseminator.routed`)."""
-        return self.routed.prune(now_ms)
+        """Drop the routed entries past the window (see :mod:`disseminator.routed`), and the
+        messages kept for as long (:mod:`disseminator.messages`)."""
+        pruned = self.routed.prune(now_ms)
+        if self.messages is not None:
+            self.messages.prune(now_ms - self.routed.window.retention_ms)
+        return pruned
 
     def commit_routing(
         self,
@@ -443,13 +456,16 @@ class Store:
         history: History | None = None,
         sequence: int = 0,
         at_ms: int = 0,
+        chain: tuple[str, bytes] | None = None,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
         ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
         of the uplink delivery this routing applies, so it is applied exactly once. ``sequence``
         is the document's number in its publisher's signed sequence (0: unsequenced) and
-        ``at_ms`` the time it is routed, for the routed window.
+        ``at_ms`` the time it is routed, for the routed window. ``chain`` (its outermost message
+        URI, its N-Quads) is the provenance the document came with, kept for the hops signed
+        over it when the store keeps messages (:mod:`disseminator.messages`).
 
         Returns:
             (last sequence appended per destination, destinations whose queue was full).
@@ -482,6 +498,8 @@ class Store:
             self._db.executemany(
                 "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
             )
+            if self.messages is not None and chain is not None:
+                self.messages.keep_chain(self._db, *chain, at_ms)
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
             if keep is not None:
@@ -643,10 +661,17 @@ class Store:
     def take_log_outbox(self) -> list[tuple[int, bytes]]:
         return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]
 
-    def clear_log_outbox(self, ids: Iterable[int]) -> None:
+    def clear_log_outbox(
+        self, ids: Iterable[int], *, logged: tuple[int, Sequence[bytes]] | None = None,
+        at_ms: int = 0,
+    ) -> None:
+        """Drop flushed graphs from the outbox; ``logged`` (the log offset they were written
+        at, the graphs in order) indexes the hops among them when the store keeps messages."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("DELETE FROM log_outbox WHERE id = ?", [(i,) for i in ids])
+            if self.messages is not None and logged is not None:
+                self.messages.index_hops(self._db, logged[1], log_offset=logged[0], at_ms=at_ms)
 
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
     def accept_receipt(

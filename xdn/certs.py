@@ -6,7 +6,9 @@ certificate from the network's CA:
 * role ``site`` — a disseminator daemon (TLS server and client; ``localhost`` SANs);
 * role ``publisher`` — signs manifests and policies, runs the key service;
 * role ``subscriber`` — the credential policies match on, and the HPKE key that group keys are
-  sealed to.
+  sealed to;
+* role ``auditor`` — reads any message a site serves over HTTPS (:mod:`disseminator.web`);
+  no gRPC service takes it.
 
 The role travels in the subject's ``businessCategory``; the node's linked-data URI
 (``https://NAME.xdn.example/``) in a URI SubjectAlternativeName. Policy conditions match on the
@@ -64,7 +66,7 @@ __all__ = [
     "verify_certificate",
 ]
 
-ROLES = frozenset({"site", "publisher", "subscriber"})
+ROLES = frozenset({"site", "publisher", "subscriber", "auditor"})
 BLOCK_FIELD = names.BLOCK_FIELD
 _ROLE_FIELD = "businessCategory"
 
@@ -104,7 +106,7 @@ class Credential:
         name: the subject's (first) common name.
         subject: subject name fields: canonical field name → every value, in order.
         issuer: issuer name fields, likewise.
-        role: ``site``, ``publisher`` or ``subscriber`` (from ``businessCategory``).
+        role: ``site``, ``publisher``, ``subscriber`` or ``auditor`` (from ``businessCategory``).
     """
 
     name: str

@@ -19,6 +19,7 @@ __all__ = [
     "HostileXmlError",
     "LeaseError",
     "LeaseLapsedError",
+    "LinkedDataError",
     "MappingError",
     "OntologyError",
     "PeerError",
@@ -90,6 +91,12 @@ class LeaseLapsedError(LeaseError):
 
 class ProvenanceError(PeerError):
     """A provenance envelope dataset is malformed or not well-formed."""
+
+
+class LinkedDataError(PeerError):
+    """A linked-data request (a notification posted to an inbox, an Accept header) cannot be
+    served: :mod:`xdn.linked_data` says which kind (unsupported media type, too large, not
+    RDF, not acceptable); the HTTPS edge maps the kind to a status code."""
 
 
 class ReceiptError(ProvenanceError):

@@ -71,6 +71,12 @@ def test_up_status_down(tmp_path: Path) -> None:
         for site, pid in pids.items():
             assert str(pid) in lines[site]
             assert "SERVING" in lines[site]
+            # each site's HTTPS endpoint and LDN inbox, on the line below its row
+            web_port = (workdir / "state" / site / "web_port").read_text().strip()
+            base = f"https://127.0.0.1:{web_port}/"
+            below = status.stdout.split(lines[site], 1)[1].splitlines()[1]
+            assert below.split() == ["web", base, "inbox:", f"{base}inbox/"]
+            assert f"inbox: {base}inbox/" in up.stdout
         assert "3/3 sites serving" in status.stdout
 
         again = _cluster("up", workdir)

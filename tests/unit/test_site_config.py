@@ -163,3 +163,41 @@ def test_a_policy_that_would_roll_back_the_enforced_one_is_refused() -> None:
         check_no_rollback(policies, {"production-dept": (version + 1, digest)})
     with pytest.raises(PolicyError, match=f"would roll back version {version},"):
         check_no_rollback(policies, {"production-dept": (version, "another document")})
+
+
+def test_the_web_endpoint_is_off_unless_web_listen_is_set(tmp_path: Path) -> None:
+    config = _loaded(tmp_path)
+    assert config.web.listen is None
+    config = _loaded(tmp_path, 'web_listen = "127.0.0.1:0"')
+    assert (config.web.listen, config.web.host, config.web.port) == ("127.0.0.1:0", "127.0.0.1", 0)
+    assert config.web.notification_bytes == 256 * 1024
+
+
+def test_web_limits_are_read_from_their_table(tmp_path: Path) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD.replace("[tls]", 'web_listen = "127.0.0.1:8443"\n\n[web]\n'
+                                 "notification_bytes = 1024\nrequest_seconds = 2.5\n\n[tls]"))
+    config = load_site_config(path)
+    assert (config.web.port, config.web.notification_bytes, config.web.request_seconds) == (
+        8443, 1024, 2.5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "table", "message"),
+    [
+        ('web_listen = "nowhere"', "", "web_listen must be HOST:PORT"),
+        ("web_listen = 8443", "", "web_listen must be HOST:PORT"),
+        ("", "notification_byte = 5", r"unknown keys \['notification_byte'\]"),
+        ("", "notification_bytes = 0", "web.notification_bytes must be a positive number"),
+        ("", "inbox_notifications = 1.5", "web.inbox_notifications must be a whole number"),
+        ("", 'request_seconds = "30"', "web.request_seconds must be a positive number"),
+    ],
+)
+def test_bad_web_settings_are_refused(
+    tmp_path: Path, settings: str, table: str, message: str
+) -> None:
+    path = tmp_path / "d2.toml"
+    path.write_text(GOOD.replace("[tls]", f"{settings}\n\n[web]\n{table}\n\n[tls]"))
+    with pytest.raises(ConfigError, match=message):
+        load_site_config(path)

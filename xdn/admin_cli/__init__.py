@@ -1,5 +1,5 @@
-"""Administrator subcommands: ``ontology``, ``mapping``, ``policy``, ``provenance`` and
-``generate``.
+"""Administrator subcommands: ``ontology``, ``mapping``, ``policy``, ``provenance``,
+``inbox`` and ``generate``.
 
 Each leaf subcommand sets ``func`` to a function of the parsed namespace returning an exit
 code. Errors are raised as :class:`~xdn.errors.XdnError` and printed by ``xdn.cli.main``. Heavy
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xdn.admin_cli import _ontology, _policy, _provenance
+from xdn.admin_cli import _inbox, _ontology, _policy, _provenance
 from xdn.admin_cli._common import DEFAULT_ONTOLOGY
 from xdn.admin_cli._ontology import cmd_mapping_test, cmd_ontology_check, cmd_ontology_show
 from xdn.admin_cli._policy import (
@@ -26,12 +26,14 @@ from xdn.admin_cli._policy import (
     cmd_policy_sign,
     explain_lines,
 )
+from xdn.admin_cli._web import WebClient
 from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 
 __all__ = [
     "DEFAULT_ONTOLOGY",
     "REPO_ROOT",
+    "WebClient",
     "cmd_generate",
     "cmd_mapping_test",
     "cmd_ontology_check",
@@ -65,6 +67,7 @@ def register(subparsers: Any) -> None:
     _ontology.register(subparsers)
     _policy.register(subparsers)
     _provenance.register(subparsers)
+    _inbox.register(subparsers)
     p = subparsers.add_parser("generate", help="generate a realistic enterprise XML document")
     p.add_argument("--schema", choices=("production-dept", "qa-company"), required=True)
     p.add_argument("--size", type=parse_size, default=parse_size("1MB"), help="e.g. 10MB")

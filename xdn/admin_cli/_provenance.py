@@ -10,10 +10,11 @@ made by concatenating a message and the logs of the nodes it passed through work
 
 * ``canonicalize`` parses strictly and writes the RDFC-1.0 canonical N-Quads of any
   blank-node-free dataset (what every signature covers);
-* ``show`` reads one message and prints its graphs by kind, its hops in order (sender,
-  recipient, time, how long each hop took, fragments), its signers with the names their
-  certificates give when known, the document and fragments — or, for a failure notice, what
-  was refused and why;
+* ``show`` reads one message (a file, or its message URI: fetched from the site that minted
+  it, over HTTPS with ``--web``, ``--certs`` and ``--name``) and prints its graphs by kind,
+  its hops in order (sender, recipient, time, how long each hop took, fragments), its
+  signers with the names their certificates give when known, the document and fragments —
+  or, for a failure notice, what was refused and why;
 * ``verify`` runs the paper's Algorithm 2 with the signer keys of the certificates found (in
   the file, ``--log`` files and ``--cert`` files: :func:`xdn.provenance.verify_message`), each
   checked against ``--ca`` when given — or, with ``--ca`` alone, of the certificates the
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xdn.admin_cli._common import at_arg, read, when
+from xdn.admin_cli._web import WebClient, web_args
 from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
 
 if TYPE_CHECKING:
@@ -67,8 +69,15 @@ signature graph for each, as N-Quads. Files may also carry node descriptions (th
 graph a provenance log starts with); they supply the signers' certificates."""
 
 
-def _input_args(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("file", type=Path, metavar="FILE", help=f"{what} ('-' for stdin)")
+def _input_args(parser: argparse.ArgumentParser, what: str, *, web: bool = False) -> None:
+    if not web:
+        parser.add_argument("file", type=Path, metavar="FILE", help=f"{what} ('-' for stdin)")
+    else:  # (a str: Path would fold the // of a URI)
+        parser.add_argument(
+            "file", metavar="FILE|URI",
+            help=f"{what} ('-' for stdin), or its message URI, fetched over HTTPS from --web",
+        )
+        web_args(parser, required=False)
     parser.add_argument(
         "--max-bytes",
         type=int,
@@ -120,7 +129,7 @@ def register(subparsers: Any) -> None:
         "sender, recipient, time and duration, its signers (with certificate names when a "
         "certificate is known), the document and fragments, or what a failure notice refused.",
     )
-    _input_args(p, "one message, as N-Quads")
+    _input_args(p, "one message, as N-Quads", web=True)
     _key_args(p)
     p.set_defaults(func=cmd_provenance_show)
     p = sub.add_parser(
@@ -183,10 +192,19 @@ have not (it may still receive it from a site's retained documents)."""
 # ------------------------------------------------------------------------------- reading
 
 
-def _read_input(path: Path, max_bytes: int) -> bytes:
+def _fetch(args: argparse.Namespace) -> bytes:
+    """The message at URI ``args.file``, as N-Quads, from the site at ``args.web``."""
+    if not (args.web and args.certs and args.name):
+        raise UsageError(f"to fetch {args.file}, give --web, --certs and --name")
+    client = WebClient(args.web, certs=args.certs, name=args.name, max_bytes=args.max_bytes)
+    return client.request("GET", args.file, accept="application/n-quads").body
+
+
+def _read_input(path: Path | str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (``-``: stdin), refused when larger than ``max_bytes``."""
     if max_bytes < 1:
         raise UsageError("--max-bytes must be positive")
+    path = Path(path)
     if str(path) == "-":
         data = sys.stdin.buffer.read(max_bytes + 1)
     else:
@@ -371,8 +389,11 @@ def _what_lines(message: Message) -> list[str]:
 
 
 def cmd_provenance_show(args: argparse.Namespace) -> int:
-    """``xdn provenance show``: one message, pretty-printed."""
-    quads, found = _split(_read_input(args.file, args.max_bytes))
+    """``xdn provenance show``: one message (a file, or a message URI fetched over HTTPS),
+    pretty-printed."""
+    fetched = str(args.file).startswith("https://")
+    data = _fetch(args) if fetched else _read_input(args.file, args.max_bytes)
+    quads, found = _split(data)
     message = _message(quads)
     certificates = _gather_certificates(args, found)
     lines = [f"message <{message.uri}>", *_what_lines(message)]

@@ -99,16 +99,19 @@ class ProvenanceLog:
         self._file.write(message.latest_graphs_nquads())
         self._file.flush()
 
-    def append_raw(self, nquads: bytes) -> None:
-        """Append graphs this node produced earlier (e.g. staged in a transactional outbox).
+    def append_raw(self, nquads: bytes) -> int:
+        """Append graphs this node produced earlier (e.g. staged in a transactional outbox);
+        return the offset in the file they start at (where a reader finds them again).
 
         The caller vouches that ``nquads`` is canonical N-Quads of this node's own hops, as
         returned by :meth:`Message.latest_graphs_nquads`.
         """
         if self._file.closed:
             raise UsageError(f"provenance log {self.path} is closed")
+        offset = self._file.tell()
         self._file.write(nquads)
         self._file.flush()
+        return offset
 
     def close(self) -> None:
         """Close the file (idempotent)."""

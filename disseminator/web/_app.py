@@ -1,0 +1,225 @@
+"""Routes of a site's HTTPS linked-data endpoint (aiohttp): the root, the LDN inbox.
+
+Theory of operation
+-------------------
+The endpoint serves the site's URI space (``https://NAME.xdn.example/``) at whatever address it
+listens on: path ``P`` of the node URI is path ``P`` here. Bodies name resources by their node
+URIs (the identities signatures use); headers (``Link``, ``Location``) use relative references,
+so a client follows them to the address it reached the endpoint at.
+
+* ``GET|HEAD /`` — the node description (:func:`xdn.linked_data.root_description`), with
+  ``Link: </inbox/>; rel="http://www.w3.org/ns/ldp#inbox"`` (LDN discovery).
+* ``GET|HEAD /inbox/`` — the inbox, an ``ldp:BasicContainer`` whose ``ldp:contains`` lists
+  every notification; ``OPTIONS /inbox/`` — ``Allow`` and ``Accept-Post``.
+* ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
+  Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
+* ``GET|HEAD /inbox/ID`` — the notification.
+* ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
+  (:mod:`disseminator.web._messages`).
+
+Every ``GET`` negotiates its representation (:func:`xdn.linked_data.choose`; ``406``
+otherwise) and says ``Vary: Accept``. Middleware, outermost first: a request longer than
+``[web] request_seconds`` gets ``408``; the client's certificate must be in force (``403``,
+the connection closed: :func:`~disseminator.web._tls.check_peer`); errors of the core map to
+their status codes (``415``, ``413``, ``400``, ``406``) with the error's message as plain text.
+The body of a POST is read only while it stays within ``[web] notification_bytes`` (its
+``Content-Length`` is checked first), and at most ``[web] posts_in_flight`` POSTs are read at
+once (``429`` past that), so a flood costs bounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from disseminator.notifications import InboxFull, StoredNotification
+from disseminator.web._messages import MessageRoute
+from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
+from disseminator.web._tls import check_peer
+from xdn import linked_data as ld
+from xdn.errors import CertificateError, LinkedDataError
+
+__all__ = ["WebSite", "make_app"]
+
+log = logging.getLogger(__name__)
+
+_STATUS: dict[type[LinkedDataError], int] = {
+    ld.UnsupportedMediaType: 415,
+    ld.PayloadTooLarge: 413,
+    ld.InvalidNotification: 400,
+    ld.NotAcceptable: 406,
+}
+_INBOX_ALLOW = "GET, HEAD, OPTIONS, POST"
+_READ_CHUNK = 64 * 1024
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class _Routes:
+    def __init__(self, site: WebSite) -> None:
+        self.site = site
+        self.inbox = ld.inbox_uri(site.node_uri)
+        self.posting = 0  # POSTs being read now
+
+    async def root(self, request: web.Request) -> web.StreamResponse:
+        dataset = ld.root_description(self.site.node_uri, self.site.cert_pem)
+        response = negotiated(request, dataset, title=self.site.node_uri, site=self.site)
+        response.headers["Link"] = f'</inbox/>; rel="{ld.LDP_INBOX}"'
+        return response
+
+    def _inbox_headers(self, response: web.StreamResponse) -> web.StreamResponse:
+        response.headers["Allow"] = _INBOX_ALLOW
+        response.headers["Accept-Post"] = ", ".join(ld.ACCEPTED_POST_TYPES)
+        response.headers["Link"] = (
+            f'<{ld.LDP}BasicContainer>; rel="type", <{ld.LDP}Resource>; rel="type"'
+        )
+        return response
+
+    async def inbox_get(self, request: web.Request) -> web.StreamResponse:
+        uris = (self.inbox + i for i in self.site.notifications.ids())
+        dataset = ld.inbox_listing(self.inbox, uris)
+        return self._inbox_headers(negotiated(request, dataset, title=self.inbox, site=self.site))
+
+    async def inbox_options(self, request: web.Request) -> web.StreamResponse:
+        return self._inbox_headers(web.Response(status=204))
+
+    async def inbox_post(self, request: web.Request) -> web.StreamResponse:
+        limit = self.site.config.posts_in_flight
+        if self.posting >= limit:
+            response = text(429, f"{limit} notifications are being received; retry later")
+            response.headers["Retry-After"] = "1"
+            response.force_close()
+            return response
+        self.posting += 1
+        try:
+            return await self._post(request)
+        finally:
+            self.posting -= 1
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        content_type = request.headers.get("Content-Type")
+        ld.accepted_media_type(content_type)  # 415 before reading any of the body
+        try:
+            body = await _read_bounded(request, self.site.config.notification_bytes)
+        except ConnectionResetError:  # the client went away mid-body: no one to answer
+            response = text(400, "the connection was lost before the notification ended")
+            response.force_close()
+            return response
+        notification_id = self.site.new_id()
+        notification = ld.parse_notification(
+            body, content_type, uri=ld.notification_uri(self.site.node_uri, notification_id),
+            limits=ld.NotificationLimits(
+                max_bytes=self.site.config.notification_bytes,
+                max_statements=self.site.config.notification_statements,
+            ),
+        )
+        credential = request[CREDENTIAL]
+        try:
+            self.site.notifications.add(
+                StoredNotification(
+                    id=notification_id,
+                    received_ms=int(self.site.clock().timestamp() * 1000),
+                    sender=credential.name, sender_fingerprint=credential.fingerprint,
+                    media_type=notification.media_type, nquads=notification.nquads,
+                ),
+                capacity=self.site.config.inbox_notifications,
+            )
+        except InboxFull as exc:
+            return text(507, f"{exc}; the notification was not stored")
+        except sqlite3.IntegrityError:  # a minted id taken twice: ours to fix, not the sender's
+            log.error("notification id %s minted twice", notification_id)
+            return text(500, "the inbox could not name the notification; retry")
+        log.info("inbox: notification %s from %s (%s, %d statements)", notification_id,
+                 credential.name, notification.media_type, len(notification.dataset))
+        return web.Response(
+            status=201, headers={"Location": f"/inbox/{notification_id}"},
+            text=f"created /inbox/{notification_id}\n", content_type="text/plain",
+        )
+
+    async def notification(self, request: web.Request) -> web.StreamResponse:
+        notification_id = request.match_info["id"]
+        stored = (
+            self.site.notifications.get(notification_id)
+            if ld.is_notification_id(notification_id) else None
+        )
+        if stored is None:
+            return text(404, f"no notification {notification_id!r} in this inbox")
+        uri = ld.notification_uri(self.site.node_uri, notification_id)
+        return negotiated(request, ld.from_nquads(stored.nquads), title=uri, site=self.site)
+
+    async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPPermanentRedirect("/inbox/")
+
+
+async def _read_bounded(request: web.Request, limit: int) -> bytes:
+    """The request body, refused as soon as it is known to be longer than ``limit``."""
+    if request.content_length is not None and request.content_length > limit:
+        raise ld.PayloadTooLarge(
+            f"the notification is {request.content_length} bytes, over the inbox's limit of "
+            f"{limit}"
+        )
+    chunks, size = [], 0
+    while chunk := await request.content.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise ld.PayloadTooLarge(
+                f"the notification is over the inbox's limit of {limit} bytes"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamResponse]]]:
+    @web.middleware
+    async def deadline(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            async with asyncio.timeout(site.config.request_seconds):
+                return await handler(request)
+        except TimeoutError:
+            response = text(408, f"the request took over {site.config.request_seconds:g}s")
+            response.force_close()
+            return response
+
+    @web.middleware
+    async def peer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            request[CREDENTIAL] = check_peer(
+                request.transport.get_extra_info("ssl_object") if request.transport else None,
+                at=site.clock(), revoked=site.revoked(),
+            )
+        except CertificateError as exc:
+            response = text(403, str(exc))
+            response.force_close()
+            return response
+        return await handler(request)
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except LinkedDataError as exc:
+            status = _STATUS.get(type(exc), 400)
+            response = text(status, str(exc))
+            if status == 413:  # the rest of the body is not read: the connection cannot go on
+                response.force_close()
+            return response
+
+    return [deadline, peer, errors]
+
+
+def make_app(site: WebSite) -> web.Application:
+    """The aiohttp application of the endpoint."""
+    routes = _Routes(site)
+    app = web.Application(middlewares=_middlewares(site), client_max_size=1)
+    app.router.add_get("/", routes.root)
+    app.router.add_get("/inbox/", routes.inbox_get)
+    app.router.add_route("OPTIONS", "/inbox/", routes.inbox_options)
+    app.router.add_post("/inbox/", routes.inbox_post)
+    app.router.add_get("/inbox", routes.inbox_redirect)
+    app.router.add_get("/inbox/{id}", routes.notification)
+    app.router.add_get("/msg/{tail:.+}", MessageRoute(site).get)
+    return app

@@ -1,0 +1,73 @@
+"""``GET /msg/…``: a message this site minted, to its parties and auditors only.
+
+The message is joined from what the site kept (:mod:`disseminator.messages`): the chain it
+received, and its hop read back from the provenance log at the place indexed when it was
+flushed (checked to still be that hop: a rotated log answers 404). Who may read it is decided
+by :func:`xdn.linked_data.may_read` on the whole message (its publisher, every sender and
+recipient, auditors); anyone else gets 403.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from disseminator.messages import hop_of
+from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
+from xdn import linked_data as ld
+from xdn import provenance
+from xdn.errors import ProvenanceError
+
+__all__ = ["MessageRoute"]
+
+log = logging.getLogger(__name__)
+
+
+class MessageRoute:
+    """The handler of message URIs."""
+
+    def __init__(self, site: WebSite) -> None:
+        self.site = site
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        """The message a path names, in the negotiated representation."""
+        path = request.raw_path.partition("?")[0]
+        uri = ld.message_uri_of_path(self.site.node_uri, path)
+        data = None
+        if uri is not None and self.site.messages is not None:
+            data = self._kept(uri)
+        if uri is None or data is None:
+            return text(404, f"no message at {path} (this site keeps the messages it minted "
+                              "for as long as it remembers routing them)")
+        try:
+            message = provenance.Message.from_nquads(data)
+        except ProvenanceError as exc:  # our own store's: say so, and not to the client
+            log.error("message %s as kept does not read back: %s", uri, exc)
+            return text(500, "this message cannot be served")
+        credential = request[CREDENTIAL]
+        if not ld.may_read(message, credential):
+            return text(403, f"{credential.name!r} is not a party to this message (its "
+                              "publisher, a site on its path, its recipient) nor an auditor")
+        dataset = ld.from_nquads(message.to_nquads())
+        return negotiated(request, dataset, title=uri, site=self.site)
+
+    def _kept(self, uri: str) -> bytes | None:
+        """Message ``uri`` as this site sent it: the chain it kept, and its hop from the log
+        (``None`` if not kept, or no longer where the index says: a rotated log)."""
+        assert self.site.messages is not None
+        kept = self.site.messages.find(uri)
+        if kept is None:
+            return None
+        try:
+            with self.site.log_path.open("rb") as log_file:
+                log_file.seek(kept.log_offset)
+                hop = log_file.read(kept.log_length)
+        except OSError as exc:
+            log.warning("message %s: cannot read the provenance log: %s", uri, exc)
+            return None
+        found = hop_of(hop)
+        if found is None or found[0] != uri:
+            log.warning("message %s: not at its place in %s (rotated?)", uri, self.site.log_path)
+            return None
+        return kept.chain + (b"" if kept.chain.endswith(b"\n") else b"\n") + hop

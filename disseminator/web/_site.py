@@ -1,0 +1,51 @@
+"""What the endpoint serves, and the responses its routes share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from disseminator.messages import MessageArchive
+from disseminator.notifications import Notifications
+from disseminator.web._config import WebConfig
+from xdn import certs
+from xdn import linked_data as ld
+
+__all__ = ["CREDENTIAL", "WebSite", "negotiated", "text"]
+
+CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebSite:
+    """What the endpoint serves, and its seams (clock, CRL in force, id minting)."""
+
+    node_uri: str
+    cert_pem: bytes
+    notifications: Notifications
+    messages: MessageArchive | None
+    log_path: Path  # the site's provenance log, where the hops of its messages are
+    config: WebConfig
+    clock: Callable[[], datetime]
+    revoked: Callable[[], frozenset[int]]
+    new_id: Callable[[], str]
+
+
+def text(status: int, message: str) -> web.Response:
+    """A plain-text answer (errors and refusals: the message names what is wrong)."""
+    return web.Response(status=status, text=message + "\n", content_type="text/plain")
+
+
+def negotiated(
+    request: web.Request, dataset: ld.Dataset, *, title: str, site: WebSite
+) -> web.Response:
+    """``dataset`` in the representation the request's ``Accept`` prefers (406 if none)."""
+    media_type = ld.choose(request.headers.get("Accept"), ld.offers(dataset))
+    body = ld.serialise(dataset, media_type, title=title, local_prefix=site.node_uri)
+    response = web.Response(body=body, headers={"Vary": "Accept"})
+    response.headers["Content-Type"] = ld.content_type(media_type)
+    return response

@@ -1,0 +1,107 @@
+"""Message URIs dereference at the site that minted them, to the message's parties only.
+
+A real network (d1 → d2 → alice); production-dept publishes; d2's message to alice is fetched
+from d2's HTTPS endpoint by each kind of party (docs/linked-data.md, "Message URIs").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import pytest
+
+from deploy.network import LocalNetwork, wait_until
+from tests.integration.networks import serving_alice
+from tests.integration.test_linked_data import Client
+from xdn import certs, provenance
+
+pytestmark = pytest.mark.integration
+
+D2 = certs.node_uri("d2")
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalNetwork, str]]:
+    net = LocalNetwork(tmp_path_factory.mktemp("msg") / "net")
+    net.workdir.mkdir(parents=True)
+    net.prepare()
+    with serving_alice(net):
+        marker = net.publish_marker("production-dept", ["alice"])
+        pattern = re.compile(
+            rf"<({re.escape(D2)}msg/{re.escape(marker.stem)}/v1/subscriber-alice[^>#]*)#"
+        )
+        log = net.logs / "d2.nq"
+
+        def minted() -> str | None:
+            found = pattern.search(log.read_text()) if log.exists() else None
+            return found.group(1) if found else None
+
+        assert wait_until(lambda: minted() is not None, 30), "d2 logged no hop to alice"
+        uri = minted()
+        assert uri is not None
+        yield net, uri
+
+
+def _get(
+    network: LocalNetwork, who: str, uri: str, accept: str = "application/n-quads"
+) -> tuple[int, bytes]:
+    client = Client(network, who)
+    client.base = network.web_url("d2")
+    status, _, body = client.request("GET", urlsplit(uri).path, Accept=accept)
+    return status, body
+
+
+@pytest.mark.parametrize("who", ["alice", "production-dept", "d1", "d2"])
+def test_the_parties_read_the_whole_message(
+    published: tuple[LocalNetwork, str], who: str
+) -> None:
+    network, uri = published
+    status, body = _get(network, who, uri)
+    assert status == 200, body
+    message = provenance.Message.from_nquads(body)
+    assert message.uri == uri
+    assert [e.sender for e in message.envelopes()] == [
+        certs.node_uri(n) for n in ("production-dept", "d1", "d2")
+    ]
+    assert message.recipient == certs.node_uri("alice")
+    # verifiable with the CA alone: every hop's certificate travels with it
+    verifier = provenance.ChainVerifier((network.certs / "ca.pem").read_bytes())
+    verifier.verify_received(
+        message, at=datetime.now(UTC),
+        publisher_certificate=(network.certs / "production-dept.pem").read_bytes(),
+        recipient=certs.node_uri("alice"),
+    )
+
+
+@pytest.mark.parametrize("who", ["bob", "d3", "qa-company"])
+def test_others_are_refused(published: tuple[LocalNetwork, str], who: str) -> None:
+    network, uri = published
+    status, body = _get(network, who, uri)
+    assert status == 403 and b"not a party to this message" in body
+
+
+def test_other_representations_and_unknown_messages(
+    published: tuple[LocalNetwork, str],
+) -> None:
+    network, uri = published
+    for accept in ("application/trig", "application/ld+json", "text/html"):
+        assert _get(network, "alice", uri, accept)[0] == 200
+    assert _get(network, "alice", uri + "-not")[0] == 404
+    assert _get(network, "alice", uri, "text/turtle")[0] == 406  # named graphs
+
+
+def test_provenance_show_fetches_a_message_uri(
+    published: tuple[LocalNetwork, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from xdn.cli import main
+
+    network, uri = published
+    who = ["--web", network.web_url("d2"), "--certs", str(network.certs)]
+    assert main(["provenance", "show", uri, *who, "--name", "alice"]) == 0
+    out = capsys.readouterr().out
+    assert f"message <{uri}>" in out and "https://d1.xdn.example/" in out
+    assert main(["provenance", "show", uri, *who, "--name", "bob"]) != 0
+    assert "403 Forbidden" in capsys.readouterr().err

@@ -1,0 +1,62 @@
+"""The inbox's table in the site store: durable, bounded, ordered; added to older stores."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from disseminator.notifications import InboxFull, StoredNotification
+from disseminator.store import Store
+
+
+def _note(i: int) -> StoredNotification:
+    return StoredNotification(
+        id=f"n{i}", received_ms=1000 + i, sender="alice", sender_fingerprint="ab" * 32,
+        media_type="application/ld+json",
+        nquads=f'<https://a.example/{i}> <https://a.example/p> "{i}" .\n'.encode(),
+    )
+
+
+def test_notifications_survive_a_reopen_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    store = Store(path)
+    for i in (3, 1, 2):
+        store.notifications.add(_note(i), capacity=10)
+    store.close()
+    again = Store(path)
+    try:
+        assert again.notifications.ids() == ["n3", "n1", "n2"]
+        assert again.notifications.get("n1") == _note(1)
+        assert again.notifications.get("missing") is None
+        assert again.notifications.count() == 3
+    finally:
+        again.close()
+
+
+def test_a_full_inbox_refuses_and_writes_nothing() -> None:
+    store = Store(":memory:")
+    store.notifications.add(_note(1), capacity=2)
+    store.notifications.add(_note(2), capacity=2)
+    with pytest.raises(InboxFull, match="holds 2 notifications"):
+        store.notifications.add(_note(3), capacity=2)
+    assert store.notifications.ids() == ["n1", "n2"]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.notifications.add(_note(1), capacity=10)
+    assert store.notifications.count() == 2
+
+
+def test_a_store_written_before_the_inbox_gains_its_table(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE notifications")  # as a store of the previous release was
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        store.notifications.add(_note(1), capacity=1)
+        assert store.notifications.ids() == ["n1"]
+    finally:
+        store.close()

@@ -1,0 +1,266 @@
+"""The HTTPS endpoint in process: real mutual TLS on loopback, a store in memory.
+
+The LDN receiver checks against a real site process are in
+tests/integration/test_linked_data.py; here the limits and refusals that need a controlled
+clock, CRL or client (a revoked certificate, a trickled body, a flood).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import ssl
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from disseminator.store import Store
+from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
+from tests.unit.chain_fixtures import BLOCK
+from xdn import certs, provenance
+
+NOW = datetime.now(UTC)
+NOTE = b'{"@context": "https://www.w3.org/ns/activitystreams", "@id": "", "type": "Announce"}'
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("pki")
+    ca = certs.create_ca("test-ca", now=NOW)
+    (directory / "ca.pem").write_bytes(ca[0])
+    parties: dict[str, tuple[bytes, bytes]] = {
+        "d1": certs.issue(*ca, name="d1", role="site", attributes={certs.BLOCK_FIELD: BLOCK},
+                          hosts=("127.0.0.1",), now=NOW),
+        "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
+        "mallory": certs.issue(*ca, name="mallory", role="subscriber", now=NOW),
+        "eve": certs.issue(*ca, name="eve", role="auditor", now=NOW),
+        "stranger": certs.issue(*certs.create_ca("other-ca", now=NOW), name="stranger",
+                                role="subscriber", now=NOW),
+    }
+    for name, (cert, key) in parties.items():
+        (directory / f"{name}.pem").write_bytes(cert)
+        (directory / f"{name}.key").write_bytes(key)
+    return directory
+
+
+def _client(pki: Path, name: str | None) -> ssl.SSLContext:
+    ca = (pki / "ca.pem").read_bytes()
+    if name is None:
+        return ssl.create_default_context(cadata=ca.decode())
+    return client_context(cert=pki / f"{name}.pem", key=pki / f"{name}.key", ca_pem=ca)
+
+
+@contextlib.asynccontextmanager
+async def _serving(
+    pki: Path, config: WebConfig, *, revoked: Callable[[], frozenset[int]] = frozenset,
+) -> AsyncIterator[tuple[str, Store]]:
+    store = Store(":memory:", messages_of=certs.node_uri("d1"))
+    ids = itertools.count(1)
+    site = WebSite(
+        node_uri=certs.node_uri("d1"), cert_pem=(pki / "d1.pem").read_bytes(),
+        notifications=store.notifications, messages=store.messages, log_path=pki / "d1.nq",
+        config=config,
+        clock=lambda: NOW, revoked=revoked,
+        new_id=lambda: f"n{next(ids)}",
+    )
+    server = WebServer(site, server_context(
+        cert=pki / "d1.pem", key=pki / "d1.key", ca_pem=(pki / "ca.pem").read_bytes()))
+    port = await server.start()
+    try:
+        yield f"https://127.0.0.1:{port}/", store
+    finally:
+        await server.stop()
+        store.close()
+
+
+def _run(pki: Path, scenario: Callable[[str, Store], Any], config: WebConfig | None = None,
+         **kwargs: Any) -> None:
+    async def main() -> None:
+        async with _serving(pki, config or WebConfig(listen="127.0.0.1:0"), **kwargs) as (
+            base, store,
+        ):
+            await scenario(base, store)
+
+    asyncio.run(main())
+
+
+def test_post_then_read_back(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            ctx = _client(pki, "alice")
+            async with http.post(base + "inbox/", data=NOTE, ssl=ctx,
+                                 headers={"Content-Type": "application/ld+json"}) as reply:
+                assert reply.status == 201, await reply.text()
+                assert reply.headers["Location"] == "/inbox/n1"
+            stored = store.notifications.get("n1")
+            assert stored is not None and stored.sender == "alice"
+            async with http.get(base + "inbox/n1", ssl=ctx,
+                                headers={"Accept": "application/n-quads"}) as reply:
+                assert reply.status == 200
+                assert "<https://d1.xdn.example/inbox/n1>" in await reply.text()
+            async with http.get(base + "inbox/zz", ssl=ctx) as reply:
+                assert reply.status == 404
+            async with http.get(base + "inbox/..%2f", ssl=ctx) as reply:
+                assert reply.status == 404
+
+    _run(pki, scenario)
+
+
+def test_a_revoked_certificate_is_refused(pki: Path) -> None:
+    mallory = certs.credential_from_pem((pki / "mallory.pem").read_bytes()).serial
+
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base, ssl=_client(pki, "mallory")) as reply:
+                assert reply.status == 403
+                assert "'mallory' was revoked" in await reply.text()
+            async with http.post(base + "inbox/", data=NOTE, ssl=_client(pki, "mallory"),
+                                 headers={"Content-Type": "application/ld+json"}) as reply:
+                assert reply.status == 403
+            async with http.get(base, ssl=_client(pki, "alice")) as reply:
+                assert reply.status == 200
+        assert store.notifications.count() == 0
+
+    _run(pki, scenario, revoked=lambda: frozenset({mallory}))
+
+
+@pytest.mark.parametrize("who", [None, "stranger"])
+def test_no_certificate_of_the_ca_no_connection(pki: Path, who: str | None) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises((aiohttp.ClientOSError, aiohttp.ServerDisconnectedError,
+                                aiohttp.ClientConnectorError)):
+                async with http.get(base, ssl=_client(pki, who)) as reply:
+                    await reply.read()
+
+    _run(pki, scenario)
+
+
+async def _endless(started: asyncio.Event) -> AsyncIterator[bytes]:
+    yield b'{"@context": {}, "@id": "", "https://ex.example/p": "'
+    started.set()
+    while True:  # a client that trickles: the server must not wait for it forever
+        await asyncio.Event().wait()
+        yield b"x"
+
+
+def test_a_body_that_never_ends_gets_408(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            started = asyncio.Event()
+            async with http.post(base + "inbox/", data=_endless(started), ssl=_client(pki, "alice"),
+                                 headers={"Content-Type": "application/ld+json"}) as reply:
+                assert reply.status == 408
+                assert "over 0.3s" in await reply.text()
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", request_seconds=0.3))
+
+
+def test_oversized_bodies_get_413_declared_or_streamed(pki: Path) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(64):  # 64 KiB, no Content-Length: refused once 1 KiB is read
+            yield b"#" * 1024
+
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            ctx = _client(pki, "alice")
+            headers = {"Content-Type": "text/turtle"}
+            async with http.post(base + "inbox/", data=b"#" * 2048, ssl=ctx,
+                                 headers=headers) as reply:
+                assert reply.status == 413
+                assert "2048 bytes, over the inbox's limit of 1024" in await reply.text()
+            async with http.post(base + "inbox/", data=chunks(), ssl=ctx,
+                                 headers=headers) as reply:
+                assert reply.status == 413
+                assert "over the inbox's limit of 1024 bytes" in await reply.text()
+        assert store.notifications.count() == 0
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", notification_bytes=1024))
+
+
+def test_a_flood_of_posts_gets_429(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            ctx = _client(pki, "alice")
+            headers = {"Content-Type": "application/ld+json"}
+            started = asyncio.Event()
+            slow = asyncio.ensure_future(http.post(
+                base + "inbox/", data=_endless(started), ssl=ctx, headers=headers))
+            await started.wait()
+            async with asyncio.timeout(10):
+                while True:  # the slow POST holds the only slot once its headers are read
+                    async with http.post(base + "inbox/", data=NOTE, ssl=ctx,
+                                         headers=headers) as reply:
+                        if reply.status == 429:
+                            assert reply.headers["Retry-After"] == "1"
+                            break
+                        assert reply.status == 201
+            slow.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await slow
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", posts_in_flight=1))
+
+
+def test_a_full_inbox_answers_507(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            ctx = _client(pki, "alice")
+            statuses = []
+            for _ in range(3):
+                async with http.post(base + "inbox/", data=NOTE, ssl=ctx,
+                                     headers={"Content-Type": "application/ld+json"}) as reply:
+                    statuses.append(reply.status)
+        assert statuses == [201, 201, 507]
+        assert store.notifications.count() == 2
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_notifications=2))
+
+
+def test_a_client_trickling_its_headers_is_cut_off(pki: Path) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        port = int(base.rstrip("/").rpartition(":")[2])
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=_client(pki, "alice"), server_hostname="127.0.0.1"
+        )
+        writer.write(b"GET / HTTP/1.1\r\nHost: d1\r\n")  # and never the blank line
+        await writer.drain()
+        async with asyncio.timeout(10):  # the server closes it after connection_seconds
+            assert await reader.read() == b""
+        writer.close()
+
+    _run(pki, scenario,
+         WebConfig(listen="127.0.0.1:0", connection_seconds=0.5, request_seconds=0.5))
+
+
+def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None:
+    from tests.unit.test_message_archive import chain_and_hop, route_and_flush
+
+    published, hop = chain_and_hop()
+    path = "/" + hop.uri.removeprefix(certs.node_uri("d1"))
+
+    async def scenario(base: str, store: Store) -> None:
+        route_and_flush(store, pki / "d1.nq", published, hop)
+        async with aiohttp.ClientSession() as http:
+            for who, status in (("alice", 200), ("eve", 200), ("mallory", 403)):
+                async with http.get(base + path.lstrip("/"), ssl=_client(pki, who),
+                                    headers={"Accept": "application/n-quads"}) as reply:
+                    assert reply.status == status, who
+                    body = await reply.read()
+                    if status == 200:
+                        assert provenance.Message.from_nquads(body) == hop
+                    else:
+                        assert b"not a party to this message" in body
+            async with http.get(base + "msg/order%201/v1/to-bob",
+                                ssl=_client(pki, "alice")) as reply:
+                assert reply.status == 404
+            async with http.get(base + path.lstrip("/"), ssl=_client(pki, "alice"),
+                                headers={"Accept": "text/turtle"}) as reply:
+                assert reply.status == 406  # named graphs: no Turtle
+
+    _run(pki, scenario)

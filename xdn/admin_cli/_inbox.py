@@ -1,0 +1,96 @@
+"""``xdn inbox list|show|post``: a site's LDN inbox over HTTPS (docs/linked-data.md).
+
+``list`` prints the URI of every notification the inbox contains (its ``ldp:contains``),
+``show`` one notification (TriG by default, or ``--as`` another offered type), ``post`` sends
+a notification file (its media type from ``--type`` or its extension) and prints where the
+inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`xdn.admin_cli._web`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from xdn.admin_cli._web import WebClient, web_args
+from xdn.errors import PeerError, UsageError
+
+__all__ = ["cmd_inbox_list", "cmd_inbox_post", "cmd_inbox_show", "register"]
+
+_BY_EXTENSION = {
+    ".jsonld": "application/ld+json",
+    ".json": "application/ld+json",
+    ".ttl": "text/turtle",
+    ".nq": "application/n-quads",
+    ".trig": "application/trig",
+}
+_LDP_CONTAINS = "http://www.w3.org/ns/ldp#contains"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``inbox`` and its actions."""
+    group = subparsers.add_parser(
+        "inbox", help="list, show or post notifications of a site's LDN inbox (HTTPS)",
+        description="A site's Linked Data Notifications inbox, over mutual TLS.",
+    )
+    sub = group.add_subparsers(dest="inbox_command", metavar="ACTION", required=True)
+    p = sub.add_parser("list", help="the URI of every notification in the inbox")
+    web_args(p)
+    p.set_defaults(func=cmd_inbox_list)
+    p = sub.add_parser("show", help="one notification's statements")
+    p.add_argument("notification", metavar="URI", help="its URI, URL or path (/inbox/ID)")
+    p.add_argument("--as", dest="media_type", default="application/trig",
+                   help="the media type to ask for (default application/trig)")
+    web_args(p)
+    p.set_defaults(func=cmd_inbox_show)
+    p = sub.add_parser("post", help="send a notification; print where the inbox put it")
+    p.add_argument("file", type=Path, metavar="FILE", help="the notification ('-' for stdin)")
+    p.add_argument("--type", dest="media_type", choices=sorted(set(_BY_EXTENSION.values())),
+                   help="its media type (default: from the file's extension)")
+    web_args(p)
+    p.set_defaults(func=cmd_inbox_post)
+
+
+def _client(args: argparse.Namespace) -> WebClient:
+    return WebClient(args.web, certs=args.certs, name=args.name)
+
+
+def cmd_inbox_list(args: argparse.Namespace) -> int:
+    """``xdn inbox list``: one notification URI a line, oldest first."""
+    import pyoxigraph as ox
+
+    reply = _client(args).request("GET", "/inbox/", accept="application/n-quads")
+    try:
+        quads = ox.parse(reply.body, format=ox.RdfFormat.N_QUADS)
+        contained = [q.object.value for q in quads if q.predicate.value == _LDP_CONTAINS]
+    except SyntaxError as exc:
+        raise PeerError(f"the inbox listing is not N-Quads: {exc}") from None
+    for uri in contained:
+        print(uri)
+    return 0
+
+
+def cmd_inbox_show(args: argparse.Namespace) -> int:
+    """``xdn inbox show``: the notification, as the site serves it."""
+    reply = _client(args).request("GET", args.notification, accept=args.media_type)
+    sys.stdout.write(reply.body.decode("utf-8", "replace"))
+    return 0
+
+
+def cmd_inbox_post(args: argparse.Namespace) -> int:
+    """``xdn inbox post``: send FILE; print the new notification's URL."""
+    media_type = args.media_type or _BY_EXTENSION.get(args.file.suffix.lower())
+    if media_type is None:
+        raise UsageError(
+            f"cannot tell the media type of {args.file}: give --type (or name it "
+            f"{', '.join(sorted(_BY_EXTENSION))})"
+        )
+    try:
+        body = sys.stdin.buffer.read() if str(args.file) == "-" else args.file.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{args.file}: cannot read: {exc.strerror}") from None
+    client = _client(args)
+    reply = client.request("POST", "/inbox/", body=body, content_type=media_type)
+    print(client.url(reply.location or "/inbox/"))
+    return 0

@@ -1,0 +1,108 @@
+"""Linked data at a site, without the server: content negotiation, serialisation, LDN.
+
+Theory of operation
+-------------------
+A site serves its URI space (its node URI, ``https://NAME.xdn.example/``) over HTTPS; the
+server is the daemon's edge (:mod:`disseminator.web`). Everything it decides is here, pure (no
+sockets, no clock, no randomness: the caller mints ids and passes them in):
+
+* which representation to send — :func:`choose` reads ``Accept`` (q-values, most specific
+  range wins) among the media types :func:`offers` lists for a dataset (JSON-LD first, TriG,
+  N-Quads, Turtle for a dataset without named graphs, HTML), or raises
+  :class:`NotAcceptable`;
+* how to write it — :func:`serialise` (pyoxigraph for RDF, :mod:`._html` for people);
+* what a POST to an inbox holds — :func:`parse_notification` (media type, byte limit, RDF,
+  constraints; JSON-LD contexts only from the bundled allow-list, :mod:`._jsonld`), raising
+  :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification`;
+* the graphs of the site's own resources — :func:`root_description` (certificate, public key,
+  ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``);
+* which message URI a path names and who may read that message — :func:`message_uri_of_path`,
+  :func:`may_read` (its publisher, senders and recipients, and auditors).
+
+Every error is a :class:`~xdn.errors.LinkedDataError` naming what is wrong; the edge maps the
+kind to a status code.
+"""
+
+from xdn.linked_data._conneg import MediaRange, choose, parse_accept
+from xdn.linked_data._dataset import Dataset, from_nquads, from_terms, offers, serialise
+from xdn.linked_data._errors import (
+    InvalidNotification,
+    NotAcceptable,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
+from xdn.linked_data._jsonld import BUNDLED_CONTEXTS, bundled_context, inline_contexts
+from xdn.linked_data._media import (
+    ACCEPTED_POST_TYPES,
+    HTML,
+    JSON_LD,
+    N_QUADS,
+    TRIG,
+    TURTLE,
+    content_type,
+    parse_content_type,
+)
+from xdn.linked_data._messages import (
+    AUDITOR_ROLE,
+    may_read,
+    message_readers,
+    message_uri_of_path,
+)
+from xdn.linked_data._notification import (
+    Notification,
+    NotificationLimits,
+    accepted_media_type,
+    parse_notification,
+)
+from xdn.linked_data._resources import (
+    LDP,
+    LDP_INBOX,
+    SEC_PUBLIC_KEY_PEM,
+    inbox_listing,
+    inbox_uri,
+    is_notification_id,
+    notification_uri,
+    root_description,
+)
+
+__all__ = [
+    "ACCEPTED_POST_TYPES",
+    "AUDITOR_ROLE",
+    "BUNDLED_CONTEXTS",
+    "HTML",
+    "JSON_LD",
+    "LDP",
+    "LDP_INBOX",
+    "N_QUADS",
+    "SEC_PUBLIC_KEY_PEM",
+    "TRIG",
+    "TURTLE",
+    "Dataset",
+    "InvalidNotification",
+    "MediaRange",
+    "NotAcceptable",
+    "Notification",
+    "NotificationLimits",
+    "PayloadTooLarge",
+    "UnsupportedMediaType",
+    "accepted_media_type",
+    "bundled_context",
+    "choose",
+    "content_type",
+    "from_nquads",
+    "from_terms",
+    "inbox_listing",
+    "inbox_uri",
+    "inline_contexts",
+    "is_notification_id",
+    "may_read",
+    "message_readers",
+    "message_uri_of_path",
+    "notification_uri",
+    "offers",
+    "parse_accept",
+    "parse_content_type",
+    "parse_notification",
+    "root_description",
+    "serialise",
+]
