@@ -122,7 +122,7 @@ class _Hosted:
     def start_site(self, site: str, timeout: float = 60.0) -> None:
         config = self.net.site_config(self.net.sites[site])
         own, root = self.hosts.addresses[site], self.hosts.addresses["d1"]
-        text = re.sub(r'^(listen|metrics_listen) = "127\.0\.0\.1:', rf'\1 = "{own}:',
+        text = re.sub(r'^(listen|metrics_listen|web_listen) = "127\.0\.0\.1:', rf'\1 = "{own}:',
                       config.read_text(), flags=re.MULTILINE)
         config.write_text(text.replace('"127.0.0.1:', f'"{root}:'))  # the DHT bootstrap
         self.spawn(site, site, ["disseminator", "serve", "--config", str(config)])
