@@ -4,7 +4,7 @@ Theory of operation. One row per notification: the id the inbox minted (the last
 its URI), when it was accepted, who posted it (the certificate's common name and fingerprint),
 the media type it came in, and its statements as N-Quads (:mod:`xdn.linked_data`). Rows are
 written in a transaction of their own and never changed; the inbox lists them in the order
-they came (``seq``). The inbox holds at most a configured number of notifications
+they came (``seq``), a page at a time (:meth:`Notifications.page`: ``seq`` is the cursor). The inbox holds at most a configured number of notifications
 (``[web] inbox_notifications``): :meth:`Notifications.add` refuses one more, so a flood fills
 a bounded table and the disk, not memory.
 
@@ -86,6 +86,19 @@ class Notifications:
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
             media_type=row[4], nquads=bytes(row[5]),
         )
+
+    def page(self, *, after: int, limit: int) -> tuple[list[tuple[int, str]], bool]:
+        """The (sequence number, id) of at most ``limit`` notifications accepted after the one
+        numbered ``after``, oldest first, and whether the inbox holds more after them."""
+        if limit < 1:
+            raise ValueError(f"a page holds at least one notification, not {limit}")
+        rows = [
+            (int(seq), str(notification_id)) for seq, notification_id in self._db.execute(
+                "SELECT seq, id FROM notifications WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, limit + 1),
+            )
+        ]
+        return rows[:limit], len(rows) > limit
 
     def ids(self) -> list[str]:
         """The ids of every notification held, oldest first."""

@@ -10,7 +10,9 @@ so a client follows them to the address it reached the endpoint at.
 * ``GET|HEAD /`` — the node description (:func:`xdn.linked_data.root_description`), with
   ``Link: </inbox/>; rel="http://www.w3.org/ns/ldp#inbox"`` (LDN discovery).
 * ``GET|HEAD /inbox/`` — the inbox, an ``ldp:BasicContainer`` whose ``ldp:contains`` lists
-  every notification; ``OPTIONS /inbox/`` — ``Allow`` and ``Accept-Post``.
+  its notifications, ``[web] inbox_page`` at most: the first page, ``Link: <…>; rel="next"``
+  to the next, ``/inbox/?after=SEQ`` (:mod:`xdn.linked_data._paging`); ``OPTIONS /inbox/`` —
+  ``Allow`` and ``Accept-Post``.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
 * ``GET|HEAD /inbox/ID`` — the notification.
@@ -51,6 +53,7 @@ _STATUS: dict[type[LinkedDataError], int] = {
     ld.UnsupportedMediaType: 415,
     ld.PayloadTooLarge: 413,
     ld.InvalidNotification: 400,
+    ld.InvalidRequest: 400,
     ld.NotAcceptable: 406,
 }
 _INBOX_ALLOW = "GET, HEAD, OPTIONS, POST"
@@ -80,9 +83,17 @@ class _Routes:
         return response
 
     async def inbox_get(self, request: web.Request) -> web.StreamResponse:
-        uris = (self.inbox + i for i in self.site.notifications.ids())
-        dataset = ld.inbox_listing(self.inbox, uris)
-        return self._inbox_headers(negotiated(request, dataset, title=self.inbox, site=self.site))
+        after = ld.page_cursor(request.query)
+        rows, more = self.site.notifications.page(after=after, limit=self.site.config.inbox_page)
+        page = ld.InboxPage.of_rows(
+            self.inbox, [(seq, self.inbox + i) for seq, i in rows], after=after, more=more
+        )
+        response = self._inbox_headers(
+            negotiated(request, page.dataset(), title=page.uri, site=self.site)
+        )
+        for link in page.links("/inbox/"):
+            response.headers.add("Link", link)
+        return response
 
     async def inbox_options(self, request: web.Request) -> web.StreamResponse:
         return self._inbox_headers(web.Response(status=204))

@@ -60,3 +60,22 @@ def test_a_store_written_before_the_inbox_gains_its_table(tmp_path: Path) -> Non
         assert store.notifications.ids() == ["n1"]
     finally:
         store.close()
+
+
+def test_pages_walk_every_notification_once_by_cursor() -> None:
+    store = Store(":memory:")
+    for i in range(7):
+        store.notifications.add(_note(i), capacity=10)
+    walked, after, pages = [], 0, 0
+    while True:
+        rows, more = store.notifications.page(after=after, limit=3)
+        walked += [i for _, i in rows]
+        pages += 1
+        if not more:
+            break
+        after = rows[-1][0]
+    assert walked == [f"n{i}" for i in range(7)] and pages == 3
+    assert store.notifications.page(after=after, limit=3) == ([(7, "n6")], False)
+    assert store.notifications.page(after=99, limit=3) == ([], False)
+    with pytest.raises(ValueError, match="at least one"):
+        store.notifications.page(after=0, limit=0)

@@ -52,8 +52,9 @@ def test_notification_ids_are_plain_segments(text: str) -> None:
 
 def test_public_api_is_pinned() -> None:
     assert set(ld.__all__) == {
-        "ACCEPTED_POST_TYPES", "AUDITOR_ROLE", "BUNDLED_CONTEXTS", "HTML", "JSON_LD", "LDP",
-        "LDP_INBOX",
+        "ACCEPTED_POST_TYPES", "AUDITOR_ROLE", "BUNDLED_CONTEXTS", "HTML", "IANA_RELATION",
+        "InboxPage", "InvalidRequest", "JSON_LD", "LDP", "LDP_INBOX", "page_cursor",
+        "parse_links",
         "N_QUADS", "SEC_PUBLIC_KEY_PEM", "TRIG", "TURTLE", "Dataset", "InvalidNotification",
         "MediaRange", "NotAcceptable", "Notification", "NotificationLimits", "PayloadTooLarge",
         "UnsupportedMediaType", "accepted_media_type", "bundled_context", "choose",
