@@ -248,7 +248,7 @@ async def serve(config: SiteConfig) -> DrainReport:
     node.set_revoked(crl.revoked)
     if crl.crl is not None:  # subscribers get the CRL in force when they connect
         node.relay_crl(crl.crl.pem, queue=False)
-    receipts = SiteReceipts(node, config.limits)
+    receipts = SiteReceipts(node, config.limits, inbox=config.web.listen is not None)
     service = DisseminatorService(
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
         crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
