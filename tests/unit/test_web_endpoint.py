@@ -256,7 +256,8 @@ def test_the_listing_pages_every_notification_once(pki: Path) -> None:
             assert listed == [inbox + f"n{i}" for i in range(1, 8)]
             assert len(pages) == 3 and "first" not in pages[0][0]
             assert f"<{ld.LDP}Page>" not in pages[0][1] and "BasicContainer" in pages[0][1]
-            assert pages[1][0]["first"] == "/inbox/" and f'<{ld.LDP}Page>; rel="type"' in pages[1][1]
+            assert pages[1][0]["first"] == "/inbox/"
+            assert f'<{ld.LDP}Page>; rel="type"' in pages[1][1]
             assert "next" not in pages[2][0]
             async with http.get(base + "inbox/?after=x", ssl=ctx) as reply:
                 assert reply.status == 400
