@@ -14,7 +14,9 @@ so a client follows them to the address it reached the endpoint at.
   to the next, ``/inbox/?after=SEQ`` (:mod:`xdn.linked_data._paging`); ``OPTIONS /inbox/`` —
   ``Allow`` and ``Accept-Post``.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
-  Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
+  Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer. A
+  delivery receipt (:func:`xdn.linked_data.is_receipt`) is checked and accepted as the
+  client's acknowledged receipt instead (:mod:`disseminator.web._receipts`).
 * ``GET|HEAD /inbox/ID`` — the notification.
 * ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
   (:mod:`disseminator.web._messages`).
@@ -40,6 +42,7 @@ from aiohttp import web
 
 from disseminator.notifications import InboxFull, StoredNotification
 from disseminator.web._messages import MessageRoute
+from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
 from xdn import linked_data as ld
@@ -67,6 +70,7 @@ class _Routes:
         self.site = site
         self.inbox = ld.inbox_uri(site.node_uri)
         self.posting = 0  # POSTs being read now
+        self.receipts = ReceiptPost(site)
 
     async def root(self, request: web.Request) -> web.StreamResponse:
         dataset = ld.root_description(self.site.node_uri, self.site.cert_pem)
@@ -128,6 +132,8 @@ class _Routes:
                 max_statements=self.site.config.notification_statements,
             ),
         )
+        if self.site.receipts is not None and ld.is_receipt(notification):
+            return await self.receipts.post(request, notification)
         credential = request[CREDENTIAL]
         try:
             self.site.notifications.add(

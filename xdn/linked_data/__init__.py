@@ -13,7 +13,8 @@ sockets, no clock, no randomness: the caller mints ids and passes them in):
 * how to write it — :func:`serialise` (pyoxigraph for RDF, :mod:`._html` for people);
 * what a POST to an inbox holds — :func:`parse_notification` (media type, byte limit, RDF,
   constraints; JSON-LD contexts only from the bundled allow-list, :mod:`._jsonld`), raising
-  :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification`;
+  :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification` —
+  and whether it is a delivery receipt (:func:`is_receipt`, by its envelope's type);
 * the graphs of the site's own resources — :func:`root_description` (certificate, public key,
   ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``), a page of it at a time
   (:class:`InboxPage`, :func:`page_cursor`: cursors, ``rel="next"``; :mod:`._paging`);
@@ -54,6 +55,7 @@ from xdn.linked_data._notification import (
     Notification,
     NotificationLimits,
     accepted_media_type,
+    is_receipt,
     parse_notification,
 )
 from xdn.linked_data._paging import IANA_RELATION, InboxPage, page_cursor, parse_links
@@ -101,6 +103,7 @@ __all__ = [
     "inbox_uri",
     "inline_contexts",
     "is_notification_id",
+    "is_receipt",
     "may_read",
     "message_readers",
     "message_uri_of_path",
