@@ -143,6 +143,9 @@ def test_a_posted_receipt_is_accepted_queued_and_listed_once(
         async with http.get(base + location.lstrip("/"), ssl=client("carol"),
                             headers={"Accept": "text/turtle"}) as reply:
             assert reply.status == 406  # named graphs
+        async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+                            headers={"Accept": "text/html"}) as reply:
+            assert reply.status == 200 and "received#e4" in await reply.text()
 
     _run(pki, d2, tmp_path, scenario)
     (queued,) = d2.store.queued_receipts(limit=10)
