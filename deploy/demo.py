@@ -13,7 +13,10 @@
    alice has;
 7. linked data over HTTPS: alice dereferences the message URI d2 minted for her and verifies
    the chain under the CA alone; production-dept posts a notification to its root site's LDN
-   inbox (d1) and lists it;
+   inbox (d1) and lists it; carol posts to d2's inbox the receipts she signed for the documents
+   she held until their keys came (no ack carried them); d1's inbox must then list a receipt
+   of every document version each subscriber accepted — who received what, by which path —
+   each verified under the CA (:mod:`deploy.demo_linked_data`);
 8. the Spark audit verifies every provenance signature chain and writes its report.
 
 Exit status 0 only if every check passes; every process is stopped on the way out.
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.demo_linked_data import linked_data_step
 from deploy.expectations import Deliveries, expected_deliveries, read_received
 from deploy.network import (
     DEFAULT_SUBSCRIBERS,
@@ -93,52 +97,6 @@ def _late_joiner(net: LocalNetwork, say: Callable[[str], None]) -> None:
         say(f"      {publisher}: {output.strip()}")
 
 
-def _linked_data(net: LocalNetwork, say: Callable[[str], None]) -> bool:
-    """alice dereferences d2's message to her; production-dept posts to d1's inbox."""
-    import json
-    import re
-    from datetime import UTC, datetime
-
-    from xdn import certs, provenance
-    from xdn.admin_cli import WebClient
-
-    say("[7/8] linked data over HTTPS: a message URI dereferenced, the publisher site's inbox")
-    d2 = certs.node_uri("d2")
-    pattern = re.compile(rf"<({re.escape(d2)}msg/[^>#]*/subscriber-alice[^>#]*)#")
-    log = net.logs / "d2.nq"
-    if not wait_until(lambda: log.exists() and pattern.search(log.read_text()) is not None, 30):
-        say("      FAILED: d2 logged no message to alice")
-        return False
-    found = pattern.search(log.read_text())
-    assert found is not None
-    uri = found.group(1)
-    alice = WebClient(net.web_url("d2"), certs=net.certs, name="alice")
-    message = provenance.Message.from_nquads(
-        alice.request("GET", uri, accept="application/n-quads").body
-    )
-    provenance.ChainVerifier((net.certs / "ca.pem").read_bytes()).verify(
-        message, at=datetime.now(UTC)
-    )
-    path = " → ".join(e.sender.removeprefix("https://").split(".")[0]
-                      for e in message.envelopes())
-    say(f"      alice: GET {uri}")
-    say(f"        from d2's endpoint {net.web_url('d2')}: {len(message.quads)} statements, "
-        f"hops {path} → alice, every signature verified under the CA alone")
-    publisher = WebClient(net.web_url("d1"), certs=net.certs, name="production-dept")
-    notification = {
-        "@context": "https://www.w3.org/ns/activitystreams", "@id": "", "type": "Announce",
-        "actor": certs.node_uri("production-dept"), "object": uri,
-        "summary": "alice's copy of a production-dept document, as d2 sent it",
-    }
-    posted = publisher.request("POST", "/inbox/", body=json.dumps(notification).encode(),
-                               content_type="application/ld+json")
-    listing = publisher.request("GET", "/inbox/", accept="text/turtle").body.decode()
-    count = listing.count(certs.node_uri("d1") + "inbox/") - 1  # (the inbox names itself)
-    say(f"      production-dept: POST {net.web_url('d1')}inbox/ → {posted.status} "
-        f"{posted.location}; the inbox lists {count} notification(s)")
-    return posted.status == 201 and count >= 1
-
-
 def run_demo(
     workdir: Path,
     *,
@@ -188,7 +146,7 @@ def run_demo(
         expected = {
             name: expected_deliveries(net, ontology, name, published) for name in net.subscribers
         }
-        linked_data_ok = _linked_data(net, say)
+        linked_data_ok = linked_data_step(net, say)
     checks = []
     for name in net.subscribers:
         received, refused = read_received(net.inbox(name))

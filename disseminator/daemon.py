@@ -248,7 +248,7 @@ async def serve(config: SiteConfig) -> DrainReport:
     node.set_revoked(crl.revoked)
     if crl.crl is not None:  # subscribers get the CRL in force when they connect
         node.relay_crl(crl.crl.pem, queue=False)
-    receipts = SiteReceipts(node, config.limits)
+    receipts = SiteReceipts(node, config.limits, inbox=config.web.listen is not None)
     service = DisseminatorService(
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
         crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
@@ -279,7 +279,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
-    web = await _start_web(config, tls, node)  # before the port file: launchers wait on it
+    web = await _start_web(config, tls, node, receipts)  # before the port file (launchers)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
     stop, hurry = asyncio.Event(), asyncio.Event()  # hurry: a second signal skips the drain
@@ -341,16 +341,19 @@ async def serve(config: SiteConfig) -> DrainReport:
     return report
 
 
-async def _start_web(config: SiteConfig, tls: TlsFiles, node: SiteNode) -> WebServer | None:
+async def _start_web(
+    config: SiteConfig, tls: TlsFiles, node: SiteNode, receipts: SiteReceipts
+) -> WebServer | None:
     """Serve the site's linked data and LDN inbox on ``[site] web_listen`` (if set), with the
-    gRPC port's certificate and CA; write the bound port to ``STATE_DIR/web_port``."""
+    gRPC port's certificate and CA (receipts posted to the inbox go to ``receipts``); write
+    the bound port to ``STATE_DIR/web_port``."""
     if config.web.listen is None:
         return None
     site = WebSite(
         node_uri=node.site.signer.node_uri, cert_pem=tls.cert_pem,
         notifications=node.store.notifications, messages=node.store.messages,
         log_path=config.provenance_log, config=config.web, clock=node.now,
-        revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex,
+        revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex, receipts=receipts,
     )
     try:
         context = server_context(cert=config.cert, key=config.key, ca_pem=tls.ca_pem)

@@ -1,12 +1,24 @@
-"""The notifications a site's LDN inbox accepted, in the site's SQLite store.
+"""The notifications a site's LDN inbox holds, in the site's SQLite store.
 
 Theory of operation. One row per notification: the id the inbox minted (the last segment of
-its URI), when it was accepted, who posted it (the certificate's common name and fingerprint),
+its URI), when it was accepted, who sent it (the certificate's common name and fingerprint),
 the media type it came in, and its statements as N-Quads (:mod:`xdn.linked_data`). Rows are
-written in a transaction of their own and never changed; the inbox lists them in the order
-they came (``seq``). The inbox holds at most a configured number of notifications
-(``[web] inbox_notifications``): :meth:`Notifications.add` refuses one more, so a flood fills
-a bounded table and the disk, not memory.
+never changed; the inbox lists them in the order they came (``seq``), a page at a time
+(:meth:`Notifications.page`: ``seq`` is the cursor).
+
+Two kinds of rows share the table, and the listing:
+
+* notifications POSTed by parties (:meth:`Notifications.add`, a transaction of their own):
+  the inbox holds at most a configured number of them (``[web] inbox_notifications``) and
+  refuses one more, so a flood fills a bounded table and the disk, not memory;
+* delivery receipts the site accepted (``receipt = 1``, :meth:`Notifications.add_receipt`,
+  written inside the transaction that queues the receipt, :mod:`disseminator.receipts`): not
+  counted against that limit — a network's receipts must not crowd parties' notifications out,
+  nor be refused because parties filled the inbox — and bounded otherwise: one per subscriber
+  certificate and document version (the id is derived from both, so a second receipt of the
+  same version adds none), each wrapping a hop the site signed within its routed retention,
+  and pruned with that retention (:meth:`Notifications.prune_receipts`, with
+  ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing.
 
 No clock here: the caller passes the time. Pure SQL on the store's connection.
 """
@@ -16,7 +28,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-__all__ = ["SCHEMA", "InboxFull", "Notifications", "StoredNotification"]
+__all__ = ["SCHEMA", "InboxFull", "Notifications", "StoredNotification", "upgrade"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS notifications (
@@ -26,9 +38,19 @@ CREATE TABLE IF NOT EXISTS notifications (
     sender TEXT NOT NULL,
     sender_fingerprint TEXT NOT NULL,
     media_type TEXT NOT NULL,
-    nquads BLOB NOT NULL
+    nquads BLOB NOT NULL,
+    receipt INTEGER NOT NULL DEFAULT 0
 );
 """
+
+
+def upgrade(db: sqlite3.Connection) -> None:
+    """Bring an older store's table up to date (the ``receipt`` column) and index it."""
+    if "receipt" not in {row[1] for row in db.execute("PRAGMA table_info(notifications)")}:
+        db.execute("ALTER TABLE notifications ADD COLUMN receipt INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS notifications_by_kind ON notifications (receipt, received_ms)"
+    )
 
 
 class InboxFull(Exception):
@@ -45,6 +67,7 @@ class StoredNotification:
     sender_fingerprint: str
     media_type: str
     nquads: bytes
+    receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
 
 
 class Notifications:
@@ -54,7 +77,8 @@ class Notifications:
         self._db = db
 
     def add(self, notification: StoredNotification, *, capacity: int) -> None:
-        """Store a notification, unless the inbox already holds ``capacity`` of them.
+        """Store a posted notification, unless the inbox already holds ``capacity`` of them
+        (receipts not counted).
 
         Raises:
             InboxFull: the inbox is full (nothing written).
@@ -62,21 +86,40 @@ class Notifications:
         """
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            (count,) = self._db.execute("SELECT COUNT(*) FROM notifications").fetchone()
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM notifications WHERE receipt = 0"
+            ).fetchone()
             if count >= capacity:
                 raise InboxFull(f"the inbox holds {count} notifications, its limit")
-            self._db.execute(
-                "INSERT INTO notifications "
-                "(id, received_ms, sender, sender_fingerprint, media_type, nquads) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (notification.id, notification.received_ms, notification.sender,
-                 notification.sender_fingerprint, notification.media_type, notification.nquads),
-            )
+            self._insert("INSERT", notification)
+
+    def add_receipt(self, notification: StoredNotification) -> bool:
+        """Store a receipt's notification unless one with its id is held; inside the caller's
+        transaction (no transaction of its own). Returns whether it was stored."""
+        if not notification.receipt:
+            raise ValueError(f"notification {notification.id} is not a receipt")
+        return self._insert("INSERT OR IGNORE", notification) > 0
+
+    def _insert(self, verb: str, n: StoredNotification) -> int:
+        return int(self._db.execute(
+            f"{verb} INTO notifications "
+            "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
+             int(n.receipt)),
+        ).rowcount)
+
+    def prune_receipts(self, before_ms: int) -> int:
+        """Delete the receipts' notifications accepted before ``before_ms`` (inside the
+        caller's transaction); return how many."""
+        return int(self._db.execute(
+            "DELETE FROM notifications WHERE receipt = 1 AND received_ms < ?", (before_ms,)
+        ).rowcount)
 
     def get(self, notification_id: str) -> StoredNotification | None:
         """The notification with this id, if the inbox holds it."""
         row = self._db.execute(
-            "SELECT id, received_ms, sender, sender_fingerprint, media_type, nquads "
+            "SELECT id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt "
             "FROM notifications WHERE id = ?",
             (notification_id,),
         ).fetchone()
@@ -84,14 +127,28 @@ class Notifications:
             return None
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
-            media_type=row[4], nquads=bytes(row[5]),
+            media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]),
         )
+
+    def page(self, *, after: int, limit: int) -> tuple[list[tuple[int, str]], bool]:
+        """The (sequence number, id) of at most ``limit`` notifications accepted after the one
+        numbered ``after``, oldest first, and whether the inbox holds more after them."""
+        if limit < 1:
+            raise ValueError(f"a page holds at least one notification, not {limit}")
+        rows = [
+            (int(seq), str(notification_id)) for seq, notification_id in self._db.execute(
+                "SELECT seq, id FROM notifications WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, limit + 1),
+            )
+        ]
+        return rows[:limit], len(rows) > limit
 
     def ids(self) -> list[str]:
         """The ids of every notification held, oldest first."""
         return [row[0] for row in self._db.execute("SELECT id FROM notifications ORDER BY seq")]
 
-    def count(self) -> int:
-        """How many notifications the inbox holds."""
-        (count,) = self._db.execute("SELECT COUNT(*) FROM notifications").fetchone()
+    def count(self, *, receipts: bool | None = None) -> int:
+        """How many notifications the inbox holds (only receipts, or only others, if asked)."""
+        where = "" if receipts is None else f" WHERE receipt = {int(receipts)}"
+        (count,) = self._db.execute(f"SELECT COUNT(*) FROM notifications{where}").fetchone()
         return int(count)

@@ -15,9 +15,12 @@ only if it verifies the same way and the chain passes through the caller: a rela
 the calling downlink's TLS certificate, directly wrapping one signed by the uplink itself
 (:meth:`SiteReceipts.from_downlink`). Whatever a peer says, nothing is taken on its word.
 
-An accepted receipt is queued in the site's store and its receipt graphs staged in the log
-outbox in one transaction, then flushed to the provenance log (as routing does), so it is
-durable and logged exactly once: a receipt seen before (by its content hash) is a duplicate,
+An accepted receipt is queued in the site's store, its receipt graphs staged in the log outbox
+and — when the site serves an LDN inbox — the whole chain put in the inbox as a notification
+sent by the party that passed it here (the subscriber, or the downlink site; see
+:mod:`disseminator.notifications` for how those are bounded), in one transaction, then the
+graphs are flushed to the provenance log (as routing does), so it is durable, listed once and
+logged exactly once: a receipt seen before (by its content hash) is a duplicate,
 acknowledged but neither logged nor queued again. A refused one is counted
 (``xdn_receipts_refused{source,reason}``), logged as a warning and dropped; it never fails the
 acknowledgement or the stream it came with.
@@ -40,9 +43,11 @@ import grpc
 
 from disseminator.limits import Limits, chunk_sizes
 from disseminator.node import SiteNode
+from disseminator.notifications import StoredNotification
 from disseminator.store import QueuedReceipt
 from xdn import certs, identity
 from xdn.errors import PeerError, ReceiptError
+from xdn.linked_data import N_QUADS
 from xdn.receipts import Receipt, read_receipt
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -57,11 +62,13 @@ class SiteReceipts:
     Args:
         node: the site.
         limits: the site's limits (the size of one receipt).
+        inbox: whether each accepted receipt also becomes a notification in the site's inbox.
     """
 
-    def __init__(self, node: SiteNode, limits: Limits) -> None:
+    def __init__(self, node: SiteNode, limits: Limits, *, inbox: bool = False) -> None:
         self._node = node
         self._limits = limits
+        self._inbox = inbox  # the site serves an LDN inbox: receipts become notifications
         self._own: str | None = None  # this site's certificate fingerprint, read on first use
         self.queued = asyncio.Event()  # set whenever a receipt is queued (wakes the sender)
 
@@ -124,7 +131,8 @@ class SiteReceipts:
             raise ReceiptError(
                 f"the receipt wraps this site's hop to <{served.recipient}>, not to <{expected}>"
             )
-        return self._accept(receipt, "subscriber", served.timestamp_ms)
+        sender = certs.credential_from_pem(registration.certificate)
+        return self._accept(receipt, "subscriber", served.timestamp_ms, sender)
 
     def from_downlink(self, downlink: certs.Credential, data: bytes | Receipt) -> bool:
         """Accept a receipt the linked ``downlink`` passed up.
@@ -143,16 +151,18 @@ class SiteReceipts:
                 f"site {self._node.site.name!r} (path: {' -> '.join(receipt.sites)})"
             )
         own = [hop for hop in receipt.hops if hop.fingerprint == self._fingerprint()]
-        return self._accept(receipt, "downlink", own[-1].timestamp_ms)
+        return self._accept(receipt, "downlink", own[-1].timestamp_ms, downlink)
 
     def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
         """Count and log a refused receipt (it is dropped)."""
         self._node.metrics.refused_receipts.labels(source=source, reason=type(exc).__name__).inc()
         log.warning("refused a receipt from %s %s: %s", source, sender, exc)
 
-    def _accept(self, receipt: Receipt, source: str, hop_ms: int) -> bool:
-        """Log and queue ``receipt`` unless it is a duplicate; ``hop_ms``: when this site
-        signed the hop it wraps."""
+    def _accept(
+        self, receipt: Receipt, source: str, hop_ms: int, sender: certs.Credential
+    ) -> bool:
+        """Log and queue ``receipt`` (and list it in the inbox, as sent by ``sender``) unless
+        it is a duplicate; ``hop_ms``: when this site signed the hop it wraps."""
         now_ms = self._node.now_ms()
         retention_ms = self._node.store.routed.window.retention_ms
         if hop_ms < now_ms - retention_ms:
@@ -161,12 +171,18 @@ class SiteReceipts:
                 f"signed {(now_ms - hop_ms) / 86_400_000:.1f} days ago, longer than its "
                 f"routed retention ({retention_ms / 86_400_000:g} days): stale"
             )
+        data = receipt.to_nquads()
         fresh = self._node.store.accept_receipt(
             receipt_id=receipt.id,
             publisher=receipt.publisher.name,
-            data=receipt.to_nquads(),
+            data=data,
             log_graphs=receipt.latest_graphs(),
             at_ms=now_ms,
+            notification=StoredNotification(
+                id=receipt.notification_id, received_ms=now_ms, sender=sender.name,
+                sender_fingerprint=sender.fingerprint, media_type=N_QUADS, nquads=data,
+                receipt=True,
+            ) if self._inbox else None,
         )
         self._node.log_soon()
         if fresh:

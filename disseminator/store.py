@@ -16,15 +16,17 @@ refuses further deliveries for that destination only (counted and logged), never
 siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
 at opening from the destinations' counters), so the gauges read no table.
 
-Notifications the site's LDN inbox accepted are rows of ``notifications``
-(:mod:`disseminator.notifications`; a store written before it gets the table when it opens).
+Notifications the site's LDN inbox holds are rows of ``notifications``
+(:mod:`disseminator.notifications`; a store written before it gets the table when it opens),
+and so are the receipts the site accepts, when its inbox is on (below).
 
 Delivery receipts a site accepted (:mod:`disseminator.receipts`) are kept in ``receipts`` until
 passed upstream (or, at a root site, until their publisher fetched them), and their ids in
 ``receipts_seen`` for the routed window's retention, so that a receipt sent twice (a retry whose
 acknowledgement was lost) is neither logged nor passed on twice; a receipt of a hop older than
 that retention is refused as stale, so none can come again once its id is pruned. Accepting
-one queues it and stages its graphs in the log outbox in one transaction, like routing.
+one queues it, stages its graphs in the log outbox and puts its notification in the inbox in
+one transaction, like routing; the notification goes when its id is pruned.
 
 The last ``retain`` documents of each publisher (latest version of each, as this site received
 them) are retained in the same transaction, for new subscribers that ask for the state at
@@ -54,7 +56,7 @@ from pathlib import Path
 from disseminator import body_chunks, messages, notifications, routed
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
 from disseminator.messages import MessageArchive
-from disseminator.notifications import Notifications
+from disseminator.notifications import Notifications, StoredNotification
 from disseminator.routed import RoutedWindow, Window
 
 __all__ = [
@@ -377,6 +379,7 @@ class Store:
         self._max_queue = max_queue
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
+        notifications.upgrade(self._db)
         self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
         # the messages this site mints, for their URIs to dereference (messages_of: its node)
         self.messages = None if messages_of is None else MessageArchive(self._db, messages_of)
@@ -675,11 +678,13 @@ class Store:
 
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
     def accept_receipt(
-        self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes, at_ms: int
+        self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes, at_ms: int,
+        notification: StoredNotification | None = None,
     ) -> bool:
-        """Queue a verified receipt and stage its graphs for the log, atomically, unless a
-        receipt with this id was accepted before (and its id not yet pruned: the caller refuses
-        receipts older than the retention, see :meth:`prune_receipts_seen`).
+        """Queue a verified receipt and stage its graphs for the log (and put ``notification``
+        in the inbox, if given), atomically, unless a receipt with this id was accepted before
+        (and its id not yet pruned: the caller refuses receipts older than the retention, see
+        :meth:`prune_receipts_seen`).
 
         Returns:
             ``False`` for a duplicate (nothing written), ``True`` otherwise.
@@ -696,12 +701,16 @@ class Store:
                 "INSERT INTO receipts (publisher, data) VALUES (?, ?)", (publisher, data)
             )
             self._db.execute("INSERT INTO log_outbox (data) VALUES (?)", (log_graphs,))
+            if notification is not None:
+                self.notifications.add_receipt(notification)
         return True
 
     def prune_receipts_seen(self, before_ms: int) -> int:
-        """Forget the ids of receipts accepted before ``before_ms``; return how many."""
+        """Forget the ids of receipts accepted before ``before_ms``, and drop their
+        notifications from the inbox; return how many ids."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
+            self.notifications.prune_receipts(before_ms)
             return self._db.execute(
                 "DELETE FROM receipts_seen WHERE seen_ms < ?", (before_ms,)
             ).rowcount

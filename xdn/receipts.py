@@ -18,7 +18,9 @@ with the helpers here: :meth:`Receipt.passes_through` (a hop signed by one certi
 after a hop signed by another) and the per-hop :class:`PathHop` values.
 
 A receipt's :attr:`~Receipt.id` is the SHA-256 of its canonical N-Quads, so the same chain
-has the same id wherever it is, and a party that sees it twice (a retry) can tell.
+has the same id wherever it is, and a party that sees it twice (a retry) can tell. Its
+:attr:`~Receipt.notification_id` names it in a site's LDN inbox: one per subscriber
+certificate and document version, whatever its time.
 
 Pure: no I/O, the time of verification is given.
 """
@@ -99,6 +101,14 @@ class Receipt:
     def member_id(self) -> str:
         """The receiving subscriber's member id (its certificate, see :mod:`xdn.identity`)."""
         return identity.member_id(self.subscriber.name, self.subscriber.fingerprint)
+
+    @property
+    def notification_id(self) -> str:
+        """The id of this receipt's notification in a site's LDN inbox: one per subscriber
+        certificate and document version (the receipt's message URI names both the
+        subscriber's node and the version), so a second receipt of a version adds none."""
+        key = f"{self.subscriber.fingerprint} {self.message.uri}".encode()
+        return "receipt-" + hashlib.sha256(key).hexdigest()[:40]
 
     def passes_through(self, before: str, after: str) -> bool:
         """Whether a relay signed by certificate ``after`` directly wraps one signed by

@@ -1,7 +1,8 @@
 """The HTTPS linked-data endpoint of a site (the daemon's edge): its root and its LDN inbox.
 
 See :mod:`disseminator.web._app` for the routes (:mod:`disseminator.web._messages` for message
-URIs), :mod:`disseminator.web._tls` for mutual TLS,
+URIs, :mod:`disseminator.web._receipts` for receipts posted to the inbox),
+:mod:`disseminator.web._tls` for mutual TLS,
 :mod:`disseminator.web._server` for the connection limits and docs/linked-data.md for the
 whole. The decisions (content negotiation, serialisation, notification checks) are pure, in
 :mod:`xdn.linked_data`.

@@ -10,9 +10,13 @@ so a client follows them to the address it reached the endpoint at.
 * ``GET|HEAD /`` — the node description (:func:`xdn.linked_data.root_description`), with
   ``Link: </inbox/>; rel="http://www.w3.org/ns/ldp#inbox"`` (LDN discovery).
 * ``GET|HEAD /inbox/`` — the inbox, an ``ldp:BasicContainer`` whose ``ldp:contains`` lists
-  every notification; ``OPTIONS /inbox/`` — ``Allow`` and ``Accept-Post``.
+  its notifications, ``[web] inbox_page`` at most: the first page, ``Link: <…>; rel="next"``
+  to the next, ``/inbox/?after=SEQ`` (:mod:`xdn.linked_data._paging`); ``OPTIONS /inbox/`` —
+  ``Allow`` and ``Accept-Post``.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
-  Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer.
+  Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer. A
+  delivery receipt (:func:`xdn.linked_data.is_receipt`) is checked and accepted as the
+  client's acknowledged receipt instead (:mod:`disseminator.web._receipts`).
 * ``GET|HEAD /inbox/ID`` — the notification.
 * ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
   (:mod:`disseminator.web._messages`).
@@ -38,6 +42,7 @@ from aiohttp import web
 
 from disseminator.notifications import InboxFull, StoredNotification
 from disseminator.web._messages import MessageRoute
+from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
 from xdn import linked_data as ld
@@ -51,6 +56,7 @@ _STATUS: dict[type[LinkedDataError], int] = {
     ld.UnsupportedMediaType: 415,
     ld.PayloadTooLarge: 413,
     ld.InvalidNotification: 400,
+    ld.InvalidRequest: 400,
     ld.NotAcceptable: 406,
 }
 _INBOX_ALLOW = "GET, HEAD, OPTIONS, POST"
@@ -64,6 +70,7 @@ class _Routes:
         self.site = site
         self.inbox = ld.inbox_uri(site.node_uri)
         self.posting = 0  # POSTs being read now
+        self.receipts = ReceiptPost(site)
 
     async def root(self, request: web.Request) -> web.StreamResponse:
         dataset = ld.root_description(self.site.node_uri, self.site.cert_pem)
@@ -80,9 +87,17 @@ class _Routes:
         return response
 
     async def inbox_get(self, request: web.Request) -> web.StreamResponse:
-        uris = (self.inbox + i for i in self.site.notifications.ids())
-        dataset = ld.inbox_listing(self.inbox, uris)
-        return self._inbox_headers(negotiated(request, dataset, title=self.inbox, site=self.site))
+        after = ld.page_cursor(request.query)
+        rows, more = self.site.notifications.page(after=after, limit=self.site.config.inbox_page)
+        page = ld.InboxPage.of_rows(
+            self.inbox, [(seq, self.inbox + i) for seq, i in rows], after=after, more=more
+        )
+        response = self._inbox_headers(
+            negotiated(request, page.dataset(), title=page.uri, site=self.site)
+        )
+        for link in page.links("/inbox/"):
+            response.headers.add("Link", link)
+        return response
 
     async def inbox_options(self, request: web.Request) -> web.StreamResponse:
         return self._inbox_headers(web.Response(status=204))
@@ -117,6 +132,8 @@ class _Routes:
                 max_statements=self.site.config.notification_statements,
             ),
         )
+        if self.site.receipts is not None and ld.is_receipt(notification):
+            return await self.receipts.post(request, notification)
         credential = request[CREDENTIAL]
         try:
             self.site.notifications.add(

@@ -9,6 +9,7 @@
     notification_bytes = 262144       # one POSTed notification (413 past it, checked as read)
     notification_statements = 10000   # statements in one notification (400 past it)
     inbox_notifications = 10000       # notifications the inbox holds (507 past it)
+    inbox_page = 500                  # notifications listed on one page of the inbox
     posts_in_flight = 16              # POSTs being read at once, all clients (429 past it)
     request_seconds = 30              # one request, from its headers to its response (408)
     handshake_seconds = 10            # one TLS handshake
@@ -34,6 +35,7 @@ class WebConfig:
     notification_bytes: int = 256 * 1024
     notification_statements: int = 10_000
     inbox_notifications: int = 10_000
+    inbox_page: int = 500
     posts_in_flight: int = 16
     request_seconds: float = 30.0
     handshake_seconds: float = 10.0

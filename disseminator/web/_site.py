@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from aiohttp import web
 
@@ -14,15 +15,34 @@ from disseminator.notifications import Notifications
 from disseminator.web._config import WebConfig
 from xdn import certs
 from xdn import linked_data as ld
+from xdn.errors import PeerError
+from xdn.receipts import Receipt
 
-__all__ = ["CREDENTIAL", "WebSite", "negotiated", "text"]
+__all__ = ["CREDENTIAL", "ReceiptDesk", "WebSite", "negotiated", "text"]
 
 CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
 
 
+class ReceiptDesk(Protocol):
+    """Where the inbox hands the receipts posted to it (the site's
+    :class:`disseminator.receipts.SiteReceipts`)."""
+
+    def read(self, data: bytes) -> Receipt:
+        """Parse and verify a receipt chain (CPU work: run it on a worker thread)."""
+        ...
+
+    def from_subscriber(self, subscriber: str, data: bytes | Receipt) -> bool:
+        """Accept local ``subscriber``'s receipt (logged, queued, listed); ``False``: known."""
+        ...
+
+    def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
+        """Count and log a refused receipt."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WebSite:
-    """What the endpoint serves, and its seams (clock, CRL in force, id minting)."""
+    """What the endpoint serves, and its seams (clock, CRL in force, id minting, receipts)."""
 
     node_uri: str
     cert_pem: bytes
@@ -33,6 +53,7 @@ class WebSite:
     clock: Callable[[], datetime]
     revoked: Callable[[], frozenset[int]]
     new_id: Callable[[], str]
+    receipts: ReceiptDesk | None = None  # None: receipts posted are generic notifications
 
 
 def text(status: int, message: str) -> web.Response:

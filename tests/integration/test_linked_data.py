@@ -69,7 +69,8 @@ class Client:
         conn = http.client.HTTPSConnection(url.hostname or "", url.port, context=self.context,
                                            timeout=30)
         try:
-            conn.request(method, url.path, body=body,
+            target = url.path + (f"?{url.query}" if url.query else "")
+            conn.request(method, target, body=body,
                          headers={k.replace("_", "-"): v for k, v in headers.items()})
             reply = conn.getresponse()
             return reply.status, reply.headers, reply.read()

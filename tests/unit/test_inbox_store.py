@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -58,5 +59,52 @@ def test_a_store_written_before_the_inbox_gains_its_table(tmp_path: Path) -> Non
     try:
         store.notifications.add(_note(1), capacity=1)
         assert store.notifications.ids() == ["n1"]
+    finally:
+        store.close()
+
+
+def test_pages_walk_every_notification_once_by_cursor() -> None:
+    store = Store(":memory:")
+    for i in range(7):
+        store.notifications.add(_note(i), capacity=10)
+    walked, after, pages = [], 0, 0
+    while True:
+        rows, more = store.notifications.page(after=after, limit=3)
+        walked += [i for _, i in rows]
+        pages += 1
+        if not more:
+            break
+        after = rows[-1][0]
+    assert walked == [f"n{i}" for i in range(7)] and pages == 3
+    assert store.notifications.page(after=after, limit=3) == ([(7, "n6")], False)
+    assert store.notifications.page(after=99, limit=3) == ([], False)
+    with pytest.raises(ValueError, match="at least one"):
+        store.notifications.page(after=0, limit=0)
+
+
+def test_a_store_whose_inbox_predates_receipts_gains_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE notifications")
+    db.execute(  # the table as the previous release wrote it
+        "CREATE TABLE notifications (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL "
+        "UNIQUE, received_ms INTEGER NOT NULL, sender TEXT NOT NULL, sender_fingerprint TEXT "
+        "NOT NULL, media_type TEXT NOT NULL, nquads BLOB NOT NULL)"
+    )
+    db.execute("INSERT INTO notifications (id, received_ms, sender, sender_fingerprint, "
+               "media_type, nquads) VALUES ('old', 1, 'bob', '00', 'text/turtle', x'00')")
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        old = store.notifications.get("old")
+        assert old is not None and not old.receipt
+        receipt = dataclasses.replace(_note(1), id="r1", receipt=True)
+        assert store.notifications.add_receipt(receipt) is True
+        assert store.notifications.add_receipt(receipt) is False  # once
+        assert store.notifications.count(receipts=False) == 1
+        with pytest.raises(ValueError, match="not a receipt"):
+            store.notifications.add_receipt(_note(2))
     finally:
         store.close()

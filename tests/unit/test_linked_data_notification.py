@@ -200,3 +200,19 @@ def test_the_inline_rewrite_leaves_an_equivalent_document() -> None:
     assert isinstance(inlined["@context"], dict)
     assert len(list(ox.parse(json.dumps(inlined), format=ox.RdfFormat.JSON_LD,
                              base_iri=URI))) == 1
+
+
+_TYPE = "<http://purl.org/webofneeds/message#hasMessageType>"
+
+
+@pytest.mark.parametrize("body, receipt", [
+    (f"<https://a.example/m#e4> {{ <https://a.example/m#e4> {_TYPE} "
+     "<https://xdn.example.org/ns#Receipt> . }", True),
+    # the type in the default graph is no envelope of ours; another message type is no receipt
+    (f"<https://a.example/m#e4> {_TYPE} <https://xdn.example.org/ns#Receipt> .", False),
+    (f"<https://a.example/m#e4> {{ <https://a.example/m#e4> {_TYPE} "
+     "<https://xdn.example.org/ns#Relay> . }", False),
+    (f"<> a <{AS}Announce> ; <{AS}object> <https://xdn.example.org/ns#Receipt> .", False),
+])
+def test_a_receipt_is_known_by_its_envelopes_type(body: str, receipt: bool) -> None:
+    assert ld.is_receipt(_parse(body, ld.TRIG)) is receipt

@@ -52,13 +52,14 @@ def test_notification_ids_are_plain_segments(text: str) -> None:
 
 def test_public_api_is_pinned() -> None:
     assert set(ld.__all__) == {
-        "ACCEPTED_POST_TYPES", "AUDITOR_ROLE", "BUNDLED_CONTEXTS", "HTML", "JSON_LD", "LDP",
-        "LDP_INBOX",
+        "ACCEPTED_POST_TYPES", "AUDITOR_ROLE", "BUNDLED_CONTEXTS", "HTML", "IANA_RELATION",
+        "InboxPage", "InvalidRequest", "JSON_LD", "LDP", "LDP_INBOX", "page_cursor",
+        "parse_links",
         "N_QUADS", "SEC_PUBLIC_KEY_PEM", "TRIG", "TURTLE", "Dataset", "InvalidNotification",
         "MediaRange", "NotAcceptable", "Notification", "NotificationLimits", "PayloadTooLarge",
         "UnsupportedMediaType", "accepted_media_type", "bundled_context", "choose",
         "content_type", "from_nquads", "from_terms", "inbox_listing", "inbox_uri",
-        "inline_contexts", "is_notification_id", "may_read", "message_readers",
+        "inline_contexts", "is_notification_id", "is_receipt", "may_read", "message_readers",
         "message_uri_of_path", "notification_uri", "offers", "parse_accept",
         "parse_content_type", "parse_notification", "root_description", "serialise",
     }

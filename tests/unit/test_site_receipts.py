@@ -441,3 +441,70 @@ def test_a_store_that_kept_receipt_ids_for_good_gets_them_pruned(tmp_path: Path)
     assert store.accept_receipt(receipt_id="ancient", publisher=PUBLISHER, data=b"a",
                                 log_graphs=b"", at_ms=5)
     store.close()
+
+
+# ------------------------------------------------------------------- receipts in the inbox
+
+
+def _other_receipt_of_the_same_version(pki: Pki) -> bytes:
+    """alice's receipt of the same hop, signed a moment later: another chain, same version."""
+    hop = relay(pki, relay(pki, published(pki), "d1", "d2"), "d2", "alice")
+    signer = pki.signer("alice")
+    return provenance.receipt(
+        hop, signer, message_uri=provenance.message_uri(signer.node_uri, DOC, "v1", "received"),
+        timestamp_ms=T0 + 300,
+    ).to_nquads()
+
+
+def test_an_accepted_receipt_is_listed_in_the_inbox_once_as_sent(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    d1, d2 = sites["d1"], sites["d2"]
+    data = chain(pki, "d1", "d2")
+    receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+    desk = SiteReceipts(d2, Limits(), inbox=True)
+    assert desk.from_subscriber(_member(pki, "alice"), data) is True
+    assert desk.from_subscriber(_member(pki, "alice"), data) is False  # a duplicate
+    # another receipt of the same version goes upstream, but adds no second notification
+    assert desk.from_subscriber(_member(pki, "alice"), _other_receipt_of_the_same_version(pki))
+    assert len(d2.store.queued_receipts(limit=10)) == 2
+    assert d2.store.notifications.ids() == [receipt.notification_id]
+    stored = d2.store.notifications.get(receipt.notification_id)
+    assert stored is not None and stored.receipt and stored.nquads == data
+    alice = certs.credential_from_pem(pki.parties["alice"][0])
+    assert (stored.sender, stored.sender_fingerprint) == ("alice", alice.fingerprint)
+    assert stored.media_type == "application/n-quads"
+    # upstream, the root lists it as sent by the downlink, under the same id
+    d2_cert = certs.credential_from_pem(pki.parties["d2"][0])
+    assert SiteReceipts(d1, Limits(), inbox=True).from_downlink(d2_cert, data)
+    at_root = d1.store.notifications.get(receipt.notification_id)
+    assert at_root is not None and at_root.sender == "d2" and at_root.nquads == data
+
+
+def test_receipts_are_not_counted_against_the_inbox_and_go_with_their_retention(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    from disseminator.notifications import InboxFull, StoredNotification
+
+    store = sites["d2"].store
+    note = StoredNotification(id="n1", received_ms=1, sender="bob", sender_fingerprint="00",
+                              media_type="text/turtle", nquads=b"<a:a> <a:b> <a:c> .\n")
+    store.notifications.add(note, capacity=1)  # the inbox is full of parties' notifications
+    assert SiteReceipts(sites["d2"], Limits(), inbox=True).from_subscriber(
+        _member(pki, "alice"), chain(pki, "d1", "d2")
+    )
+    assert store.notifications.count(receipts=True) == 1  # a receipt still lands
+    with pytest.raises(InboxFull, match="holds 1 notifications"):  # and is not counted
+        store.notifications.add(dataclasses.replace(note, id="n2"), capacity=1)
+    store.notifications.add(dataclasses.replace(note, id="n2"), capacity=2)
+    now_ms = int(NOW.timestamp() * 1000)
+    assert store.prune_receipts_seen(now_ms) == 0  # not yet past the retention
+    assert store.prune_receipts_seen(now_ms + 1) == 1
+    assert store.notifications.ids() == ["n1", "n2"]  # the receipt's notification went with it
+    assert store.notifications.count(receipts=True) == 0
+
+
+def test_a_site_without_an_inbox_lists_no_receipt(pki: Pki, sites: dict[str, SiteNode]) -> None:
+    assert _at(sites["d2"]).from_subscriber(_member(pki, "alice"), chain(pki, "d1", "d2"))
+    assert sites["d2"].store.notifications.count() == 0
+    assert sites["d2"].store.receipts_queued() == 1

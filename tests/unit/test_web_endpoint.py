@@ -222,6 +222,72 @@ def test_a_full_inbox_answers_507(pki: Path) -> None:
     _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_notifications=2))
 
 
+def test_the_listing_pages_every_notification_once(pki: Path) -> None:
+    import pyoxigraph as ox
+
+    from xdn import linked_data as ld
+
+    inbox = ld.inbox_uri(certs.node_uri("d1"))
+
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            ctx = _client(pki, "alice")
+            for _ in range(7):
+                async with http.post(base + "inbox/", data=NOTE, ssl=ctx,
+                                     headers={"Content-Type": "application/ld+json"}) as reply:
+                    assert reply.status == 201
+            listed, target, pages = [], "/inbox/", []
+            while target is not None:
+                async with http.get(base + target.lstrip("/"), ssl=ctx,
+                                    headers={"Accept": "application/n-quads"}) as reply:
+                    assert reply.status == 200
+                    raw = ",".join(reply.headers.getall("Link"))
+                    links = ld.parse_links([raw])
+                    quads = list(ox.parse(await reply.read(), format=ox.RdfFormat.N_QUADS))
+                pages.append((links, raw))
+                listed += [q.object.value for q in quads
+                           if q.predicate.value == ld.LDP + "contains"]
+                following = links.get("next")
+                if following is not None:  # the same link as a statement of the page
+                    assert any(q.predicate.value == ld.IANA_RELATION + "next"
+                               and q.object.value == inbox + following.removeprefix("/inbox/")
+                               for q in quads)
+                target = following
+            assert listed == [inbox + f"n{i}" for i in range(1, 8)]
+            assert len(pages) == 3 and "first" not in pages[0][0]
+            assert f"<{ld.LDP}Page>" not in pages[0][1] and "BasicContainer" in pages[0][1]
+            assert pages[1][0]["first"] == "/inbox/"
+            assert f'<{ld.LDP}Page>; rel="type"' in pages[1][1]
+            assert "next" not in pages[2][0]
+            async with http.get(base + "inbox/?after=x", ssl=ctx) as reply:
+                assert reply.status == 400
+                assert "a page cursor is a whole number" in await reply.text()
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_page=3))
+
+
+def test_the_command_line_lists_every_page(pki: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xdn import linked_data as ld
+
+    inbox = ld.inbox_uri(certs.node_uri("d1"))
+
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(5):
+                async with http.post(base + "inbox/", data=NOTE, ssl=_client(pki, "alice"),
+                                     headers={"Content-Type": "application/ld+json"}) as reply:
+                    assert reply.status == 201
+        from xdn.cli import main
+
+        who = ["--web", base, "--certs", str(pki), "--name", "alice"]
+        assert await asyncio.to_thread(main, ["inbox", "list", *who]) == 0
+        assert capsys.readouterr().out.split() == [inbox + f"n{i}" for i in range(1, 6)]
+        assert await asyncio.to_thread(main, ["inbox", "list", "--first-page", *who]) == 0
+        assert capsys.readouterr().out.split() == [inbox + f"n{i}" for i in range(1, 3)]
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_page=2))
+
+
 def test_a_client_trickling_its_headers_is_cut_off(pki: Path) -> None:
     async def scenario(base: str, store: Store) -> None:
         port = int(base.rstrip("/").rpartition(":")[2])

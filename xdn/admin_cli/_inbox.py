@@ -1,6 +1,7 @@
 """``xdn inbox list|show|post``: a site's LDN inbox over HTTPS (docs/linked-data.md).
 
-``list`` prints the URI of every notification the inbox contains (its ``ldp:contains``),
+``list`` prints the URI of every notification the inbox contains (its ``ldp:contains``,
+following the pages' ``rel="next"`` links; ``--first-page`` for the first only),
 ``show`` one notification (TriG by default, or ``--as`` another offered type), ``post`` sends
 a notification file (its media type from ``--type`` or its extension) and prints where the
 inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`xdn.admin_cli._web`).
@@ -12,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from xdn.admin_cli._web import WebClient, web_args
 from xdn.errors import PeerError, UsageError
@@ -36,6 +38,10 @@ def register(subparsers: Any) -> None:
     )
     sub = group.add_subparsers(dest="inbox_command", metavar="ACTION", required=True)
     p = sub.add_parser("list", help="the URI of every notification in the inbox")
+    p.add_argument("--first-page", action="store_true",
+                   help="only the first page (the inbox's own listing), not the pages after")
+    p.add_argument("--max-pages", type=int, default=100_000, metavar="N",
+                   help="stop with an error past N pages (default 100000)")
     web_args(p)
     p.set_defaults(func=cmd_inbox_list)
     p = sub.add_parser("show", help="one notification's statements")
@@ -57,18 +63,41 @@ def _client(args: argparse.Namespace) -> WebClient:
 
 
 def cmd_inbox_list(args: argparse.Namespace) -> int:
-    """``xdn inbox list``: one notification URI a line, oldest first."""
+    """``xdn inbox list``: one notification URI a line, oldest first, page after page."""
+    client = _client(args)
+    target: str | None = "/inbox/"
+    seen: set[str] = set()
+    pages = 0
+    while target is not None:
+        if target in seen or pages >= args.max_pages:
+            raise PeerError(
+                f"the inbox's pages do not end ({pages} read, then {target}): a loop, or "
+                "more than --max-pages"
+            )
+        seen.add(target)
+        pages += 1
+        contained, target = _page(client, target)
+        for uri in contained:
+            print(uri)
+        if args.first_page:
+            break
+    return 0
+
+
+def _page(client: WebClient, target: str) -> tuple[list[str], str | None]:
+    """The notifications a page of the inbox lists, and the target of its next page."""
     import pyoxigraph as ox
 
-    reply = _client(args).request("GET", "/inbox/", accept="application/n-quads")
+    from xdn import linked_data as ld
+
+    reply = client.request("GET", target, accept="application/n-quads")
     try:
         quads = ox.parse(reply.body, format=ox.RdfFormat.N_QUADS)
         contained = [q.object.value for q in quads if q.predicate.value == _LDP_CONTAINS]
     except SyntaxError as exc:
         raise PeerError(f"the inbox listing is not N-Quads: {exc}") from None
-    for uri in contained:
-        print(uri)
-    return 0
+    following = ld.parse_links(reply.links).get("next")
+    return contained, None if following is None else urljoin(client.url(target), following)
 
 
 def cmd_inbox_show(args: argparse.Namespace) -> int:

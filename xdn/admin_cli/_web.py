@@ -46,6 +46,7 @@ class Reply:
     content_type: str
     location: str | None
     body: bytes
+    links: tuple[str, ...] = ()  # the Link header values
 
 
 class WebClient:
@@ -105,4 +106,5 @@ class WebClient:
         return Reply(
             status=answer.status, content_type=answer.headers.get("Content-Type", ""),
             location=answer.headers.get("Location"), body=data,
+            links=tuple(answer.headers.get_all("Link") or ()),
         )

@@ -13,9 +13,11 @@ sockets, no clock, no randomness: the caller mints ids and passes them in):
 * how to write it — :func:`serialise` (pyoxigraph for RDF, :mod:`._html` for people);
 * what a POST to an inbox holds — :func:`parse_notification` (media type, byte limit, RDF,
   constraints; JSON-LD contexts only from the bundled allow-list, :mod:`._jsonld`), raising
-  :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification`;
+  :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification` —
+  and whether it is a delivery receipt (:func:`is_receipt`, by its envelope's type);
 * the graphs of the site's own resources — :func:`root_description` (certificate, public key,
-  ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``);
+  ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``), a page of it at a time
+  (:class:`InboxPage`, :func:`page_cursor`: cursors, ``rel="next"``; :mod:`._paging`);
 * which message URI a path names and who may read that message — :func:`message_uri_of_path`,
   :func:`may_read` (its publisher, senders and recipients, and auditors).
 
@@ -27,6 +29,7 @@ from xdn.linked_data._conneg import MediaRange, choose, parse_accept
 from xdn.linked_data._dataset import Dataset, from_nquads, from_terms, offers, serialise
 from xdn.linked_data._errors import (
     InvalidNotification,
+    InvalidRequest,
     NotAcceptable,
     PayloadTooLarge,
     UnsupportedMediaType,
@@ -52,8 +55,10 @@ from xdn.linked_data._notification import (
     Notification,
     NotificationLimits,
     accepted_media_type,
+    is_receipt,
     parse_notification,
 )
+from xdn.linked_data._paging import IANA_RELATION, InboxPage, page_cursor, parse_links
 from xdn.linked_data._resources import (
     LDP,
     LDP_INBOX,
@@ -70,6 +75,7 @@ __all__ = [
     "AUDITOR_ROLE",
     "BUNDLED_CONTEXTS",
     "HTML",
+    "IANA_RELATION",
     "JSON_LD",
     "LDP",
     "LDP_INBOX",
@@ -78,7 +84,9 @@ __all__ = [
     "TRIG",
     "TURTLE",
     "Dataset",
+    "InboxPage",
     "InvalidNotification",
+    "InvalidRequest",
     "MediaRange",
     "NotAcceptable",
     "Notification",
@@ -95,13 +103,16 @@ __all__ = [
     "inbox_uri",
     "inline_contexts",
     "is_notification_id",
+    "is_receipt",
     "may_read",
     "message_readers",
     "message_uri_of_path",
     "notification_uri",
     "offers",
+    "page_cursor",
     "parse_accept",
     "parse_content_type",
+    "parse_links",
     "parse_notification",
     "root_description",
     "serialise",

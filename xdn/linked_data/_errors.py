@@ -1,6 +1,6 @@
 """The kinds of :class:`~xdn.errors.LinkedDataError`, one per way a request can fail.
 
-The HTTPS edge maps each kind to its status code (415, 413, 400, 406); nothing here knows HTTP
+The HTTPS edge maps each kind to its status code (415, 413, 400, 400, 406); nothing here knows HTTP
 beyond the names.
 """
 
@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from xdn.errors import LinkedDataError
 
-__all__ = ["InvalidNotification", "NotAcceptable", "PayloadTooLarge", "UnsupportedMediaType"]
+__all__ = [
+    "InvalidNotification",
+    "InvalidRequest",
+    "NotAcceptable",
+    "PayloadTooLarge",
+    "UnsupportedMediaType",
+]
 
 
 class UnsupportedMediaType(LinkedDataError):
@@ -21,6 +27,10 @@ class PayloadTooLarge(LinkedDataError):
 
 class InvalidNotification(LinkedDataError):
     """A notification is not valid RDF in its media type, or fails the inbox's constraints."""
+
+
+class InvalidRequest(LinkedDataError):
+    """A request's target or query is malformed (e.g. a page cursor that is not a number)."""
 
 
 class NotAcceptable(LinkedDataError):

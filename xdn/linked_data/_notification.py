@@ -17,6 +17,11 @@ Theory of operation
 
 Failures of 3 and 4 are :class:`InvalidNotification` (400) with the parser's message.
 The result is stored as N-Quads (:attr:`Notification.nquads`), whatever it came in.
+
+A notification is a delivery receipt (:func:`is_receipt`) when one of its statements gives an
+envelope the message type ``xdn:Receipt`` (``msg:hasMessageType``, our envelope format,
+:mod:`xdn.provenance`): the type decides, and the inbox then checks it as a receipt (its
+signatures, its signer, its path) rather than keeping it as a generic notification.
 """
 
 from __future__ import annotations
@@ -29,9 +34,19 @@ from xdn.linked_data._dataset import Dataset, nquads
 from xdn.linked_data._errors import InvalidNotification, PayloadTooLarge, UnsupportedMediaType
 from xdn.linked_data._jsonld import inline_contexts
 from xdn.linked_data._media import ACCEPTED_POST_TYPES, JSON_LD, RDF_FORMATS, parse_content_type
+from xdn.provenance._vocab import HAS_MESSAGE_TYPE, RECEIPT
 from xdn.rdf_syntax import iri_problem
 
-__all__ = ["Notification", "NotificationLimits", "accepted_media_type", "parse_notification"]
+__all__ = [
+    "Notification",
+    "NotificationLimits",
+    "accepted_media_type",
+    "is_receipt",
+    "parse_notification",
+]
+
+_HAS_MESSAGE_TYPE = ox.NamedNode(HAS_MESSAGE_TYPE.value)
+_RECEIPT = ox.NamedNode(RECEIPT.value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,3 +139,13 @@ def parse_notification(
     if not dataset:
         raise InvalidNotification("the notification holds no statement (an empty graph)")
     return Notification(uri=uri, media_type=media_type, dataset=dataset)
+
+
+def is_receipt(notification: Notification) -> bool:
+    """Whether ``notification`` says it is a delivery receipt: an envelope of message type
+    ``xdn:Receipt`` (in a named graph, as our envelopes are). Says nothing of its validity."""
+    return any(
+        q.predicate == _HAS_MESSAGE_TYPE and q.object == _RECEIPT
+        and not isinstance(q.graph_name, ox.DefaultGraph)
+        for q in notification.dataset
+    )

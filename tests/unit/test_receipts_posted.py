@@ -1,0 +1,197 @@
+"""Receipts posted to a site's inbox (in process: real mutual TLS, a real site node).
+
+d2 serves alice and carol (registered); alice posts the receipt of d2's hop to her. The inbox
+checks it as :meth:`SiteReceipts.from_subscriber` does, and answers 201 (queued, logged,
+listed), 200 (known), 400 (does not verify, not of this site: counted) or 403 (someone else's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import ssl
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import aiohttp
+import pyoxigraph as ox
+import pytest
+
+from disseminator.limits import Limits
+from disseminator.node import SiteIdentity, SiteNode
+from disseminator.receipts import SiteReceipts
+from disseminator.routing import Registration
+from disseminator.store import Store
+from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
+from tests.unit.receipt_fixtures import BLOCKS, NOW, PUBLISHER, Pki, chain, make_pki
+from xdn import certs, provenance
+from xdn import linked_data as ld
+from xdn.ontology import load_ontology
+from xdn.paths import REPO_ROOT
+from xdn.policy import PolicyEngine, PolicySet
+from xdn.rdf import Literal, Quad
+from xdn.receipts import read_receipt
+
+ONTOLOGY = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
+NOTE = b'{"@context": "https://www.w3.org/ns/activitystreams", "@id": "", "type": "Announce"}'
+
+
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return make_pki()
+
+
+@pytest.fixture
+def d2(pki: Pki, tmp_path: Path) -> Iterator[SiteNode]:
+    tls, signer = pki.tls("d2"), pki.signer("d2")
+    node = SiteNode(
+        site=SiteIdentity(name="d2", block=BLOCKS["d2"], uplink="d1", tls=tls, signer=signer),
+        ontology=ONTOLOGY,
+        engine=PolicyEngine(PolicySet.of(ONTOLOGY, [])),
+        store=Store(tmp_path / "d2.sqlite"),
+        log_sink=provenance.ProvenanceLog(tmp_path / "d2.nq", node_uri=signer.node_uri,
+                                          cert_pem=tls.cert_pem),
+        clock=lambda: NOW,
+    )
+    for name in ("alice", "carol"):
+        member = certs.credential_from_pem(pki.parties[name][0]).member_id
+        node.table.local[member] = Registration(
+            subscriber=member, certificate=pki.parties[name][0],
+            grants={PUBLISHER: frozenset({"WorkOrder"})},
+        )
+    for name, (cert, key) in pki.parties.items():
+        (tmp_path / f"{name}.pem").write_bytes(cert)
+        (tmp_path / f"{name}.key").write_bytes(key)
+    yield node
+    node.store.close()
+
+
+Scenario = Callable[[aiohttp.ClientSession, str, Callable[[str], ssl.SSLContext]], Awaitable[None]]
+
+
+def _run(pki: Pki, node: SiteNode, folder: Path, scenario: Scenario) -> None:
+    ids = itertools.count(1)
+    site = WebSite(
+        node_uri=certs.node_uri("d2"), cert_pem=pki.parties["d2"][0],
+        notifications=node.store.notifications, messages=None, log_path=folder / "d2.nq",
+        config=WebConfig(listen="127.0.0.1:0"), clock=lambda: NOW, revoked=frozenset,
+        new_id=lambda: f"n{next(ids)}", receipts=SiteReceipts(node, Limits(), inbox=True),
+    )
+
+    def client(name: str) -> ssl.SSLContext:
+        context = client_context(cert=folder / f"{name}.pem", key=folder / f"{name}.key",
+                                 ca_pem=pki.ca)
+        context.check_hostname = False  # (the fixtures' site certificates name no host)
+        return context
+
+    async def main() -> None:
+        server = WebServer(site, server_context(cert=folder / "d2.pem", key=folder / "d2.key",
+                                                ca_pem=pki.ca))
+        port = await server.start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                await scenario(http, f"https://127.0.0.1:{port}/", client)
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
+def _trig(nquads: bytes) -> bytes:
+    written = ox.serialize(ox.parse(nquads, format=ox.RdfFormat.N_QUADS),
+                           format=ox.RdfFormat.TRIG)
+    assert written is not None
+    return written
+
+
+def _refused(node: SiteNode, reason: str) -> float:
+    return float(node.metrics.refused_receipts.labels(source="inbox", reason=reason)._value.get())
+
+
+def test_a_posted_receipt_is_accepted_queued_and_listed_once(
+    pki: Pki, d2: SiteNode, tmp_path: Path
+) -> None:
+    data = chain(pki, "d1", "d2")
+    receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+    location = f"/inbox/{receipt.notification_id}"
+
+    async def scenario(http: aiohttp.ClientSession, base: str,
+                       client: Callable[[str], ssl.SSLContext]) -> None:
+        for status in (201, 200):  # then known: the same notification
+            async with http.post(base + "inbox/", data=_trig(data), ssl=client("alice"),
+                                 headers={"Content-Type": "application/trig"}) as reply:
+                assert reply.status == status, await reply.text()
+                assert reply.headers["Location"] == location
+        # a generic notification stays generic
+        async with http.post(base + "inbox/", data=NOTE, ssl=client("alice"),
+                             headers={"Content-Type": "application/ld+json"}) as reply:
+            assert reply.status == 201 and reply.headers["Location"].startswith("/inbox/n")
+            generic = reply.headers["Location"]
+        async with http.get(base + "inbox/", ssl=client("carol"),
+                            headers={"Accept": "application/n-quads"}) as reply:
+            listed = await reply.text()
+        assert listed.count(receipt.notification_id) == 1 and f"{generic}>" in listed
+        # the receipt's named graphs, in every RDF type the inbox offers for them
+        expected = set(ox.parse(data, format=ox.RdfFormat.N_QUADS))
+        for media_type in (ld.JSON_LD, ld.TRIG, ld.N_QUADS):
+            async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+                                headers={"Accept": media_type}) as reply:
+                assert reply.status == 200 and reply.content_type == media_type
+                fmt = ox.RdfFormat.from_media_type(media_type)
+                assert fmt is not None
+                assert set(ox.parse(await reply.read(), format=fmt)) == expected
+        async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+                            headers={"Accept": "text/turtle"}) as reply:
+            assert reply.status == 406  # named graphs
+        async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+                            headers={"Accept": "text/html"}) as reply:
+            assert reply.status == 200 and "received#e4" in await reply.text()
+
+    _run(pki, d2, tmp_path, scenario)
+    (queued,) = d2.store.queued_receipts(limit=10)
+    assert queued.data == data  # queued upstream once
+    stored = d2.store.notifications.get(receipt.notification_id)
+    assert stored is not None and stored.receipt and stored.sender == "alice"
+    assert d2.metrics.receipts.labels(source="subscriber")._value.get() == 1
+    d2.flush_log()
+    logged = (tmp_path / "d2.nq").read_bytes()
+    assert logged.count(b"received#e4> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>") == 1
+
+
+def _altered(data: bytes) -> bytes:
+    message = provenance.Message.from_nquads(data)
+    stamp = next(q for q in message.quads if q.p.value.endswith("hasReceivedTimestamp"))
+    assert isinstance(stamp.o, Literal)
+    altered = (message.quads - {stamp}) | {Quad(stamp.s, stamp.p,
+                                                Literal("1201", stamp.o.datatype), stamp.g)}
+    return provenance.Message(quads=frozenset(altered)).to_nquads()
+
+
+@pytest.mark.parametrize("who, data, status, reason, says", [
+    ("alice", "altered", 400, "SignatureError", r"does not verify graph <[^>]*received#e4>"),
+    ("alice", "other site", 400, "ReceiptError", "not a hop of this site 'd2'"),
+    ("carol", "alice's", 403, "ReceiptError", "not by you, 'carol'"),
+    ("d1", "alice's", 403, "ReceiptError", "not by you, 'd1'"),
+])
+def test_a_receipt_that_is_not_the_clients_own_good_one_is_refused_and_counted(
+    pki: Pki, d2: SiteNode, tmp_path: Path, who: str, data: str, status: int, reason: str,
+    says: str,
+) -> None:
+    import re
+
+    body = {
+        "altered": _altered(chain(pki, "d1", "d2")),
+        "other site": chain(pki, "d1", "d3"),
+        "alice's": chain(pki, "d1", "d2"),
+    }[data]
+
+    async def scenario(http: aiohttp.ClientSession, base: str,
+                       client: Callable[[str], ssl.SSLContext]) -> None:
+        async with http.post(base + "inbox/", data=body, ssl=client(who),
+                             headers={"Content-Type": "application/n-quads"}) as reply:
+            assert reply.status == status
+            assert re.search(says, await reply.text()), await reply.text()
+
+    _run(pki, d2, tmp_path, scenario)
+    assert _refused(d2, reason) == 1
+    assert d2.store.notifications.count() == 0 and d2.store.receipts_queued() == 0
