@@ -17,7 +17,8 @@ is on), it keeps
 
 :meth:`MessageArchive.find` returns the chain and the hop's place; the reader checks that the
 bytes there are still that hop (:func:`hop_of`) before serving them. Receipts and failure
-notices are not indexed. Rows older than the routed window's retention are pruned with it
+notices are not indexed; a receipt's inbox notification refers to the message it wraps
+(:mod:`disseminator.receipt_refs`). Rows older than the routed window's retention are pruned with it
 (:meth:`MessageArchive.prune`). No clock here: the caller passes the time.
 """
 
@@ -107,6 +108,13 @@ class MessageArchive:
             "VALUES (?, ?, ?, ?, ?)",
             rows,
         )
+
+    def keeps(self, uri: str, chain: str) -> bool:
+        """Whether message ``uri`` extending chain ``chain`` is one this site keeps: minted
+        under its ``msg/`` space, over a chain it kept (its hop is indexed when flushed)."""
+        return uri.startswith(self._prefix) and self._db.execute(
+            "SELECT 1 FROM message_chains WHERE uri = ?", (chain,)
+        ).fetchone() is not None
 
     def find(self, uri: str) -> KeptMessage | None:
         """Message ``uri``'s chain and the place of its hop in the log, if kept."""

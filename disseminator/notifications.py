@@ -20,6 +20,13 @@ Two kinds of rows share the table, and the listing:
   and pruned with that retention (:meth:`Notifications.prune_receipts`, with
   ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing.
 
+A receipt's notification holds its whole chain (20 to 30 KB of envelopes, signatures and
+certificates), unless the site keeps the messages it minted (:mod:`disseminator.messages`):
+then the row names the message of this site the receipt wraps (``via``) and holds only the
+graphs after it, with the SHA-256 (``digest``) of the whole chain to rebuild
+(:mod:`disseminator.receipt_refs`). Rows written before that hold whole chains and are served
+as they are.
+
 No clock here: the caller passes the time. Pure SQL on the store's connection.
 """
 
@@ -39,15 +46,21 @@ CREATE TABLE IF NOT EXISTS notifications (
     sender_fingerprint TEXT NOT NULL,
     media_type TEXT NOT NULL,
     nquads BLOB NOT NULL,
-    receipt INTEGER NOT NULL DEFAULT 0
+    receipt INTEGER NOT NULL DEFAULT 0,
+    via TEXT,
+    digest TEXT
 );
 """
 
 
 def upgrade(db: sqlite3.Connection) -> None:
-    """Bring an older store's table up to date (the ``receipt`` column) and index it."""
-    if "receipt" not in {row[1] for row in db.execute("PRAGMA table_info(notifications)")}:
-        db.execute("ALTER TABLE notifications ADD COLUMN receipt INTEGER NOT NULL DEFAULT 0")
+    """Bring an older store's table up to date (the ``receipt``, ``via`` and ``digest``
+    columns) and index it."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(notifications)")}
+    for name, kind in (("receipt", "INTEGER NOT NULL DEFAULT 0"), ("via", "TEXT"),
+                       ("digest", "TEXT")):
+        if name not in columns:
+            db.execute(f"ALTER TABLE notifications ADD COLUMN {name} {kind}")
     db.execute(
         "CREATE INDEX IF NOT EXISTS notifications_by_kind ON notifications (receipt, received_ms)"
     )
@@ -68,6 +81,13 @@ class StoredNotification:
     media_type: str
     nquads: bytes
     receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
+    via: str | None = None  # a receipt by reference: this site's message it wraps...
+    digest: str | None = None  # ...and the SHA-256 (hex) of the whole chain; nquads: the rest
+
+    def __post_init__(self) -> None:
+        if (self.via is None) != (self.digest is None) or (self.via and not self.receipt):
+            raise ValueError(f"notification {self.id}: a receipt by reference has a via "
+                             "message and a digest, and nothing else has either")
 
 
 class Notifications:
@@ -103,10 +123,10 @@ class Notifications:
     def _insert(self, verb: str, n: StoredNotification) -> int:
         return int(self._db.execute(
             f"{verb} INTO notifications "
-            "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, via, "
+            "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
-             int(n.receipt)),
+             int(n.receipt), n.via, n.digest),
         ).rowcount)
 
     def prune_receipts(self, before_ms: int) -> int:
@@ -119,15 +139,16 @@ class Notifications:
     def get(self, notification_id: str) -> StoredNotification | None:
         """The notification with this id, if the inbox holds it."""
         row = self._db.execute(
-            "SELECT id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt "
-            "FROM notifications WHERE id = ?",
+            "SELECT id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, "
+            "via, digest FROM notifications WHERE id = ?",
             (notification_id,),
         ).fetchone()
         if row is None:
             return None
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
-            media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]),
+            media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]), via=row[7],
+            digest=row[8],
         )
 
     def page(self, *, after: int, limit: int) -> tuple[list[tuple[int, str]], bool]:

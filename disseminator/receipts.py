@@ -16,12 +16,13 @@ the calling downlink's TLS certificate, directly wrapping one signed by the upli
 (:meth:`SiteReceipts.from_downlink`). Whatever a peer says, nothing is taken on its word.
 
 An accepted receipt is queued in the site's store, its receipt graphs staged in the log outbox
-and — when the site serves an LDN inbox — the whole chain put in the inbox as a notification
+and — when the site serves an LDN inbox — the chain put in the inbox as a notification
 sent by the party that passed it here (the subscriber, or the downlink site; see
-:mod:`disseminator.notifications` for how those are bounded), in one transaction, then the
-graphs are flushed to the provenance log (as routing does), so it is durable, listed once and
-logged exactly once: a receipt seen before (by its content hash) is a duplicate,
-acknowledged but neither logged nor queued again. A refused one is counted
+:mod:`disseminator.notifications` for how those are bounded; by reference to the message of
+this site it wraps when the site keeps it, :mod:`disseminator.receipt_refs`), in one
+transaction, then the graphs are flushed to the provenance log (as routing does), so it is
+durable, listed once and logged exactly once: a receipt seen before (by its content hash) is
+a duplicate, acknowledged but neither logged nor queued again. A refused one is counted
 (``xdn_receipts_refused{source,reason}``), logged as a warning and dropped; it never fails the
 acknowledgement or the stream it came with.
 
@@ -44,6 +45,7 @@ import grpc
 from disseminator.limits import Limits, chunk_sizes
 from disseminator.node import SiteNode
 from disseminator.notifications import StoredNotification
+from disseminator.receipt_refs import after_message
 from disseminator.store import QueuedReceipt
 from xdn import certs, identity
 from xdn.errors import PeerError, ReceiptError
@@ -132,7 +134,7 @@ class SiteReceipts:
                 f"the receipt wraps this site's hop to <{served.recipient}>, not to <{expected}>"
             )
         sender = certs.credential_from_pem(registration.certificate)
-        return self._accept(receipt, "subscriber", served.timestamp_ms, sender)
+        return self._accept(receipt, "subscriber", len(receipt.hops) - 2, sender)
 
     def from_downlink(self, downlink: certs.Credential, data: bytes | Receipt) -> bool:
         """Accept a receipt the linked ``downlink`` passed up.
@@ -150,8 +152,8 @@ class SiteReceipts:
                 f"the receipt's chain has no hop of {downlink.name!r} right after one of this "
                 f"site {self._node.site.name!r} (path: {' -> '.join(receipt.sites)})"
             )
-        own = [hop for hop in receipt.hops if hop.fingerprint == self._fingerprint()]
-        return self._accept(receipt, "downlink", own[-1].timestamp_ms, downlink)
+        own = [i for i, hop in enumerate(receipt.hops) if hop.fingerprint == self._fingerprint()]
+        return self._accept(receipt, "downlink", own[-1], downlink)
 
     def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
         """Count and log a refused receipt (it is dropped)."""
@@ -159,10 +161,11 @@ class SiteReceipts:
         log.warning("refused a receipt from %s %s: %s", source, sender, exc)
 
     def _accept(
-        self, receipt: Receipt, source: str, hop_ms: int, sender: certs.Credential
+        self, receipt: Receipt, source: str, own: int, sender: certs.Credential
     ) -> bool:
         """Log and queue ``receipt`` (and list it in the inbox, as sent by ``sender``) unless
-        it is a duplicate; ``hop_ms``: when this site signed the hop it wraps."""
+        it is a duplicate; ``own``: the index of the hop this site signed that it wraps."""
+        hop_ms = receipt.hops[own].timestamp_ms
         now_ms = self._node.now_ms()
         retention_ms = self._node.store.routed.window.retention_ms
         if hop_ms < now_ms - retention_ms:
@@ -178,11 +181,8 @@ class SiteReceipts:
             data=data,
             log_graphs=receipt.latest_graphs(),
             at_ms=now_ms,
-            notification=StoredNotification(
-                id=receipt.notification_id, received_ms=now_ms, sender=sender.name,
-                sender_fingerprint=sender.fingerprint, media_type=N_QUADS, nquads=data,
-                receipt=True,
-            ) if self._inbox else None,
+            notification=self._notification(receipt, own, sender, now_ms, data)
+            if self._inbox else None,
         )
         self._node.log_soon()
         if fresh:
@@ -193,6 +193,25 @@ class SiteReceipts:
             )
             self.queued.set()
         return fresh
+
+    def _notification(
+        self, receipt: Receipt, own: int, sender: certs.Credential, now_ms: int, data: bytes
+    ) -> StoredNotification:
+        """``receipt``'s inbox notification: by reference to this site's message it wraps
+        (hop ``own``) when the site keeps that message, else the whole chain ``data``."""
+        envelope = receipt.message.envelopes()[own]
+        archive = self._node.store.messages
+        by_reference = (
+            archive is not None and envelope.remote_message is not None
+            and archive.keeps(envelope.message, envelope.remote_message)
+        )
+        return StoredNotification(
+            id=receipt.notification_id, received_ms=now_ms, sender=sender.name,
+            sender_fingerprint=sender.fingerprint, media_type=N_QUADS, receipt=True,
+            nquads=after_message(receipt.message, envelope.message) if by_reference else data,
+            via=envelope.message if by_reference else None,
+            digest=receipt.id if by_reference else None,
+        )
 
     def batch(self) -> list[QueuedReceipt]:
         """The oldest queued receipts, as many as one ``Receipts`` call may carry."""

@@ -17,7 +17,9 @@ so a client follows them to the address it reached the endpoint at.
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer. A
   delivery receipt (:func:`xdn.linked_data.is_receipt`) is checked and accepted as the
   client's acknowledged receipt instead (:mod:`disseminator.web._receipts`).
-* ``GET|HEAD /inbox/ID`` — the notification.
+* ``GET|HEAD /inbox/ID`` — the notification. A receipt's kept by reference is rebuilt from
+  the message of this site it wraps (:mod:`disseminator.receipt_refs`): ``410 Gone`` once
+  that message is no longer kept (pruned, or the provenance log rotated).
 * ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
   (:mod:`disseminator.web._messages`).
 
@@ -41,7 +43,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from disseminator.notifications import InboxFull, StoredNotification
-from disseminator.web._messages import MessageRoute
+from disseminator.receipt_refs import rejoin
+from disseminator.web._messages import MessageRoute, read_kept
 from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
@@ -166,7 +169,24 @@ class _Routes:
         if stored is None:
             return text(404, f"no notification {notification_id!r} in this inbox")
         uri = ld.notification_uri(self.site.node_uri, notification_id)
-        return negotiated(request, ld.from_nquads(stored.nquads), title=uri, site=self.site)
+        data = self._statements(stored)
+        if data is None:
+            return text(410, f"notification {notification_id!r} is a receipt of message "
+                             f"<{stored.via}>, which this site no longer keeps (it keeps the "
+                             "messages it minted for as long as it remembers routing them)")
+        return negotiated(request, ld.from_nquads(data), title=uri, site=self.site)
+
+    def _statements(self, stored: StoredNotification) -> bytes | None:
+        """A notification's N-Quads; a receipt's by reference rebuilt (``None``: no more)."""
+        if stored.via is None or stored.digest is None:
+            return stored.nquads
+        messages = self.site.messages
+        kept = None if messages is None else read_kept(messages, self.site.log_path, stored.via)
+        data = None if kept is None else rejoin(kept, stored.nquads, stored.digest)
+        if data is None:
+            log.warning("inbox: receipt %s cannot be rebuilt: message %s %s", stored.id,
+                        stored.via, "is no longer kept" if kept is None else "differs")
+        return data
 
     async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPPermanentRedirect("/inbox/")

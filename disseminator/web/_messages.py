@@ -4,22 +4,24 @@ The message is joined from what the site kept (:mod:`disseminator.messages`): th
 received, and its hop read back from the provenance log at the place indexed when it was
 flushed (checked to still be that hop: a rotated log answers 404). Who may read it is decided
 by :func:`xdn.linked_data.may_read` on the whole message (its publisher, every sender and
-recipient, auditors); anyone else gets 403.
+recipient, auditors); anyone else gets 403. The inbox reads a receipt's message the same way
+(:func:`read_kept`) to rebuild its notification.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from aiohttp import web
 
-from disseminator.messages import hop_of
+from disseminator.messages import MessageArchive, hop_of
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from xdn import linked_data as ld
 from xdn import provenance
 from xdn.errors import ProvenanceError
 
-__all__ = ["MessageRoute"]
+__all__ = ["MessageRoute", "read_kept"]
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ class MessageRoute:
         uri = ld.message_uri_of_path(self.site.node_uri, path)
         data = None
         if uri is not None and self.site.messages is not None:
-            data = self._kept(uri)
+            data = read_kept(self.site.messages, self.site.log_path, uri)
         if uri is None or data is None:
             return text(404, f"no message at {path} (this site keeps the messages it minted "
                               "for as long as it remembers routing them)")
@@ -52,22 +54,22 @@ class MessageRoute:
         dataset = ld.from_nquads(message.to_nquads())
         return negotiated(request, dataset, title=uri, site=self.site)
 
-    def _kept(self, uri: str) -> bytes | None:
-        """Message ``uri`` as this site sent it: the chain it kept, and its hop from the log
-        (``None`` if not kept, or no longer where the index says: a rotated log)."""
-        assert self.site.messages is not None
-        kept = self.site.messages.find(uri)
-        if kept is None:
-            return None
-        try:
-            with self.site.log_path.open("rb") as log_file:
-                log_file.seek(kept.log_offset)
-                hop = log_file.read(kept.log_length)
-        except OSError as exc:
-            log.warning("message %s: cannot read the provenance log: %s", uri, exc)
-            return None
-        found = hop_of(hop)
-        if found is None or found[0] != uri:
-            log.warning("message %s: not at its place in %s (rotated?)", uri, self.site.log_path)
-            return None
-        return kept.chain + (b"" if kept.chain.endswith(b"\n") else b"\n") + hop
+
+def read_kept(messages: MessageArchive, log_path: Path, uri: str) -> bytes | None:
+    """Message ``uri`` as this site sent it: the chain it kept, and its hop from the log at
+    ``log_path`` (``None`` if not kept, or no longer where the index says: a rotated log)."""
+    kept = messages.find(uri)
+    if kept is None:
+        return None
+    try:
+        with log_path.open("rb") as log_file:
+            log_file.seek(kept.log_offset)
+            hop = log_file.read(kept.log_length)
+    except OSError as exc:
+        log.warning("message %s: cannot read the provenance log: %s", uri, exc)
+        return None
+    found = hop_of(hop)
+    if found is None or found[0] != uri:
+        log.warning("message %s: not at its place in %s (rotated?)", uri, log_path)
+        return None
+    return kept.chain + (b"" if kept.chain.endswith(b"\n") else b"\n") + hop

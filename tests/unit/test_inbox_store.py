@@ -108,3 +108,48 @@ def test_a_store_whose_inbox_predates_receipts_gains_the_column(tmp_path: Path) 
             store.notifications.add_receipt(_note(2))
     finally:
         store.close()
+
+
+def test_a_store_whose_receipts_hold_whole_chains_gains_the_reference_columns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "site.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE notifications")
+    db.execute(  # the table as the release before receipts by reference wrote it
+        "CREATE TABLE notifications (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL "
+        "UNIQUE, received_ms INTEGER NOT NULL, sender TEXT NOT NULL, sender_fingerprint TEXT "
+        "NOT NULL, media_type TEXT NOT NULL, nquads BLOB NOT NULL, receipt INTEGER NOT NULL "
+        "DEFAULT 0)"
+    )
+    db.execute("INSERT INTO notifications (id, received_ms, sender, sender_fingerprint, "
+               "media_type, nquads, receipt) VALUES ('whole', 1, 'd2', '00', "
+               "'application/n-quads', x'0a', 1)")
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        whole = store.notifications.get("whole")
+        assert whole is not None and whole.receipt and whole.nquads == b"\n"
+        assert (whole.via, whole.digest) == (None, None)  # served as it is
+        by_reference = dataclasses.replace(
+            _note(1), id="r1", receipt=True, via="https://d1.xdn.example/msg/d/v1/to-d2",
+            digest="ab" * 32,
+        )
+        assert store.notifications.add_receipt(by_reference) is True
+        assert store.notifications.get("r1") == by_reference
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("changes", [
+    {"via": "https://d1.xdn.example/msg/d/v1/to-d2"},  # no digest
+    {"digest": "ab" * 32},  # no message
+    {"via": "https://d1.xdn.example/msg/d/v1/to-d2", "digest": "ab" * 32, "receipt": False},
+])
+def test_only_a_receipt_is_kept_by_reference_with_its_message_and_digest(
+    changes: dict[str, object],
+) -> None:
+    with pytest.raises(ValueError, match="by reference"):
+        dataclasses.replace(_note(1), **{"receipt": True, **changes})  # type: ignore[arg-type]

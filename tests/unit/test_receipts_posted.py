@@ -23,7 +23,18 @@ from disseminator.receipts import SiteReceipts
 from disseminator.routing import Registration
 from disseminator.store import Store
 from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
-from tests.unit.receipt_fixtures import BLOCKS, NOW, PUBLISHER, Pki, chain, make_pki
+from tests.unit.receipt_fixtures import (
+    BLOCKS,
+    NOW,
+    PUBLISHER,
+    Pki,
+    chain,
+    make_pki,
+    published,
+    receipted,
+    relay,
+)
+from tests.unit.test_message_archive import route_and_flush
 from xdn import certs, provenance
 from xdn import linked_data as ld
 from xdn.ontology import load_ontology
@@ -48,7 +59,7 @@ def d2(pki: Pki, tmp_path: Path) -> Iterator[SiteNode]:
         site=SiteIdentity(name="d2", block=BLOCKS["d2"], uplink="d1", tls=tls, signer=signer),
         ontology=ONTOLOGY,
         engine=PolicyEngine(PolicySet.of(ONTOLOGY, [])),
-        store=Store(tmp_path / "d2.sqlite"),
+        store=Store(tmp_path / "d2.sqlite", messages_of=certs.node_uri("d2")),
         log_sink=provenance.ProvenanceLog(tmp_path / "d2.nq", node_uri=signer.node_uri,
                                           cert_pem=tls.cert_pem),
         clock=lambda: NOW,
@@ -73,7 +84,8 @@ def _run(pki: Pki, node: SiteNode, folder: Path, scenario: Scenario) -> None:
     ids = itertools.count(1)
     site = WebSite(
         node_uri=certs.node_uri("d2"), cert_pem=pki.parties["d2"][0],
-        notifications=node.store.notifications, messages=None, log_path=folder / "d2.nq",
+        notifications=node.store.notifications, messages=node.store.messages,
+        log_path=folder / "d2.nq",
         config=WebConfig(listen="127.0.0.1:0"), clock=lambda: NOW, revoked=frozenset,
         new_id=lambda: f"n{next(ids)}", receipts=SiteReceipts(node, Limits(), inbox=True),
     )
@@ -156,6 +168,63 @@ def test_a_posted_receipt_is_accepted_queued_and_listed_once(
     d2.flush_log()
     logged = (tmp_path / "d2.nq").read_bytes()
     assert logged.count(b"received#e4> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>") == 1
+
+
+def test_a_receipt_of_a_kept_message_is_stored_by_reference_and_served_whole(
+    pki: Pki, d2: SiteNode, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    upstream = relay(pki, published(pki), "d1", "d2")
+    hop = relay(pki, upstream, "d2", "alice")
+    route_and_flush(d2.store, tmp_path / "d2.nq", upstream, hop)  # d2 keeps the message
+    data = receipted(pki, hop, "alice").to_nquads()
+    receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+    location = f"/inbox/{receipt.notification_id}"
+
+    async def get(http: aiohttp.ClientSession, url: str, media_type: str,
+                  ssl_context: ssl.SSLContext) -> tuple[int, bytes]:
+        async with http.get(url, ssl=ssl_context, headers={"Accept": media_type}) as reply:
+            return reply.status, await reply.read()
+
+    async def scenario(http: aiohttp.ClientSession, base: str,
+                       client: Callable[[str], ssl.SSLContext]) -> None:
+        async with http.post(base + "inbox/", data=data, ssl=client("alice"),
+                             headers={"Content-Type": ld.N_QUADS}) as reply:
+            assert reply.status == 201, await reply.text()
+        stored = d2.store.notifications.get(receipt.notification_id)
+        assert stored is not None and (stored.via, stored.digest) == (hop.uri, receipt.id)
+        with capsys.disabled():
+            print(f"\nreceipt notification: {len(data)} bytes whole, "
+                  f"{len(stored.nquads)} stored by reference")
+        assert len(stored.nquads) * 3 < len(data)
+        # served whole: the canonical N-Quads the receipt has, byte for byte
+        assert await get(http, base + location.lstrip("/"), ld.N_QUADS, client("carol")) == (
+            200, data)
+        status, html = await get(http, base + location.lstrip("/"), "text/html",
+                                 client("carol"))
+        assert status == 200 and b"received#e4" in html
+        # the message pruned: the notification is gone, and says why
+        assert d2.store.messages is not None and d2.store.messages.prune(10**15) == 2
+        status, body = await get(http, base + location.lstrip("/"), ld.N_QUADS,
+                                 client("carol"))
+        assert status == 410 and hop.uri.encode() in body
+        async with http.get(base + "inbox/", ssl=client("carol"),
+                            headers={"Accept": ld.N_QUADS}) as reply:
+            assert receipt.notification_id in await reply.text()  # listed still
+
+    _run(pki, d2, tmp_path, scenario)
+    (queued,) = d2.store.queued_receipts(limit=10)
+    assert queued.data == data  # queued upstream whole
+
+
+def test_a_receipt_whose_message_is_not_kept_is_stored_whole(
+    pki: Pki, d2: SiteNode, tmp_path: Path,
+) -> None:
+    data = chain(pki, "d1", "d2")  # a hop d2 signed, but never routed through this store
+    receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+    assert SiteReceipts(d2, Limits(), inbox=True).from_subscriber(
+        certs.credential_from_pem(pki.parties["alice"][0]).member_id, receipt)
+    stored = d2.store.notifications.get(receipt.notification_id)
+    assert stored is not None and stored.nquads == data and stored.via is None
 
 
 def _altered(data: bytes) -> bytes:

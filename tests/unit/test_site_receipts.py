@@ -32,6 +32,7 @@ from tests.unit.receipt_fixtures import (
     chain,
     make_pki,
     published,
+    receipted,
     relay,
 )
 from xdn import certs, crypto, provenance
@@ -53,6 +54,14 @@ def pki() -> Pki:
 
 @pytest.fixture
 def sites(pki: Pki, tmp_path: Path) -> Iterator[dict[str, SiteNode]]:
+    nodes = _sites(pki, tmp_path)
+    yield nodes
+    for node in nodes.values():
+        node.store.close()
+
+
+def _sites(pki: Pki, tmp_path: Path, *, keep_messages: bool = False) -> dict[str, SiteNode]:
+    """d1 (the root) and d2 (alice and carol registered), with stores in ``tmp_path``."""
     nodes = {}
     for name in ("d1", "d2"):
         tls = pki.tls(name)
@@ -64,7 +73,8 @@ def sites(pki: Pki, tmp_path: Path) -> Iterator[dict[str, SiteNode]]:
             ),
             ontology=ONTOLOGY,
             engine=PolicyEngine(PolicySet.of(ONTOLOGY, [])),
-            store=Store(tmp_path / f"{name}.sqlite"),
+            store=Store(tmp_path / f"{name}.sqlite",
+                        messages_of=certs.node_uri(name) if keep_messages else None),
             log_sink=provenance.ProvenanceLog(
                 tmp_path / f"{name}.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem
             ),
@@ -76,9 +86,7 @@ def sites(pki: Pki, tmp_path: Path) -> Iterator[dict[str, SiteNode]]:
             subscriber=credential.member_id, certificate=pki.parties[subscriber][0],
             grants={PUBLISHER: frozenset({"WorkOrder"})},
         )
-    yield nodes
-    for node in nodes.values():
-        node.store.close()
+    return nodes
 
 
 def _member(pki: Pki, name: str) -> str:
@@ -508,3 +516,42 @@ def test_a_site_without_an_inbox_lists_no_receipt(pki: Pki, sites: dict[str, Sit
     assert _at(sites["d2"]).from_subscriber(_member(pki, "alice"), chain(pki, "d1", "d2"))
     assert sites["d2"].store.notifications.count() == 0
     assert sites["d2"].store.receipts_queued() == 1
+
+
+
+def test_where_messages_are_kept_receipts_are_listed_by_reference(
+    pki: Pki, tmp_path: Path
+) -> None:
+    from disseminator.receipt_refs import rejoin
+    from disseminator.web._messages import read_kept
+    from tests.unit.test_message_archive import route_and_flush
+
+    sites = _sites(pki, tmp_path, keep_messages=True)
+    try:
+        publication = published(pki)  # (signatures are randomised: build each message once)
+        to_d2 = relay(pki, publication, "d1", "d2")
+        to_alice = relay(pki, to_d2, "d2", "alice")
+        route_and_flush(sites["d1"].store, tmp_path / "d1.nq", publication, to_d2)
+        route_and_flush(sites["d2"].store, tmp_path / "d2.nq", to_d2, to_alice)
+        data = receipted(pki, to_alice, "alice").to_nquads()
+        receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+        d2_cert = certs.credential_from_pem(pki.parties["d2"][0])
+        assert SiteReceipts(sites["d2"], Limits(), inbox=True).from_subscriber(
+            _member(pki, "alice"), data)
+        assert SiteReceipts(sites["d1"], Limits(), inbox=True).from_downlink(d2_cert, data)
+        for name, own in (("d2", to_alice), ("d1", to_d2)):
+            store = sites[name].store
+            stored = store.notifications.get(receipt.notification_id)
+            assert stored is not None and (stored.via, stored.digest) == (own.uri, receipt.id)
+            assert store.messages is not None
+            kept = read_kept(store.messages, tmp_path / f"{name}.nq", own.uri)
+            assert kept is not None and rejoin(kept, stored.nquads, receipt.id) == data
+            assert len(stored.nquads) < len(data) // 2  # ~5 KB a hop after this site
+        # a downlink's receipt keeps the downlink's hop: d1 stores more than d2
+        at_d1, at_d2 = (sites[n].store.notifications.get(receipt.notification_id)
+                        for n in ("d1", "d2"))
+        assert at_d1 is not None and at_d2 is not None
+        assert len(at_d1.nquads) > len(at_d2.nquads)
+    finally:
+        for node in sites.values():
+            node.store.close()
