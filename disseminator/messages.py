@@ -109,11 +109,12 @@ class MessageArchive:
             rows,
         )
 
-    def keeps(self, uri: str, chain: str) -> bool:
-        """Whether message ``uri`` extending chain ``chain`` is one this site keeps: minted
-        under its ``msg/`` space, over a chain it kept (its hop is indexed when flushed)."""
-        return uri.startswith(self._prefix) and self._db.execute(
-            "SELECT 1 FROM message_chains WHERE uri = ?", (chain,)
+    def keeps(self, uri: str) -> bool:
+        """Whether message ``uri`` is kept: its hop indexed, with the chain it extends."""
+        return self._db.execute(
+            "SELECT 1 FROM message_hops h JOIN message_chains c ON c.uri = h.chain "
+            "WHERE h.uri = ?",
+            (uri,),
         ).fetchone() is not None
 
     def find(self, uri: str) -> KeptMessage | None:

@@ -201,10 +201,8 @@ class SiteReceipts:
         (hop ``own``) when the site keeps that message, else the whole chain ``data``."""
         envelope = receipt.message.envelopes()[own]
         archive = self._node.store.messages
-        by_reference = (
-            archive is not None and envelope.remote_message is not None
-            and archive.keeps(envelope.message, envelope.remote_message)
-        )
+        # kept: its hop was flushed to the log (at once after routing, before any ack comes)
+        by_reference = archive is not None and archive.keeps(envelope.message)
         return StoredNotification(
             id=receipt.notification_id, received_ms=now_ms, sender=sender.name,
             sender_fingerprint=sender.fingerprint, media_type=N_QUADS, receipt=True,

@@ -83,10 +83,25 @@ def test_a_hop_is_indexed_in_the_log_and_kept_with_its_chain(
     assert provenance.Message.from_nquads(kept.chain + graphs) == hop
     assert hop.uri == D1 + "msg/order%201/v1/to-alice"
     assert store.messages.find(published.uri) is None  # not minted here
+    assert store.messages.keeps(hop.uri) and not store.messages.keeps(published.uri)
     # pruned with the routed window: gone once older than the cut
     assert store.messages.prune(5_000) == 0
     assert store.messages.prune(5_001) == 2
-    assert store.messages.find(hop.uri) is None
+    assert store.messages.find(hop.uri) is None and not store.messages.keeps(hop.uri)
+
+
+def test_a_hop_is_kept_once_flushed_to_the_log(
+    messages: tuple[provenance.Message, provenance.Message],
+) -> None:
+    published, hop = messages
+    store = Store(":memory:", messages_of=D1)
+    assert store.messages is not None
+    store.commit_routing(
+        document=("production-dept", "order 1", 1), appends=[],
+        log_graphs=[hop.latest_graphs_nquads()], at_ms=5_000,
+        chain=(published.uri, published.to_nquads()),
+    )
+    assert not store.messages.keeps(hop.uri)  # staged, not yet in the log: not indexed
 
 
 def test_without_messages_of_nothing_is_kept(
