@@ -12,7 +12,7 @@ Theory of operation
   it is encoded in memory (:func:`xdn.codec.encode`).
 * ``frame``, once the provenance message is signed (it names the manifest's root), gives the
   serialized ``Dissemination`` as a :class:`Body`: streamed, written in leaf order to a second
-  file (the records file is deleted then) and read back a span at a time (:class:`FileBody`);
+  file (the records file is deleted then) and read back a span at a time (:class:`FileSource`);
   parsed, serialized in memory (:class:`MemoryBody`). Both are the same bytes for the same
   document, keys, IVs and signatures.
 * The sender cuts a body into parts (:func:`xdn.parts.cut` reads it a part at a time) and
@@ -25,7 +25,6 @@ Files live in ``<state dir>/outgoing`` (:class:`Staging`), which a publisher cle
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -47,6 +46,7 @@ from xdn.codec import (
 from xdn.errors import UsageError
 from xdn.mapping import MappedNode, map_document
 from xdn.mapping import Mapping as ConceptMapping
+from xdn.span_files import FileSource
 from xdn.wire_write import DisseminationWriter
 from xdn.wireconv import dissemination_to_pb
 
@@ -54,7 +54,6 @@ __all__ = [
     "Body",
     "Document",
     "Encoded",
-    "FileBody",
     "MemoryBody",
     "ParsedDocument",
     "Staging",
@@ -131,29 +130,6 @@ class MemoryBody:
 
     def delete(self) -> None:
         self._data = b""
-
-
-class FileBody:
-    """A :class:`Body` in a file, deleted with :meth:`delete`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDONLY)
-        self._size = os.fstat(self._fd).st_size
-
-    def __len__(self) -> int:
-        return self._size
-
-    def read(self, start: int, end: int) -> bytes:
-        if not 0 <= start <= end <= self._size:
-            raise ValueError(f"span {start}-{end} is not within {self._size} bytes")
-        return os.pread(self._fd, end - start, start)
-
-    def delete(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-            self.path.unlink(missing_ok=True)
 
 
 class Encoded(Protocol):
@@ -327,7 +303,7 @@ class _InFiles:
                     out, self._sealed, provenance=provenance,
                     publisher_certificate=publisher_certificate,
                 )
-            return FileBody(path)
+            return FileSource(path)
         finally:
             self.discard()
 

@@ -25,11 +25,12 @@ from datetime import UTC, datetime
 import grpc
 
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
-from subscriber.spool import FileSource, SpooledDissemination, read_spooled
+from subscriber.spool import SpooledDissemination, read_spooled
 from xdn import certs, crypto, lease
 from xdn.errors import PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.heartbeat import Heartbeats, PeerSilent
+from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wire_parts import DeliveryJoiner

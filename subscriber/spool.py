@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from xdn.errors import ProtocolError
+from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire_scan import LEN, Cursor
 from xdn.wire_scan import read_delivery as read_framing
@@ -42,7 +42,6 @@ from xdn.wire_scan import read_delivery as read_framing
 __all__ = [
     "FIELD_BYTES",
     "FileSink",
-    "FileSource",
     "Spool",
     "SpooledDissemination",
     "read_spooled",
@@ -54,31 +53,6 @@ FIELD_BYTES = 16 * 1024 * 1024  # the most of one field (a manifest, a chain…)
 _SUFFIX = ".spool"
 _MANIFEST, _FRAGMENT, _PROVENANCE = 1, 2, 3  # Dissemination's fields
 _CIPHER_VALUE = 9  # Fragment.cipher_value: located, never read here
-
-
-class FileSource:
-    """A spooled file, read a span at a time (a :class:`~xdn.wire_scan.Source`); deleted with
-    :meth:`delete`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDONLY)
-        self._size = os.fstat(self._fd).st_size
-
-    def __len__(self) -> int:
-        return self._size
-
-    def read(self, start: int, end: int) -> bytes:
-        if not 0 <= start <= end <= self._size:
-            raise ValueError(f"span {start}-{end} is not within {self._size} bytes")
-        return os.pread(self._fd, end - start, start)
-
-    def delete(self) -> None:
-        """Close and delete the file (again: nothing happens)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self.path.unlink(missing_ok=True)
 
 
 class FileSink:

@@ -11,7 +11,7 @@ end, a group or an unknown wire type, a field cut short — is a
 
 Pure: a :class:`Source` is anything with a length and ``read(start, end)`` (bytes in memory,
 :class:`MemorySource`; a staged body, :class:`~disseminator.body_chunks.StoredBytes`; a spooled
-file, :class:`~subscriber.spool.FileSource`).
+file, :class:`~xdn.span_files.FileSource`).
 """
 
 from __future__ import annotations

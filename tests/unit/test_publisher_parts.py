@@ -23,7 +23,7 @@ import grpc
 import pytest
 
 from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork
-from publisher import client, staging
+from publisher import client
 from publisher.client import Publisher, PublisherSetup, PublishResult
 from xdn import certs, crypto
 from xdn.errors import UsageError
@@ -33,6 +33,7 @@ from xdn.ontology import load_ontology
 from xdn.parts import MIN_PART_BYTES, Joiner, PartData
 from xdn.paths import REPO_ROOT
 from xdn.policy import load_signed_policy
+from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
@@ -249,14 +250,14 @@ def test_a_streamed_documents_files_are_gone_once_it_is_acknowledged(
 ) -> None:
     site = _RootSite()
     seen: list[list[str]] = []
-    real = staging.FileBody.read
+    real = FileSource.read
 
-    def read(body: staging.FileBody, start: int, end: int) -> bytes:
+    def read(body: FileSource, start: int, end: int) -> bytes:
         seen.append(_outgoing(tmp_path))
         assert end - start <= part_bytes  # (a part at a time, never the whole file)
         return real(body, start, end)
 
-    with mock.patch.object(staging.FileBody, "read", read):
+    with mock.patch.object(FileSource, "read", read):
         result = asyncio.run(_publish(network, tmp_path, site, part_bytes=part_bytes))
     (received,) = site.received
     assert received.call == ("PublishParts" if part_bytes == MIN_PART_BYTES else "Publish")
@@ -323,7 +324,7 @@ def test_a_streamed_request_is_the_request_the_in_memory_path_sends(
             site = _RootSite()
             options = {**clock, "streaming": streaming}
             with mock.patch.object(
-                staging.FileBody, "read", autospec=True, side_effect=staging.FileBody.read
+                FileSource, "read", autospec=True, side_effect=FileSource.read
             ) as read:
                 asyncio.run(
                     _publish(network, state, site, publisher_options=options, part_bytes=4096)

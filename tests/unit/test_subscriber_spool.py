@@ -11,10 +11,11 @@ import pytest
 
 from subscriber.client import _ConnectionLost, _whole
 from subscriber.session import Session
-from subscriber.spool import FileSource, Spool, SpooledDissemination, read_spooled
+from subscriber.spool import Spool, SpooledDissemination, read_spooled
 from tests.unit import test_subscriber as whole
 from xdn.errors import ProtocolError
 from xdn.parts import cut
+from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire_parts import DeliveryJoiner
 
