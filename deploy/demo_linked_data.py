@@ -4,9 +4,10 @@
    verifies its chain under the CA alone;
 2. production-dept posts an ``as:Announce`` of it to its root site's inbox (d1) and lists it;
 3. carol's receipts of the documents she got at subscribe time (d2's ``retained-`` hops) were
-   signed only once their keys came, after her acknowledgements had gone without them: they
-   are posted, as carol, to d2's inbox — each her own signed receipt, as her provenance log
-   holds it, joined to the message d2 sent her (``201``, or ``200`` had it come with an ack);
+   signed only once their keys came, and went with her acknowledgement of the key delivery
+   that opened them; they are also posted, as carol, to d2's inbox — each her own signed
+   receipt, as her provenance log holds it, joined to the message d2 sent her (``200``: d2 has
+   it already; ``201`` had the acknowledgement not come yet) — an inbox used as a sender would;
 4. d1's inbox must then list, within a deadline, a receipt of every document version each
    subscriber accepted, each read and verified under the CA: who received what, by which path.
 """
@@ -106,7 +107,7 @@ def _post_held_receipts(net: LocalNetwork, who: str, site: str, say: Say) -> boo
             ok = False
             continue
         say(f"      {who}: POST her receipt of {unquote(document)} v{version} (held until its "
-            f"keys came: not sent with her ack) to {site}'s inbox → {reply.status} "
+            f"keys came) to {site}'s inbox → {reply.status} "
             f"{reply.location}")
     return ok
 

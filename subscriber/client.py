@@ -287,7 +287,18 @@ def _handle_delivery(
         receipt = session.on_dissemination(delivery.dissemination, delivery.sequence)
         _after_document(session, outgoing, stop)
     outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=delivery.sequence, receipt=receipt)))
+    _send_released_receipts(session, outgoing, delivery.sequence)
     _send_missing_requests(session, outgoing)
+
+
+def _send_released_receipts(
+    session: Session, outgoing: asyncio.Queue[pb.ClientMessage | None], sequence: int
+) -> None:
+    """The receipts of held documents the delivery ``sequence`` released, each in an ack of
+    that delivery again (a repeated ack moves nothing at the site; its receipt is read)."""
+    for receipt in session.released_receipts:
+        outgoing.put_nowait(pb.ClientMessage(ack=pb.Ack(sequence=sequence, receipt=receipt)))
+    session.released_receipts.clear()
 
 
 def _handle_spooled(

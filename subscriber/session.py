@@ -251,6 +251,9 @@ class Session:
         self.report = SubscriptionReport()
         self.subscribed_at_ms: int | None = None  # set when asking for retained documents
         self.refresh_requests: list[pb.PathRefresh] = []  # to send to the site
+        # receipts of held documents opened since: their acks went without one (sent with the
+        # acknowledgement of the delivery that released them)
+        self.released_receipts: list[bytes] = []
         self.lease_site: tuple[str, str] | None = None  # (name, block) of the site, once known
         self.completeness = Completeness(
             setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
@@ -686,7 +689,8 @@ class Session:
                 if waits:
                     self.keyring.set_waits(entry.id, waits)
                     continue
-                self._open(message, sequence, last)
+                if receipt := self._open(message, sequence, last):
+                    self.released_receipts.append(receipt)
             self.keyring.drop_held(entry.id)
 
     def _below_floor(self, manifest: pb.Manifest) -> bool:

@@ -166,3 +166,34 @@ def test_a_receipt_forged_by_a_site_is_refused_upstream_and_never_listed(
         assert "carol" not in (net.logs / "d1.nq").read_text()  # d1 logged no receipt of hers
     finally:
         net.stop()
+
+
+def test_a_document_held_until_its_keys_came_is_receipted_once_it_opens(tmp_path: Path) -> None:
+    """carol joins after the document was published and asks for the retained one: she holds
+    it until the publisher enrols her, signs her receipt only then — after her ack of it went
+    without one — and that receipt still reaches the publisher."""
+    net = _network(tmp_path / "net")
+    try:
+        net.start_sites()
+        net.start_subscriber("alice")
+        net.wait_subscribed("alice")
+        net.publish(PUBLISHER, [SAMPLE], wait_for=("alice",), extra=("--id", "order-h1"))
+        net.start_subscriber("carol", extra=["--retained"])
+        net.wait_subscribed("carol")
+        net.publish(PUBLISHER, [])  # no document: enrols her, grants the retained one's keys
+        assert wait_until(
+            lambda: any(r["document"] == "order-h1" for r in net.received("carol")), 60
+        ), net.output("carol")
+        assert "holding production-dept/order-h1" in net.full_output("carol")
+        received: list[str] = []
+
+        def both() -> bool:
+            done = _receipts(net, "order-h1", "--json")
+            assert done.returncode == 0, done.stderr
+            (version,) = json.loads(done.stdout)["versions"]
+            received[:] = sorted(m["subscriber"] for m in version["received"])
+            return received == ["alice", "carol"]
+
+        assert wait_until(both, 90), (received, net.output("d2"))
+    finally:
+        net.stop()
