@@ -46,7 +46,8 @@ def test_an_altered_ciphertext_is_refused_by_its_leaf_hash(encoded: EncodedDocum
     delivery = select(encoded, CONCEPTS)
     index = steps(delivery)[0]
     fragment = delivery.fragments[index]
-    altered = dataclasses.replace(fragment, cipher_value=fragment.cipher_value[:-1] + b"\x00")
+    flipped = fragment.cipher_value[:-1] + bytes([fragment.cipher_value[-1] ^ 1])  # (altered)
+    altered = dataclasses.replace(fragment, cipher_value=flipped)
     fragments = (*delivery.fragments[:index], altered, *delivery.fragments[index + 1 :])
     _refused(dataclasses.replace(delivery, fragments=fragments))
 
