@@ -25,7 +25,6 @@ Files live in ``<state dir>/outgoing`` (:class:`Staging`), which a publisher cle
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,7 +45,7 @@ from xdn.codec import (
 from xdn.errors import UsageError
 from xdn.mapping import MappedNode, map_document
 from xdn.mapping import Mapping as ConceptMapping
-from xdn.span_files import FileSource
+from xdn.span_files import FileSource, ScratchFolder
 from xdn.wire_write import DisseminationWriter
 from xdn.wireconv import dissemination_to_pb
 
@@ -64,24 +63,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Staging:
+class Staging(ScratchFolder):
     """The folder a publisher encodes documents into (created if need be)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def clear(self) -> int:
-        """Delete what an earlier run left behind; return how many files."""
-        left = [p for p in self.folder.iterdir() if p.is_file()]
-        for path in left:
-            path.unlink(missing_ok=True)
-        if left:
-            log.info("deleted %d encoded documents left by an earlier run", len(left))
-        return len(left)
-
-    def new_path(self, suffix: str) -> Path:
-        return self.folder / f"{secrets.token_hex(8)}{suffix}"
+    what = "encoded documents"
 
     @contextmanager
     def writing(self, path: Path) -> Iterator[None]:

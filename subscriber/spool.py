@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
 from xdn.errors import ProtocolError
-from xdn.span_files import FileSource
+from xdn.span_files import FileSource, ScratchFolder
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire_scan import LEN, Cursor
 from xdn.wire_scan import read_delivery as read_framing
@@ -74,25 +73,14 @@ class FileSink:
         self.path.unlink(missing_ok=True)
 
 
-class Spool:
+class Spool(ScratchFolder):
     """The folder where deliveries in parts are spooled (and views written before they are
     moved into place)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def clear(self) -> int:
-        """Delete what a crash left behind; return how many files."""
-        left = [p for p in self.folder.iterdir() if p.is_file()]
-        for path in left:
-            path.unlink(missing_ok=True)
-        if left:
-            log.info("deleted %d spooled files left by an earlier run", len(left))
-        return len(left)
+    what = "spooled files"
 
     def new_path(self, suffix: str = _SUFFIX) -> Path:
-        return self.folder / f"{secrets.token_hex(8)}{suffix}"
+        return super().new_path(suffix)
 
     def open_sink(self, size: int) -> FileSink:
         """A sink for a delivery of ``size`` bytes (announced; not reserved)."""

@@ -7,10 +7,38 @@ stages a document it streams (:mod:`publisher.staging`); both read it back a spa
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 from pathlib import Path
 
-__all__ = ["FileSource"]
+__all__ = ["FileSource", "ScratchFolder"]
+
+log = logging.getLogger(__name__)
+
+
+class ScratchFolder:
+    """A folder of such files (created if need be), named at random; what a crash left in it
+    is deleted by :meth:`clear`. ``what`` names its files in the log."""
+
+    what = "files"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def clear(self) -> int:
+        """Delete what an earlier run left behind; return how many files."""
+        left = [p for p in self.folder.iterdir() if p.is_file()]
+        for path in left:
+            path.unlink(missing_ok=True)
+        if left:
+            log.info("deleted %d %s left by an earlier run", len(left), self.what)
+        return len(left)
+
+    def new_path(self, suffix: str) -> Path:
+        """A fresh path in the folder ending in ``suffix``."""
+        return self.folder / f"{secrets.token_hex(8)}{suffix}"
 
 
 class FileSource:
