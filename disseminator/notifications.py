@@ -27,13 +27,26 @@ graphs after it, with the SHA-256 (``digest``) of the whole chain to rebuild
 (:mod:`disseminator.receipt_refs`). Rows written before that hold whole chains and are served
 as they are.
 
+Who may read a notification (:mod:`xdn.linked_data._readers`: its sender and the parties it
+concerns; the site and auditors read all) is decided by the caller when it stores it and
+written with it, one row per reader in ``notification_readers`` (keyed by party, then
+``seq``): :meth:`Notifications.page` lists what one party may read as a range of that key,
+so a page costs its own rows however many notifications the party may not read. The rows go
+with their notification (a trigger). A store written before readers existed gets the table
+when it opens, and each notification it held is readable by its sender only (besides the
+site and auditors: the node URI of the sender's common name), which closes the old "anyone
+may read" without guessing whom a row concerned; receipts among them are pruned with the
+routed retention anyway.
+
 No clock here: the caller passes the time. Pure SQL on the store's connection.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from xdn import certs
 
 __all__ = ["SCHEMA", "InboxFull", "Notifications", "StoredNotification", "upgrade"]
 
@@ -52,10 +65,19 @@ CREATE TABLE IF NOT EXISTS notifications (
 );
 """
 
+_READERS = (
+    "CREATE TABLE IF NOT EXISTS notification_readers (party TEXT NOT NULL, "
+    "notification INTEGER NOT NULL, PRIMARY KEY (party, notification)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS notification_readers_by_notification "
+    "ON notification_readers (notification)",
+    "CREATE TRIGGER IF NOT EXISTS notification_readers_go AFTER DELETE ON notifications "
+    "BEGIN DELETE FROM notification_readers WHERE notification = OLD.seq; END",
+)
+
 
 def upgrade(db: sqlite3.Connection) -> None:
     """Bring an older store's table up to date (the ``receipt``, ``via`` and ``digest``
-    columns) and index it."""
+    columns, the readers' table: see the module's docstring) and index it."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(notifications)")}
     for name, kind in (("receipt", "INTEGER NOT NULL DEFAULT 0"), ("via", "TEXT"),
                        ("digest", "TEXT")):
@@ -64,6 +86,19 @@ def upgrade(db: sqlite3.Connection) -> None:
     db.execute(
         "CREATE INDEX IF NOT EXISTS notifications_by_kind ON notifications (receipt, received_ms)"
     )
+    with db:
+        db.execute("BEGIN IMMEDIATE")
+        before_readers = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'notification_readers'"
+        ).fetchone() is None
+        for statement in _READERS:
+            db.execute(statement)
+        if before_readers:  # a store from before readers: its rows are their senders' only
+            db.executemany(
+                "INSERT OR IGNORE INTO notification_readers (party, notification) VALUES (?, ?)",
+                [(certs.node_uri(sender), seq)
+                 for seq, sender in db.execute("SELECT seq, sender FROM notifications")],
+            )
 
 
 class InboxFull(Exception):
@@ -83,11 +118,18 @@ class StoredNotification:
     receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
     via: str | None = None  # a receipt by reference: this site's message it wraps...
     digest: str | None = None  # ...and the SHA-256 (hex) of the whole chain; nquads: the rest
+    # the node URIs of who may read it besides the site and auditors (its sender among them;
+    # xdn.linked_data._readers): written with it, indexed for the listing
+    readers: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
         if (self.via is None) != (self.digest is None) or (self.via and not self.receipt):
             raise ValueError(f"notification {self.id}: a receipt by reference has a via "
                              "message and a digest, and nothing else has either")
+        if not isinstance(self.readers, frozenset) or not all(
+            isinstance(r, str) and r for r in self.readers
+        ):
+            raise TypeError(f"notification {self.id}: readers are a frozenset of node URIs")
 
 
 class Notifications:
@@ -121,13 +163,19 @@ class Notifications:
         return self._insert("INSERT OR IGNORE", notification) > 0
 
     def _insert(self, verb: str, n: StoredNotification) -> int:
-        return int(self._db.execute(
+        cursor = self._db.execute(
             f"{verb} INTO notifications "
             "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, via, "
             "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
              int(n.receipt), n.via, n.digest),
-        ).rowcount)
+        )
+        if cursor.rowcount > 0:
+            self._db.executemany(
+                "INSERT INTO notification_readers (party, notification) VALUES (?, ?)",
+                [(reader, cursor.lastrowid) for reader in sorted(n.readers)],
+            )
+        return int(cursor.rowcount)
 
     def prune_receipts(self, before_ms: int) -> int:
         """Delete the receipts' notifications accepted before ``before_ms`` (inside the
@@ -140,28 +188,48 @@ class Notifications:
         """The notification with this id, if the inbox holds it."""
         row = self._db.execute(
             "SELECT id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, "
-            "via, digest FROM notifications WHERE id = ?",
+            "via, digest, seq FROM notifications WHERE id = ?",
             (notification_id,),
         ).fetchone()
         if row is None:
             return None
+        readers = frozenset(
+            str(reader) for (reader,) in self._db.execute(
+                "SELECT party FROM notification_readers WHERE notification = ?", (row[9],)
+            )
+        )
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
             media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]), via=row[7],
-            digest=row[8],
+            digest=row[8], readers=readers,
         )
 
-    def page(self, *, after: int, limit: int) -> tuple[list[tuple[int, str]], bool]:
+    def page(
+        self, *, after: int, limit: int, reader: str | None = None
+    ) -> tuple[list[tuple[int, str]], bool]:
         """The (sequence number, id) of at most ``limit`` notifications accepted after the one
-        numbered ``after``, oldest first, and whether the inbox holds more after them."""
+        numbered ``after``, oldest first, and whether the inbox holds more after them.
+
+        Args:
+            reader: only those this party (a node URI) may read, by the readers written with
+                them (an index range: the cost is the page's, however many it may not read);
+                ``None``: every one (the site, auditors).
+        """
         if limit < 1:
             raise ValueError(f"a page holds at least one notification, not {limit}")
-        rows = [
-            (int(seq), str(notification_id)) for seq, notification_id in self._db.execute(
+        if reader is None:
+            found = self._db.execute(
                 "SELECT seq, id FROM notifications WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after, limit + 1),
             )
-        ]
+        else:
+            found = self._db.execute(
+                "SELECT r.notification, n.id FROM notification_readers AS r "
+                "JOIN notifications AS n ON n.seq = r.notification "
+                "WHERE r.party = ? AND r.notification > ? ORDER BY r.notification LIMIT ?",
+                (reader, after, limit + 1),
+            )
+        rows = [(int(seq), str(i)) for seq, i in found]
         return rows[:limit], len(rows) > limit
 
     def ids(self) -> list[str]:

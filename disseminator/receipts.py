@@ -17,7 +17,8 @@ the calling downlink's TLS certificate, directly wrapping one signed by the upli
 
 An accepted receipt is queued in the site's store, its receipt graphs staged in the log outbox
 and — when the site serves an LDN inbox — the chain put in the inbox as a notification
-sent by the party that passed it here (the subscriber, or the downlink site; see
+sent by the party that passed it here (the subscriber, or the downlink site), readable by
+the parties of its chain and that sender (:func:`xdn.linked_data.chain_readers`; see
 :mod:`disseminator.notifications` for how those are bounded; by reference to the message of
 this site it wraps when the site keeps it, :mod:`disseminator.receipt_refs`), in one
 transaction, then the graphs are flushed to the provenance log (as routing does), so it is
@@ -49,7 +50,7 @@ from disseminator.receipt_refs import after_message
 from disseminator.store import QueuedReceipt
 from xdn import certs, identity
 from xdn.errors import PeerError, ReceiptError
-from xdn.linked_data import N_QUADS
+from xdn.linked_data import N_QUADS, chain_readers
 from xdn.receipts import Receipt, read_receipt
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -209,6 +210,7 @@ class SiteReceipts:
             nquads=after_message(receipt.message, envelope.message) if by_reference else data,
             via=envelope.message if by_reference else None,
             digest=receipt.id if by_reference else None,
+            readers=chain_readers(receipt.message, sender),  # its parties and sender
         )
 
     def batch(self) -> list[QueuedReceipt]:

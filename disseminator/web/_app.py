@@ -17,11 +17,17 @@ so a client follows them to the address it reached the endpoint at.
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer. A
   delivery receipt (:func:`xdn.linked_data.is_receipt`) is checked and accepted as the
   client's acknowledged receipt instead (:mod:`disseminator.web._receipts`).
-* ``GET|HEAD /inbox/ID`` — the notification. A receipt's kept by reference is rebuilt from
-  the message of this site it wraps (:mod:`disseminator.receipt_refs`): ``410 Gone`` once
-  that message is no longer kept (pruned, or the provenance log rotated).
+* ``GET|HEAD /inbox/ID`` — the notification, to its readers only (``403`` otherwise, the same
+  for a well-formed id the inbox does not hold; see below). A receipt's kept by reference is
+  rebuilt from the message of this site it wraps (:mod:`disseminator.receipt_refs`): ``410
+  Gone`` once that message is no longer kept (pruned, or the provenance log rotated).
 * ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
   (:mod:`disseminator.web._messages`).
+
+Who reads what (:mod:`xdn.linked_data._readers`): a notification's readers — its sender and
+the parties it concerns — are decided when it is stored and written with it; the site itself
+and auditors read every notification; the listing shows a client only what it may read (an
+index range of the store, :meth:`disseminator.notifications.Notifications.page`).
 
 Every ``GET`` negotiates its representation (:func:`xdn.linked_data.choose`; ``406``
 otherwise) and says ``Vary: Accept``. Middleware, outermost first: a request longer than
@@ -89,9 +95,18 @@ class _Routes:
         )
         return response
 
+    def _reader(self, request: web.Request) -> str | None:
+        """The party whose readable notifications the client sees (``None``: all of them)."""
+        credential = request[CREDENTIAL]
+        if ld.reads_every_notification(credential, self.site.node_uri):
+            return None
+        return ld.party(credential)
+
     async def inbox_get(self, request: web.Request) -> web.StreamResponse:
         after = ld.page_cursor(request.query)
-        rows, more = self.site.notifications.page(after=after, limit=self.site.config.inbox_page)
+        rows, more = self.site.notifications.page(
+            after=after, limit=self.site.config.inbox_page, reader=self._reader(request)
+        )
         page = ld.InboxPage.of_rows(
             self.inbox, [(seq, self.inbox + i) for seq, i in rows], after=after, more=more
         )
@@ -138,6 +153,9 @@ class _Routes:
         if self.site.receipts is not None and ld.is_receipt(notification):
             return await self.receipts.post(request, notification)
         credential = request[CREDENTIAL]
+        readers = ld.notification_readers(
+            notification, credential, max_parties=self.site.config.notification_parties
+        )
         try:
             self.site.notifications.add(
                 StoredNotification(
@@ -145,6 +163,7 @@ class _Routes:
                     received_ms=int(self.site.clock().timestamp() * 1000),
                     sender=credential.name, sender_fingerprint=credential.fingerprint,
                     media_type=notification.media_type, nquads=notification.nquads,
+                    readers=readers,
                 ),
                 capacity=self.site.config.inbox_notifications,
             )
@@ -162,10 +181,18 @@ class _Routes:
 
     async def notification(self, request: web.Request) -> web.StreamResponse:
         notification_id = request.match_info["id"]
-        stored = (
-            self.site.notifications.get(notification_id)
-            if ld.is_notification_id(notification_id) else None
-        )
+        if not ld.is_notification_id(notification_id):  # (not one this inbox would mint)
+            return text(404, f"no notification {notification_id!r} in this inbox")
+        stored = self.site.notifications.get(notification_id)
+        reader = self._reader(request)
+        if reader is not None and (stored is None or reader not in stored.readers):
+            # the same answer whether it exists or not: a receipt's id is derived from its
+            # subscriber and message, so "404 or 403" would say who received what
+            return text(403, f"{request[CREDENTIAL].name!r} may not read a notification "
+                             f"{notification_id!r} of this inbox: a notification is read by "
+                             "its sender, the parties it concerns (a receipt's publisher, "
+                             "sites on its path and subscriber; those a notification names as "
+                             "its actor, target or audience), this site and auditors")
         if stored is None:
             return text(404, f"no notification {notification_id!r} in this inbox")
         uri = ld.notification_uri(self.site.node_uri, notification_id)

@@ -8,6 +8,7 @@
     [web]                             # optional; these are the defaults
     notification_bytes = 262144       # one POSTed notification (413 past it, checked as read)
     notification_statements = 10000   # statements in one notification (400 past it)
+    notification_parties = 64         # parties one notification names as readers (400 past it)
     inbox_notifications = 10000       # notifications the inbox holds (507 past it)
     inbox_page = 500                  # notifications listed on one page of the inbox
     posts_in_flight = 16              # POSTs being read at once, all clients (429 past it)
@@ -34,6 +35,7 @@ class WebConfig:
     listen: str | None = None
     notification_bytes: int = 256 * 1024
     notification_statements: int = 10_000
+    notification_parties: int = 64
     inbox_notifications: int = 10_000
     inbox_page: int = 500
     posts_in_flight: int = 16

@@ -222,7 +222,11 @@ def test_406_and_404(network: LocalNetwork) -> None:
     assert client.request("GET", "/", Accept="image/png")[0] == 406
     assert client.request("GET", "/inbox/", Accept="application/json")[0] == 406
     assert client.request("GET", "/nowhere")[0] == 404
-    assert client.request("GET", "/inbox/not-a-notification")[0] == 404
+    # an id the inbox does not hold: 404 to the site itself; to anyone else the 403 another
+    # party's notification gets (receipt ids can be guessed: no oracle of who received what)
+    assert Client(network, "d1").request("GET", "/inbox/not-a-notification")[0] == 404
+    assert client.request("GET", "/inbox/not-a-notification")[0] == 403
+    assert client.request("GET", "/inbox/not%20an%20id")[0] == 404
 
 
 # ---- mutual TLS --------------------------------------------------------------------------

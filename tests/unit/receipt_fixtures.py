@@ -36,7 +36,7 @@ class Pki:
 
 def make_pki() -> Pki:
     """One CA; a publisher, the sites d1 to d3, subscribers alice, carol and alice's namesake
-    (``alice-2``: another certificate with alice's name)."""
+    (``alice-2``: another certificate with alice's name), an auditor (eve)."""
     ca = certs.create_ca("test-ca", now=NOW)
     parties = {
         PUBLISHER: certs.issue(*ca, name=PUBLISHER, role="publisher", now=NOW),
@@ -45,6 +45,7 @@ def make_pki() -> Pki:
         "carol": certs.issue(*ca, name="carol", role="subscriber", now=NOW),
         # a namesake: another certificate with alice's name (so alice's node URI)
         "alice-2": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
+        "eve": certs.issue(*ca, name="eve", role="auditor", now=NOW),
     }
     for site, block in BLOCKS.items():
         parties[site] = certs.issue(

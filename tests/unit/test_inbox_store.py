@@ -153,3 +153,72 @@ def test_only_a_receipt_is_kept_by_reference_with_its_message_and_digest(
 ) -> None:
     with pytest.raises(ValueError, match="by reference"):
         dataclasses.replace(_note(1), **{"receipt": True, **changes})  # type: ignore[arg-type]
+
+
+def _for(i: int, *readers: str) -> StoredNotification:
+    return dataclasses.replace(_note(i), readers=frozenset(readers))
+
+
+def test_a_party_pages_through_what_it_may_read_only() -> None:
+    store = Store(":memory:")
+    for i in range(9):  # carol may read every third
+        store.notifications.add(_for(i, "https://alice.xdn.example/",
+                                     *(["https://carol.xdn.example/"] if i % 3 == 0 else [])),
+                                capacity=20)
+    walked, after = [], 0
+    while True:
+        rows, more = store.notifications.page(after=after, limit=2,
+                                              reader="https://carol.xdn.example/")
+        walked += [i for _, i in rows]
+        if not more:
+            break
+        after = rows[-1][0]
+    assert walked == ["n0", "n3", "n6"]
+    assert store.notifications.page(after=0, limit=20, reader="https://bob.xdn.example/") == (
+        [], False)
+    assert len(store.notifications.page(after=0, limit=20)[0]) == 9  # the site, auditors
+    assert store.notifications.get("n3") == _for(3, "https://alice.xdn.example/",
+                                                 "https://carol.xdn.example/")
+    # the listing of one party is a range of the readers' key, not a scan of the inbox
+    plan = " ".join(str(row[-1]) for row in store._db.execute(
+        "EXPLAIN QUERY PLAN SELECT r.notification, n.id FROM notification_readers AS r "
+        "JOIN notifications AS n ON n.seq = r.notification "
+        "WHERE r.party = ? AND r.notification > ? ORDER BY r.notification LIMIT ?",
+        ("x", 0, 3)))
+    assert "SEARCH r USING PRIMARY KEY (party=? AND notification>?)" in plan, plan
+    assert "SCAN" not in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_readers_go_with_their_notification() -> None:
+    store = Store(":memory:")
+    with store._db:
+        store._db.execute("BEGIN IMMEDIATE")
+        store.notifications.add_receipt(dataclasses.replace(
+            _for(1, "https://carol.xdn.example/"), receipt=True))
+    store.notifications.add(_for(2, "https://carol.xdn.example/"), capacity=5)
+    assert store.notifications.prune_receipts(before_ms=10**9) == 1
+    assert store.notifications.page(after=0, limit=5, reader="https://carol.xdn.example/") == (
+        [(2, "n2")], False)
+    assert store._db.execute("SELECT COUNT(*) FROM notification_readers").fetchone() == (1,)
+
+
+def test_notifications_stored_before_readers_are_their_senders_only(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    store = Store(path)
+    store.notifications.add(_note(1), capacity=5)
+    store.notifications.add(dataclasses.replace(_note(2), sender="bob"), capacity=5)
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE notification_readers")  # as a store of the previous release was
+    db.commit()
+    db.close()
+    again = Store(path)
+    try:
+        for who, ids in (("alice", ["n1"]), ("bob", ["n2"]), ("carol", [])):
+            rows, _ = again.notifications.page(after=0, limit=5,
+                                               reader=f"https://{who}.xdn.example/")
+            assert [i for _, i in rows] == ids, who
+        stored = again.notifications.get("n1")
+        assert stored is not None and stored.readers == {"https://alice.xdn.example/"}
+    finally:
+        again.close()

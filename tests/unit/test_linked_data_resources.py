@@ -54,7 +54,8 @@ def test_public_api_is_pinned() -> None:
     assert set(ld.__all__) == {
         "ACCEPTED_POST_TYPES", "AUDITOR_ROLE", "BUNDLED_CONTEXTS", "HTML", "IANA_RELATION",
         "InboxPage", "InvalidRequest", "JSON_LD", "LDP", "LDP_INBOX", "page_cursor",
-        "parse_links",
+        "parse_links", "ADDRESSING", "chain_readers", "is_node_uri", "notification_readers",
+        "party", "reads_every_notification",
         "N_QUADS", "SEC_PUBLIC_KEY_PEM", "TRIG", "TURTLE", "Dataset", "InvalidNotification",
         "MediaRange", "NotAcceptable", "Notification", "NotificationLimits", "PayloadTooLarge",
         "UnsupportedMediaType", "accepted_media_type", "bundled_context", "choose",

@@ -139,23 +139,23 @@ def test_a_posted_receipt_is_accepted_queued_and_listed_once(
                              headers={"Content-Type": "application/ld+json"}) as reply:
             assert reply.status == 201 and reply.headers["Location"].startswith("/inbox/n")
             generic = reply.headers["Location"]
-        async with http.get(base + "inbox/", ssl=client("carol"),
+        async with http.get(base + "inbox/", ssl=client("eve"),
                             headers={"Accept": "application/n-quads"}) as reply:
             listed = await reply.text()
         assert listed.count(receipt.notification_id) == 1 and f"{generic}>" in listed
         # the receipt's named graphs, in every RDF type the inbox offers for them
         expected = set(ox.parse(data, format=ox.RdfFormat.N_QUADS))
         for media_type in (ld.JSON_LD, ld.TRIG, ld.N_QUADS):
-            async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+            async with http.get(base + location.lstrip("/"), ssl=client("eve"),
                                 headers={"Accept": media_type}) as reply:
                 assert reply.status == 200 and reply.content_type == media_type
                 fmt = ox.RdfFormat.from_media_type(media_type)
                 assert fmt is not None
                 assert set(ox.parse(await reply.read(), format=fmt)) == expected
-        async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+        async with http.get(base + location.lstrip("/"), ssl=client("eve"),
                             headers={"Accept": "text/turtle"}) as reply:
             assert reply.status == 406  # named graphs
-        async with http.get(base + location.lstrip("/"), ssl=client("carol"),
+        async with http.get(base + location.lstrip("/"), ssl=client("eve"),
                             headers={"Accept": "text/html"}) as reply:
             assert reply.status == 200 and "received#e4" in await reply.text()
 
@@ -194,17 +194,17 @@ def test_a_receipt_of_a_kept_message_is_stored_by_reference_and_served_whole(
         assert stored is not None and (stored.via, stored.digest) == (hop.uri, receipt.id)
         assert len(stored.nquads) * 3 < len(data), (len(stored.nquads), len(data))
         # served whole: the canonical N-Quads the receipt has, byte for byte
-        assert await get(http, base + location.lstrip("/"), ld.N_QUADS, client("carol")) == (
+        assert await get(http, base + location.lstrip("/"), ld.N_QUADS, client("eve")) == (
             200, data)
         status, html = await get(http, base + location.lstrip("/"), "text/html",
-                                 client("carol"))
+                                 client("eve"))
         assert status == 200 and b"received#e4" in html
         # the message pruned: the notification is gone, and says why
         assert d2.store.messages is not None and d2.store.messages.prune(10**15) == 2
         status, body = await get(http, base + location.lstrip("/"), ld.N_QUADS,
-                                 client("carol"))
+                                 client("eve"))
         assert status == 410 and hop.uri.encode() in body
-        async with http.get(base + "inbox/", ssl=client("carol"),
+        async with http.get(base + "inbox/", ssl=client("eve"),
                             headers={"Accept": ld.N_QUADS}) as reply:
             assert receipt.notification_id in await reply.text()  # listed still
 
@@ -261,3 +261,45 @@ def test_a_receipt_that_is_not_the_clients_own_good_one_is_refused_and_counted(
     _run(pki, d2, tmp_path, scenario)
     assert _refused(d2, reason) == 1
     assert d2.store.notifications.count() == 0 and d2.store.receipts_queued() == 0
+
+
+def test_a_receipt_is_read_by_its_parties_and_auditors_not_by_another_subscriber(
+    pki: Pki, d2: SiteNode, tmp_path: Path,
+) -> None:
+    """Issue #16's proof: carol, another subscriber of d2, gets 403 reading alice's receipt
+    and does not see it listed; its publisher, the sites on its path (d1, d2), alice and an
+    auditor read it and see it listed; d3, a site off its path, does not."""
+    data = chain(pki, "d1", "d2")
+    receipt = read_receipt(data, provenance.ChainVerifier(pki.ca), at=NOW, max_bytes=10**6)
+    location = f"/inbox/{receipt.notification_id}"
+    expected = set(ox.parse(data, format=ox.RdfFormat.N_QUADS))
+
+    async def scenario(http: aiohttp.ClientSession, base: str,
+                       client: Callable[[str], ssl.SSLContext]) -> None:
+        async with http.post(base + "inbox/", data=data, ssl=client("alice"),
+                             headers={"Content-Type": ld.N_QUADS}) as reply:
+            assert reply.status == 201, await reply.text()
+        async with http.post(base + "inbox/", data=NOTE, ssl=client("carol"),
+                             headers={"Content-Type": ld.JSON_LD}) as reply:
+            assert reply.status == 201  # carol's own notification: she lists that one
+            carols = reply.headers["Location"].removeprefix("/inbox/")
+        for who, may in ((PUBLISHER, True), ("d1", True), ("d2", True), ("alice", True),
+                         ("eve", True), ("carol", False), ("d3", False)):
+            async with http.get(base + location.lstrip("/"), ssl=client(who),
+                                headers={"Accept": ld.N_QUADS}) as reply:
+                body = await reply.read()
+                if may:
+                    assert reply.status == 200, (who, body)
+                    assert set(ox.parse(body, format=ox.RdfFormat.N_QUADS)) == expected
+                else:
+                    assert reply.status == 403, (who, body)
+                    assert b"may not read" in body and b"sites on its path" in body
+            async with http.get(base + "inbox/", ssl=client(who),
+                                headers={"Accept": ld.N_QUADS}) as reply:
+                assert reply.status == 200
+                listed = await reply.text()
+            assert (receipt.notification_id in listed) == may, who
+            # carol's note: hers, the site's and the auditor's only (it names no one)
+            assert (carols in listed) == (who in ("carol", "d2", "eve")), who
+
+    _run(pki, d2, tmp_path, scenario)

@@ -38,6 +38,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           hosts=("127.0.0.1",), now=NOW),
         "alice": certs.issue(*ca, name="alice", role="subscriber", now=NOW),
         "mallory": certs.issue(*ca, name="mallory", role="subscriber", now=NOW),
+        "bob": certs.issue(*ca, name="bob", role="subscriber", now=NOW),
         "eve": certs.issue(*ca, name="eve", role="auditor", now=NOW),
         "stranger": certs.issue(*certs.create_ca("other-ca", now=NOW), name="stranger",
                                 role="subscriber", now=NOW),
@@ -103,8 +104,12 @@ def test_post_then_read_back(pki: Path) -> None:
                                 headers={"Accept": "application/n-quads"}) as reply:
                 assert reply.status == 200
                 assert "<https://d1.xdn.example/inbox/n1>" in await reply.text()
-            async with http.get(base + "inbox/zz", ssl=ctx) as reply:
+            # an id the inbox does not hold: 404 to whoever reads every notification, and to
+            # anyone else the 403 a notification of someone else's gets (no existence oracle)
+            async with http.get(base + "inbox/zz", ssl=_client(pki, "eve")) as reply:
                 assert reply.status == 404
+            async with http.get(base + "inbox/zz", ssl=ctx) as reply:
+                assert reply.status == 403 and "may not read" in await reply.text()
             async with http.get(base + "inbox/..%2f", ssl=ctx) as reply:
                 assert reply.status == 404
 
@@ -330,3 +335,42 @@ def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None
                 assert reply.status == 406  # named graphs: no Turtle
 
     _run(pki, scenario)
+
+
+def _addressed(*to: str) -> bytes:
+    import json
+
+    return json.dumps({"@context": "https://www.w3.org/ns/activitystreams", "@id": "",
+                       "type": "Announce", "to": list(to)}).encode()
+
+
+def test_a_notification_is_read_by_its_sender_those_it_names_the_site_and_auditors(
+    pki: Path,
+) -> None:
+    async def scenario(base: str, store: Store) -> None:
+        async with aiohttp.ClientSession() as http:
+            headers = {"Content-Type": "application/ld+json"}
+            # to mallory (a node URI of the network) and to a page outside it (not a reader)
+            async with http.post(base + "inbox/", ssl=_client(pki, "alice"), headers=headers,
+                                 data=_addressed(certs.node_uri("mallory"),
+                                                 "https://example.org/mallory")) as reply:
+                assert reply.status == 201
+            stored = store.notifications.get("n1")
+            assert stored is not None
+            assert stored.readers == {certs.node_uri("alice"), certs.node_uri("mallory")}
+            for who, may in (("alice", True), ("mallory", True), ("d1", True), ("eve", True),
+                             ("bob", False)):
+                async with http.get(base + "inbox/n1", ssl=_client(pki, who)) as reply:
+                    assert reply.status == (200 if may else 403), who
+                async with http.get(base + "inbox/", ssl=_client(pki, who),
+                                    headers={"Accept": "application/n-quads"}) as reply:
+                    assert ("/inbox/n1>" in await reply.text()) == may, who
+            # naming more parties than the inbox lets a notification name: 400, not stored
+            async with http.post(base + "inbox/", ssl=_client(pki, "alice"), headers=headers,
+                                 data=_addressed(*(certs.node_uri(f"p{i}") for i in range(3)))
+                                 ) as reply:
+                assert reply.status == 400
+                assert "names 3 parties" in await reply.text()
+            assert store.notifications.count() == 1
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", notification_parties=2))

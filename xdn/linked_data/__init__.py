@@ -19,7 +19,10 @@ sockets, no clock, no randomness: the caller mints ids and passes them in):
   ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``), a page of it at a time
   (:class:`InboxPage`, :func:`page_cursor`: cursors, ``rel="next"``; :mod:`._paging`);
 * which message URI a path names and who may read that message — :func:`message_uri_of_path`,
-  :func:`may_read` (its publisher, senders and recipients, and auditors).
+  :func:`may_read` (its publisher, senders and recipients, and auditors);
+* who may read a notification of the inbox (:mod:`._readers`) — its sender and the parties it
+  concerns (:func:`chain_readers` for a receipt, :func:`notification_readers` for a generic
+  one), the site and auditors (:func:`reads_every_notification`).
 
 Every error is a :class:`~xdn.errors.LinkedDataError` naming what is wrong; the edge maps the
 kind to a status code.
@@ -50,6 +53,7 @@ from xdn.linked_data._messages import (
     may_read,
     message_readers,
     message_uri_of_path,
+    party,
 )
 from xdn.linked_data._notification import (
     Notification,
@@ -59,6 +63,13 @@ from xdn.linked_data._notification import (
     parse_notification,
 )
 from xdn.linked_data._paging import IANA_RELATION, InboxPage, page_cursor, parse_links
+from xdn.linked_data._readers import (
+    ADDRESSING,
+    chain_readers,
+    is_node_uri,
+    notification_readers,
+    reads_every_notification,
+)
 from xdn.linked_data._resources import (
     LDP,
     LDP_INBOX,
@@ -72,6 +83,7 @@ from xdn.linked_data._resources import (
 
 __all__ = [
     "ACCEPTED_POST_TYPES",
+    "ADDRESSING",
     "AUDITOR_ROLE",
     "BUNDLED_CONTEXTS",
     "HTML",
@@ -95,6 +107,7 @@ __all__ = [
     "UnsupportedMediaType",
     "accepted_media_type",
     "bundled_context",
+    "chain_readers",
     "choose",
     "content_type",
     "from_nquads",
@@ -102,11 +115,13 @@ __all__ = [
     "inbox_listing",
     "inbox_uri",
     "inline_contexts",
+    "is_node_uri",
     "is_notification_id",
     "is_receipt",
     "may_read",
     "message_readers",
     "message_uri_of_path",
+    "notification_readers",
     "notification_uri",
     "offers",
     "page_cursor",
@@ -114,6 +129,8 @@ __all__ = [
     "parse_content_type",
     "parse_links",
     "parse_notification",
+    "party",
+    "reads_every_notification",
     "root_description",
     "serialise",
 ]

@@ -18,7 +18,7 @@ from typing import Final
 from xdn import certs, provenance
 from xdn.rdf_syntax import iri_problem
 
-__all__ = ["AUDITOR_ROLE", "may_read", "message_readers", "message_uri_of_path"]
+__all__ = ["AUDITOR_ROLE", "may_read", "message_readers", "message_uri_of_path", "party"]
 
 AUDITOR_ROLE: Final = "auditor"
 
@@ -47,8 +47,13 @@ def message_readers(message: provenance.Message) -> frozenset[str]:
     return frozenset(parties)
 
 
+def party(credential: certs.Credential) -> str:
+    """The node URI a credential is known by: its subjectAltName URI, else its CN's."""
+    return credential.uri or certs.node_uri(credential.name)
+
+
 def may_read(message: provenance.Message, credential: certs.Credential) -> bool:
     """Whether the holder of ``credential`` (checked and in force) may read ``message``."""
     if credential.role == AUDITOR_ROLE:
         return True
-    return (credential.uri or certs.node_uri(credential.name)) in message_readers(message)
+    return party(credential) in message_readers(message)
