@@ -32,7 +32,10 @@ index range of the store, :meth:`disseminator.notifications.Notifications.page`)
 Every ``GET`` negotiates its representation (:func:`xdn.linked_data.choose`; ``406``
 otherwise) and says ``Vary: Accept``. Middleware, outermost first: a request longer than
 ``[web] request_seconds`` gets ``408``; the client's certificate must be in force (``403``,
-the connection closed: :func:`~disseminator.web._tls.check_peer`); errors of the core map to
+the connection closed: :func:`~disseminator.web._tls.check_peer`); a client certificate over
+its request rate (a token bucket, ``[web] client_requests_per_second`` and ``client_burst``:
+:class:`~disseminator.web._limits.TokenBuckets`) gets ``429`` with ``Retry-After``, before
+any of its body is read; errors of the core map to
 their status codes (``415``, ``413``, ``400``, ``406``) with the error's message as plain text.
 The body of a POST is read only while it stays within ``[web] notification_bytes`` (its
 ``Content-Length`` is checked first), and at most ``[web] posts_in_flight`` POSTs are read at
@@ -50,6 +53,7 @@ from aiohttp import web
 
 from disseminator.notifications import InboxFull, StoredNotification
 from disseminator.receipt_refs import rejoin
+from disseminator.web._limits import TokenBuckets
 from disseminator.web._messages import MessageRoute, read_kept
 from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
@@ -261,6 +265,23 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             return response
         return await handler(request)
 
+    buckets = TokenBuckets(
+        rate=site.config.client_requests_per_second, burst=site.config.client_burst
+    )
+
+    @web.middleware
+    async def rate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        credential = request[CREDENTIAL]
+        wait = buckets.take(credential.fingerprint, site.monotonic())
+        if wait > 0:
+            response = text(429, f"{credential.name!r} is over its {buckets.burst} requests "
+                                  f"at once, {buckets.rate:g} a second; retry in {wait:.2f}s")
+            response.headers["Retry-After"] = TokenBuckets.retry_after(wait)
+            if request.body_exists:  # its body is not read: the connection cannot go on
+                response.force_close()
+            return response
+        return await handler(request)
+
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
@@ -272,7 +293,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
                 response.force_close()
             return response
 
-    return [deadline, peer, errors]
+    return [deadline, peer, rate, errors]
 
 
 def make_app(site: WebSite) -> web.Application:

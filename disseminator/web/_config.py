@@ -15,6 +15,11 @@
     request_seconds = 30              # one request, from its headers to its response (408)
     handshake_seconds = 10            # one TLS handshake
     connection_seconds = 120          # one connection, however many requests it carries
+    client_requests_per_second = 20   # one client certificate's requests, sustained (429 past)
+    client_burst = 100                # ... and at once (its token bucket's size)
+    connections = 256                 # TLS connections open at once, all clients together
+    connections_per_address = 32      # ... from one client address (past either: closed at
+                                      # accept, before the TLS handshake)
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ class WebConfig:
     request_seconds: float = 30.0
     handshake_seconds: float = 10.0
     connection_seconds: float = 120.0
+    client_requests_per_second: float = 20.0
+    client_burst: int = 100
+    connections: int = 256
+    connections_per_address: int = 32
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +43,7 @@ class ReceiptDesk(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WebSite:
-    """What the endpoint serves, and its seams (clock, CRL in force, id minting, receipts)."""
+    """What the endpoint serves, and its seams (clocks, CRL in force, id minting, receipts)."""
 
     node_uri: str
     cert_pem: bytes
@@ -54,6 +55,7 @@ class WebSite:
     revoked: Callable[[], frozenset[int]]
     new_id: Callable[[], str]
     receipts: ReceiptDesk | None = None  # None: receipts posted are generic notifications
+    monotonic: Callable[[], float] = time.monotonic  # seconds, for the clients' request rates
 
 
 def text(status: int, message: str) -> web.Response:

@@ -250,6 +250,41 @@ def test_bad_input_leaves_grpc_serving(network: LocalNetwork) -> None:
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def test_a_connection_flood_is_closed_at_accept_and_grpc_serves(network: LocalNetwork) -> None:
+    """A site's defaults ([web] connections_per_address = 32): 100 bare TCP connections from
+    one address, never starting TLS; past 32 each is closed by the site at once, the gRPC
+    health service answers meanwhile, and once the flood ends the address is served again."""
+    url = urlsplit(network.web_url("d1"))
+    flood = [socket.create_connection((url.hostname or "", url.port or 0), timeout=30)
+             for _ in range(100)]
+    try:
+        closed = 0
+        for conn in flood[32:]:
+            try:
+                closed += conn.recv(1) == b""  # closed by the site before any byte
+            except ConnectionResetError:
+                closed += 1
+        assert closed == 68
+        with grpc.secure_channel(
+            network.address("d1"), channel_credentials(TlsFiles.from_dir(network.certs, "d1"))
+        ) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=10
+            )
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        for conn in flood:
+            conn.close()
+
+    def served() -> bool:
+        try:
+            return Client(network).request("GET", "/")[0] == 200
+        except (OSError, http.client.HTTPException):
+            return False
+
+    assert wait_until(served, 30)
+
+
 # ---- the command line: xdn inbox list|show|post ---------------------------------------------
 
 def test_the_inbox_from_the_command_line(

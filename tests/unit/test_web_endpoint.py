@@ -59,6 +59,7 @@ def _client(pki: Path, name: str | None) -> ssl.SSLContext:
 @contextlib.asynccontextmanager
 async def _serving(
     pki: Path, config: WebConfig, *, revoked: Callable[[], frozenset[int]] = frozenset,
+    monotonic: Callable[[], float] = lambda: 0.0,
 ) -> AsyncIterator[tuple[str, Store]]:
     store = Store(":memory:", messages_of=certs.node_uri("d1"))
     ids = itertools.count(1)
@@ -67,7 +68,7 @@ async def _serving(
         notifications=store.notifications, messages=store.messages, log_path=pki / "d1.nq",
         config=config,
         clock=lambda: NOW, revoked=revoked,
-        new_id=lambda: f"n{next(ids)}",
+        new_id=lambda: f"n{next(ids)}", monotonic=monotonic,
     )
     server = WebServer(site, server_context(
         cert=pki / "d1.pem", key=pki / "d1.key", ca_pem=(pki / "ca.pem").read_bytes()))
@@ -374,3 +375,114 @@ def test_a_notification_is_read_by_its_sender_those_it_names_the_site_and_audito
             assert store.notifications.count() == 1
 
     _run(pki, scenario, WebConfig(listen="127.0.0.1:0", notification_parties=2))
+
+
+# ---- per-client request rate, concurrent connections ---------------------------------------
+
+async def _status(http: aiohttp.ClientSession, url: str, ctx: ssl.SSLContext,
+                  method: str = "GET", **kwargs: Any) -> tuple[int, str]:
+    async with http.request(method, url, ssl=ctx, **kwargs) as reply:
+        return reply.status, reply.headers.get("Retry-After", "")
+
+
+def test_a_flooding_client_gets_429_while_another_is_served(pki: Path) -> None:
+    now = [1000.0]  # the endpoint's monotonic clock: it moves only when the test moves it
+
+    async def scenario(base: str, store: Store) -> None:
+        alice, bob = _client(pki, "alice"), _client(pki, "bob")
+        # (8 connections at most: the endpoint lets one address open 32 at once)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as http:
+            # a flood of 200 requests at once: its burst of 3 is served, the rest get 429
+            flood = await asyncio.gather(*(_status(http, base, alice) for _ in range(200)))
+            assert sorted(flood).count((200, "")) == 3
+            assert [f for f in flood if f[0] != 200] == [(429, "2")] * 197  # 1 token at 0.5/s
+            # nothing of a POST over the rate is read or stored
+            assert await _status(http, base + "inbox/", alice, "POST", data=NOTE, headers={
+                "Content-Type": "application/ld+json"}) == (429, "2")
+            assert store.notifications.count() == 0
+            # another client (certificate) is served all along
+            assert [await _status(http, base, bob) for _ in range(3)] == [(200, "")] * 3
+            now[0] += 2.0  # a token back for alice, no more
+            assert await _status(http, base, alice) == (200, "")
+            assert await _status(http, base, alice) == (429, "2")
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", client_burst=3,
+                                  client_requests_per_second=0.5), monotonic=lambda: now[0])
+
+
+async def _tls_connection(port: int, ctx: ssl.SSLContext, source: str) -> tuple[
+    asyncio.StreamReader, asyncio.StreamWriter
+]:
+    return await asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=(source, 0),
+                                         server_hostname="127.0.0.1", ssl_handshake_timeout=10)
+
+
+async def _refused(port: int, ctx: ssl.SSLContext, source: str) -> bool:
+    """Whether a TLS connection from ``source`` is closed before its handshake completes."""
+    try:
+        _, writer = await _tls_connection(port, ctx, source)
+    except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError):
+        return True
+    writer.close()
+    return False
+
+
+async def _health(port: int) -> int:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=10)
+    return int(reply.status)
+
+
+def test_connections_past_the_caps_are_closed_at_accept_and_grpc_still_answers(
+    pki: Path,
+) -> None:
+    import grpc
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    async def scenario(base: str, store: Store) -> None:
+        # a gRPC health service on the same event loop, as the daemon runs them
+        grpc_server = grpc.aio.server()
+        servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, grpc_server)
+        await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+        await grpc_server.start()
+        port = int(base.rstrip("/").rpartition(":")[2])
+        ctx = _client(pki, "alice")
+        held = []
+        try:
+            # two from one address: their handshakes complete; a third is closed at accept
+            held += [await _tls_connection(port, ctx, "127.0.0.1") for _ in range(2)]
+            assert await _refused(port, ctx, "127.0.0.1")
+            # other addresses get in, up to four in all; then a fifth address is refused too
+            held += [await _tls_connection(port, ctx, a) for a in ("127.0.0.2", "127.0.0.3")]
+            assert await _refused(port, ctx, "127.0.0.4")
+            # a flood of bare TCP connections that never start TLS: each closed by the server
+            # before any byte (no handshake done), while the gRPC service answers
+            flood = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.5", 0))
+                     for _ in range(100)]
+            for reader, writer in flood:
+                with contextlib.suppress(ConnectionResetError):
+                    assert await reader.read() == b""
+                writer.close()
+            assert await _health(grpc_port) == health_pb2.HealthCheckResponse.SERVING
+            # a client admitted before is still served
+            reader, writer = held[0]
+            writer.write(b"GET / HTTP/1.1\r\nHost: d1\r\nConnection: close\r\n\r\n")
+            assert (await reader.read()).startswith(b"HTTP/1.1 200 ")
+            writer.close()
+            # its place is free once the server has seen it go
+            async with asyncio.timeout(10):
+                while await _refused(port, ctx, "127.0.0.1"):
+                    await asyncio.sleep(0.01)
+        finally:
+            for _, writer in held:
+                writer.close()
+            await grpc_server.stop(None)
+
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", connections=4,
+                                  connections_per_address=2))
