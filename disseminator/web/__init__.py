@@ -3,9 +3,10 @@
 See :mod:`disseminator.web._app` for the routes (:mod:`disseminator.web._messages` for message
 URIs, :mod:`disseminator.web._receipts` for receipts posted to the inbox),
 :mod:`disseminator.web._tls` for mutual TLS,
-:mod:`disseminator.web._server` for the connection limits and docs/linked-data.md for the
-whole. The decisions (content negotiation, serialisation, notification checks) are pure, in
-:mod:`xdn.linked_data`.
+:mod:`disseminator.web._server` for the connection limits (:mod:`disseminator.web._limits`
+for the per-client rate and the connection caps) and docs/linked-data.md for the whole. The
+decisions (content negotiation, serialisation, notification checks, who reads a
+notification) are pure, in :mod:`xdn.linked_data`.
 """
 
 from disseminator.web._app import WebSite, make_app
