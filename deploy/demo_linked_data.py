@@ -9,7 +9,8 @@
    receipt, as her provenance log holds it, joined to the message d2 sent her (``200``: d2 has
    it already; ``201`` had the acknowledgement not come yet) — an inbox used as a sender would;
 4. d1's inbox must then list, within a deadline, a receipt of every document version each
-   subscriber accepted, each read and verified under the CA: who received what, by which path.
+   subscriber accepted, each read by its publisher (a publisher is listed the receipts of its
+   own documents only) and verified under the CA: who received what, by which path.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def linked_data_step(net: LocalNetwork, say: Say) -> bool:
         f"{posted.location}; the inbox lists {count} notification(s)")
     held_ok = _post_held_receipts(net, "carol", "d2", say)
     return (posted.status == 201 and count >= 1 and held_ok
-            and _receipts_at_the_root(net, publisher, say))
+            and _receipts_at_the_root(net, say))
 
 
 def _dereference(net: LocalNetwork, say: Say) -> str | None:
@@ -112,18 +113,24 @@ def _post_held_receipts(net: LocalNetwork, who: str, site: str, say: Say) -> boo
     return ok
 
 
-def _receipts_at_the_root(net: LocalNetwork, client: WebClient, say: Say) -> bool:
+def _receipts_at_the_root(net: LocalNetwork, say: Say) -> bool:
     """Wait (60 s at most) until d1's inbox lists a receipt of every document version each
-    subscriber accepted, each verified under the CA; say who received what."""
+    subscriber accepted, each read by its publisher — who is listed its own receipts only —
+    and verified under the CA; say who received what."""
     verifier = provenance.ChainVerifier((net.certs / "ca.pem").read_bytes())
     wanted = {
         (name, str(r["publisher"]), str(r["document"]), int(str(r["version"])))
         for name in net.subscribers for r in net.received(name)
     }
+    clients = {
+        publisher: WebClient(net.web_url("d1"), certs=net.certs, name=publisher)
+        for publisher in sorted({w[1] for w in wanted})
+    }
     read: dict[str, Receipt] = {}
     failures: list[str] = []
 
-    def arrived() -> bool:
+    def listed_to(publisher: str, client: WebClient) -> bool:
+        """Read the receipts listed to ``publisher``; ``False`` on a failure (recorded)."""
         target = "/inbox/"
         while target:
             reply = client.request("GET", target, accept="application/n-quads")
@@ -136,14 +143,23 @@ def _receipts_at_the_root(net: LocalNetwork, client: WebClient, say: Say) -> boo
                                                  max_bytes=16 * 1024 * 1024)
                     except PeerError as exc:
                         failures.append(f"d1's receipt {key} does not verify: {exc}")
-                        return True
+                        return False
+                if read[key].publisher.name != publisher:
+                    failures.append(f"d1 lists {publisher} a receipt of "
+                                    f"{read[key].publisher.name}'s {read[key].document_id}")
+                    return False
             target = ld.parse_links(reply.links).get("next", "")
+        return True
+
+    def arrived() -> bool:
+        if not all(listed_to(publisher, client) for publisher, client in clients.items()):
+            return True
         return wanted <= {_said(r) for r in read.values()}
 
     ok = wait_until(arrived, 60.0)
     listed = {_said(r): r for r in read.values()}
-    say(f"      d1's inbox: {len(read)} delivery receipt(s) from the whole network, each "
-        "verified under the CA:")
+    say(f"      d1's inbox: {len(read)} delivery receipt(s) from the whole network, each read "
+        "by its publisher (listed its own only) and verified under the CA:")
     for key in sorted(listed):
         r = listed[key]
         say(f"        {key[0]} received {key[1]}'s {key[2]} v{key[3]} "

@@ -159,14 +159,14 @@ class WebServer:
 
     async def stop(self) -> None:
         """Stop listening, close connections (idempotent)."""
-        for listener in self._listeners:
-            listener.close()
-        self._listeners = []
-        for task in list(self._tasks):
+        for task in list(self._tasks):  # accept loops first (they wait on the listeners)
             task.cancel()
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
         await self._runner.cleanup()
 
 

@@ -66,3 +66,17 @@ def test_public_api_is_pinned() -> None:
     }
     for name in ld.__all__:
         assert hasattr(ld, name), name
+
+
+@pytest.mark.parametrize("iri, node", [
+    ("https://alice.xdn.example/", True),
+    ("https://d2.xdn.example/", True),
+    ("https://alice.xdn.example/inbox/", False),
+    ("http://alice.xdn.example/", False),
+    ("https://xdn.example/", False),
+    ("https://a/b.xdn.example/", False),
+    ("https://alice.xdn.example", False),
+    ("https://example.org/alice", False),
+])
+def test_only_node_uris_of_the_network_name_readers(iri: str, node: bool) -> None:
+    assert ld.is_node_uri(iri) is node
