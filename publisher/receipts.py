@@ -59,6 +59,7 @@ __all__ = [
     "key_service_state",
     "members_by_concept",
     "report",
+    "version_sequences",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,10 @@ CREATE TABLE IF NOT EXISTS refusals (
     document_id TEXT, version INTEGER,
     member TEXT NOT NULL, name TEXT NOT NULL,
     refused_ms INTEGER NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
-    data BLOB NOT NULL
+    data BLOB NOT NULL, sequence INTEGER
 );
 CREATE INDEX IF NOT EXISTS refusals_by_document ON refusals (document_id, version);
+CREATE INDEX IF NOT EXISTS refusals_by_sequence ON refusals (sequence) WHERE sequence > 0;
 """
 
 
@@ -247,25 +249,41 @@ class ReceiptArchive:
         """Keep failure notices (one transaction); return how many were new."""
         rows = [
             (n.id, n.facts.document_id, n.facts.version, n.member_id, n.signer.name,
-             n.signed_ms, n.facts.kind, n.facts.reason, n.to_nquads())
+             n.signed_ms, n.facts.kind, n.facts.reason, n.to_nquads(), n.facts.sequence)
             for n in notices
         ]
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             before = self._db.total_changes
             self._db.executemany(
-                "INSERT OR IGNORE INTO refusals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                "INSERT OR IGNORE INTO refusals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
             return self._db.total_changes - before
 
-    def refusals_of(self, document_id: str) -> dict[int | None, list[Refused]]:
-        """Version → the failure notices kept of it, newest first (one per member)."""
+    def refusals_of(
+        self, document_id: str, sequences: Mapping[int, int] | None = None
+    ) -> dict[int | None, list[Refused]]:
+        """Version → the failure notices kept of it, newest first (one per member): those
+        naming the document, and the gaps naming the sequence number of one of its versions
+        (``sequences``: sequence number → version, :meth:`KeyStore.version_sequences`)."""
+        sequences = sequences or {}
         out: dict[int | None, list[Refused]] = {}
         seen: set[tuple[int | None, str]] = set()
-        rows = self._db.execute(
-            "SELECT version, member, name, refused_ms, kind, reason FROM refusals "
-            "WHERE document_id = ? ORDER BY refused_ms DESC, member", (document_id,)
-        )
+        rows = [
+            (version, *rest) for sequence, version, *rest in self._db.execute(
+                "SELECT sequence, version, member, name, refused_ms, kind, reason FROM refusals "
+                "WHERE document_id = ? ORDER BY refused_ms DESC, member", (document_id,)
+            )
+        ]
+        if sequences:
+            marks = ", ".join("?" * len(sequences))
+            rows += [
+                (sequences[int(sequence)], *rest) for sequence, *rest in self._db.execute(
+                    "SELECT sequence, member, name, refused_ms, kind, reason FROM refusals "
+                    f"WHERE document_id IS NULL AND sequence IN ({marks})", list(sequences)
+                )
+            ]
+            rows.sort(key=lambda row: (-int(row[3]), row[1]))
         for version, member, name, refused_ms, kind, reason in rows:
             if (version, member) in seen:
                 continue
@@ -413,6 +431,15 @@ def key_service_state(
         lkh.close()
         store.close()
     return versions, groups, newest_leases(keys)
+
+
+def version_sequences(keys: Path, publisher: str, document_id: str) -> dict[int, int]:
+    """From the key service's state file: sequence number → version of ``document_id``."""
+    store = KeyStore(keys, publisher=publisher)
+    try:
+        return store.version_sequences(document_id)
+    finally:
+        store.close()
 
 
 def members_by_concept(

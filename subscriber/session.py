@@ -577,9 +577,20 @@ class Session:
         self.report.withheld = self.completeness.flagged
 
     def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
-        """The site cannot replay documents we found missing: they are gaps."""
+        """The site cannot replay documents we found missing: they are gaps, each signed as a
+        failure notice (kind ``gap``) that goes to the publisher like every refusal."""
         gaps = self.completeness.on_unavailable(message)
         self.report.gaps += len({g.sequence for g in gaps})
+        for number in sorted({g.sequence for g in gaps}):  # the publisher hears of each gap
+            concepts = ", ".join(sorted(g.concept for g in gaps if g.sequence == number))
+            self._log_notice(
+                sign_notice(
+                    self.signer, at=self.clock(), kind="gap", served_by=self.report.served_by,
+                    publisher=message.publisher, sequence=number,
+                    reason=f"document #{number} of {message.publisher} ({concepts}) was "
+                    "withheld: the site did not deliver it and cannot replay it",
+                )
+            )
         self.keyring.set_applied(self.address, sequence)
 
     # ---- documents -----------------------------------------------------------------------

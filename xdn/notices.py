@@ -81,7 +81,7 @@ class Notice:
         f = self.facts
         return json.dumps([
             f.kind, f.publisher, f.document_id, f.version, f.key_message, f.concept, f.epoch,
-            None if f.manifest_root is None else f.manifest_root.hex(),
+            None if f.manifest_root is None else f.manifest_root.hex(), f.sequence,
         ])
 
     @property

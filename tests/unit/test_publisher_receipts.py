@@ -169,3 +169,43 @@ def test_the_publisher_keeps_notices_about_itself_and_reports_who_refused_what(
 
 def _member(pki: Pki, name: str) -> str:
     return certs.credential_from_pem(pki.parties[name][0]).member_id
+
+
+def test_a_gap_is_reported_against_the_version_of_its_sequence_number(
+    pki: Pki, tmp_path: Path
+) -> None:
+    from publisher.receipts import check_notice, version_sequences
+
+    keys = KeyStore(tmp_path / "keys.sqlite", publisher=PUBLISHER)
+    keys.commit(DOC, 1, concepts=["WorkOrder"], sequence=4)
+    keys.commit(DOC, 2, concepts=["WorkOrder"], sequence=9)
+    keys.commit("other", 1, concepts=["WorkOrder"], sequence=5)
+    keys.close()
+    sequences = version_sequences(tmp_path / "keys.sqlite", PUBLISHER, DOC)
+    assert sequences == {4: 1, 9: 2}
+    signer = pki.signer("carol")
+    gap = provenance.failure_notice(
+        signer, message_uri=provenance.notice_uri(signer.node_uri, "gap-9"),
+        refusal=provenance.RefusalFacts(
+            kind="gap", reason="document #9 of production-dept was withheld",
+            publisher=PUBLISHER, sequence=9, received_from=certs.node_uri("d2"),
+        ),
+        timestamp_ms=int(NOW.timestamp() * 1000),
+    )
+    other = provenance.failure_notice(
+        signer, message_uri=provenance.notice_uri(signer.node_uri, "gap-5"),
+        refusal=provenance.RefusalFacts(kind="gap", reason="#5", publisher=PUBLISHER,
+                                        sequence=5),
+        timestamp_ms=int(NOW.timestamp() * 1000),
+    )
+    verifier = provenance.ChainVerifier(pki.ca)
+    archive = ReceiptArchive(tmp_path / "receipts.sqlite")
+    assert archive.store_refusals(
+        check_notice(n.to_nquads(), verifier, publisher=PUBLISHER, at=NOW) for n in (gap, other)
+    ) == 2
+    refused = archive.refusals_of(DOC, sequences)
+    assert archive.refusals_of(DOC) == {}  # without the numbers, a gap names no document
+    archive.close()
+    assert list(refused) == [2]
+    (carol,) = refused[2]
+    assert (carol.name, carol.kind) == ("carol", "gap")

@@ -310,3 +310,28 @@ def test_what_a_notice_says(pki: Pki) -> None:
     later = datetime.fromtimestamp(NOW.timestamp() + 20 * 365 * 86400, UTC)
     with pytest.raises(SignatureError):  # the certificate has expired by then
         read_notice(notice(pki), provenance.ChainVerifier(pki.ca), at=later, max_bytes=10**5)
+
+
+def test_gap_reports_take_the_same_road_one_notification_per_missing_document(
+    pki: Pki, sites: dict[str, SiteNode]
+) -> None:
+    node = sites["d2"]
+    signer = pki.signer("alice")
+
+    def gap(sequence: int, hop: str) -> bytes:
+        return provenance.failure_notice(
+            signer, message_uri=provenance.notice_uri(signer.node_uri, hop),
+            refusal=provenance.RefusalFacts(
+                kind="gap", reason=f"document #{sequence} was withheld", publisher=PUBLISHER,
+                sequence=sequence, received_from=certs.node_uri("d2"),
+            ),
+            timestamp_ms=NOW_MS - 100,
+        ).to_nquads()
+
+    desk = _desk(node)
+    alice = _credential(pki, "alice")
+    assert desk.from_subscriber(alice, gap(2, "a"))
+    assert desk.from_subscriber(alice, gap(3, "b"))
+    assert desk.from_subscriber(alice, gap(3, "c"))  # the same gap reported again
+    assert [q.publisher for q in node.store.queued_receipts(limit=10)] == [PUBLISHER] * 3
+    assert node.store.notifications.count() == 2  # one per missing document

@@ -190,7 +190,9 @@ of that version. A member that joined after the version was published counts amo
 have not (it may still receive it from a site's retained documents). Subscribers' failure
 notices come with the receipts (a subscriber that refused a version signs one: what, and why),
 each verified again; a member that refused a version and has no receipt of it is listed as
-"refused: REASON (KIND)" instead of among those who have not received it."""
+"refused: REASON (KIND)" instead of among those who have not received it; so is a member
+whose site could not replay the version it found missing (kind gap: the notice names the
+version's number in our signed sequence)."""
 
 
 # ------------------------------------------------------------------------------- reading
@@ -488,6 +490,7 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
         key_service_state,
         members_by_concept,
         report,
+        version_sequences,
     )
     from xdn.grpc_tls import TlsFiles
     from xdn.provenance import ChainVerifier
@@ -523,7 +526,9 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
             for reason in fetched.refused:
                 print(f"xdn: warning: receipt refused: {reason}", file=sys.stderr)
         received = archive.of(args.document)
-        refused = archive.refusals_of(args.document)
+        refused = archive.refusals_of(
+            args.document, version_sequences(keys, args.name, args.document)
+        )
     finally:
         archive.close()
     versions, groups, leases = key_service_state(keys, args.name, args.document)
