@@ -33,7 +33,7 @@ from datetime import datetime
 
 from xdn import certs, identity, provenance
 from xdn.errors import NoticeError
-from xdn.provenance._vocab import REFUSAL
+from xdn.provenance._vocab import HAS_MESSAGE_TYPE, REFUSAL
 
 __all__ = ["MAX_NOTICE_BYTES", "Notice", "is_notice", "read_notice"]
 
@@ -41,14 +41,24 @@ __all__ = ["MAX_NOTICE_BYTES", "Notice", "is_notice", "read_notice"]
 #: two signatures and a reason).
 MAX_NOTICE_BYTES = 64 * 1024
 
+_TYPE_PREDICATE = f"<{HAS_MESSAGE_TYPE.value}>".encode()
 _REFUSAL_TYPE = f"<{REFUSAL.value}>".encode()
 
 
 def is_notice(data: bytes) -> bool:
-    """Whether ``data`` (N-Quads) says it is a failure notice: it names the ``xdn:Refusal``
-    message type. Says nothing of its validity (:func:`read_notice` decides that); a receipt
-    chain never names it, so it tells the two apart in a batch that carries both."""
-    return _REFUSAL_TYPE in data
+    """Whether ``data`` (N-Quads, as parties send them: one statement a line, tokens parted by
+    one space) says it is a failure notice: a statement whose predicate is
+    ``msg:hasMessageType`` and whose object is ``xdn:Refusal``. Says nothing of its validity
+    (:func:`read_notice` decides that); a receipt chain never says it (its envelopes are
+    publications, relays and a receipt; a literal cannot stand before a predicate), so it
+    tells the two apart in a batch that carries both."""
+    if _REFUSAL_TYPE not in data:  # (most receipts: no line to split)
+        return False
+    for line in data.splitlines():
+        parts = line.split(b" ", 3)
+        if len(parts) > 2 and parts[1] == _TYPE_PREDICATE and parts[2] == _REFUSAL_TYPE:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

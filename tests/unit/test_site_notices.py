@@ -27,6 +27,7 @@ from tests.unit.test_site_receipts import _sites
 from xdn import certs, provenance
 from xdn.errors import ForeignNoticeError, NoticeError, ProvenanceError, SignatureError
 from xdn.notices import is_notice, read_notice
+from xdn.provenance._vocab import HAS_MESSAGE_TYPE, REFUSAL
 from xdn.rdf import Literal, Quad
 from xdn.wire.v1 import dissemination_pb2 as pb
 
@@ -291,6 +292,17 @@ def test_the_calls_count_refusals_and_never_fail(pki: Pki, sites: dict[str, Site
     assert (passed.accepted, passed.duplicates, passed.refused) == (2, 0, 0)
     assert d1.metrics.notices.labels(source="downlink")._value.get() == 1
     assert d1.metrics.receipts.labels(source="downlink")._value.get() == 1
+
+
+def test_a_notice_is_told_from_a_receipt_by_its_message_type_statement(pki: Pki) -> None:
+    assert is_notice(notice(pki))
+    receipt = chain(pki, "d1", "d2")
+    assert not is_notice(receipt)
+    # a receipt whose text merely names the type (here in a literal) is still a receipt
+    statement = f"<{HAS_MESSAGE_TYPE.value}> <{REFUSAL.value}>".encode()
+    assert statement in notice(pki)  # what the check looks for, as notices are written
+    assert not is_notice(receipt + b'<urn:a> <urn:b> "' + statement + b'" <urn:g> .\n')
+    assert is_notice(receipt + b"<urn:a> " + statement + b" <urn:g> .\n")
 
 
 def test_what_a_notice_says(pki: Pki) -> None:
