@@ -6,7 +6,7 @@ the media type it came in, and its statements as N-Quads (:mod:`xdn.linked_data`
 never changed; the inbox lists them in the order they came (``seq``), a page at a time
 (:meth:`Notifications.page`: ``seq`` is the cursor).
 
-Two kinds of rows share the table, and the listing:
+Three kinds of rows share the table, and the listing:
 
 * notifications POSTed by parties (:meth:`Notifications.add`, a transaction of their own):
   the inbox holds at most a configured number of them (``[web] inbox_notifications``) and
