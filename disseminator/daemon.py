@@ -50,6 +50,7 @@ from disseminator.drain import DrainReport, drain
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
+from disseminator.notices import SiteNotices
 from disseminator.receipts import SiteReceipts
 from disseminator.revocation import CrlInForce
 from disseminator.server import DisseminatorService, add_to_server
@@ -249,9 +250,12 @@ async def serve(config: SiteConfig) -> DrainReport:
     if crl.crl is not None:  # subscribers get the CRL in force when they connect
         node.relay_crl(crl.crl.pem, queue=False)
     receipts = SiteReceipts(node, config.limits, inbox=config.web.listen is not None)
+    notices = SiteNotices(
+        node, config.limits, wake=receipts.queued, inbox=config.web.listen is not None
+    )
     service = DisseminatorService(
         node, heartbeat_s=config.heartbeat_seconds, limits=config.limits,
-        crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts,
+        crl_refusal=lambda: crl.refusal(node.now()), receipts=receipts, notices=notices,
     )
     server = grpc.aio.server(
         options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS)
@@ -279,7 +283,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
-    web = await _start_web(config, tls, node, receipts)  # before the port file (launchers)
+    web = await _start_web(config, tls, node, receipts, notices)  # before the port file (launchers)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
     stop, hurry = asyncio.Event(), asyncio.Event()  # hurry: a second signal skips the drain
@@ -342,10 +346,12 @@ async def serve(config: SiteConfig) -> DrainReport:
 
 
 async def _start_web(
-    config: SiteConfig, tls: TlsFiles, node: SiteNode, receipts: SiteReceipts
+    config: SiteConfig, tls: TlsFiles, node: SiteNode, receipts: SiteReceipts,
+    notices: SiteNotices,
 ) -> WebServer | None:
     """Serve the site's linked data and LDN inbox on ``[site] web_listen`` (if set), with the
-    gRPC port's certificate and CA (receipts posted to the inbox go to ``receipts``); write
+    gRPC port's certificate and CA (receipts posted to the inbox go to ``receipts``, failure
+    notices to ``notices``); write
     the bound port to ``STATE_DIR/web_port``."""
     if config.web.listen is None:
         return None
@@ -354,6 +360,7 @@ async def _start_web(
         notifications=node.store.notifications, messages=node.store.messages,
         log_path=config.provenance_log, config=config.web, clock=node.now,
         revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex, receipts=receipts,
+        notices=notices,
     )
     try:
         context = server_context(cert=config.cert, key=config.key, ca_pem=tls.ca_pem)

@@ -48,6 +48,7 @@ class Service(Protocol):
     def Link(self, requests: Any, context: Any) -> Any: ...
     def Unsubscribe(self, request: Any, context: Any) -> Any: ...
     def Receipts(self, request: Any, context: Any) -> Any: ...
+    def Notices(self, request: Any, context: Any) -> Any: ...
     def GetReceipts(self, request: Any, context: Any) -> Any: ...
 
 
@@ -257,6 +258,11 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
         "Receipts": grpc.unary_unary_rpc_method_handler(
             _unary(service.Receipts),
             request_deserializer=_lenient(pb.ReceiptBatch, budget, stream_check),
+            response_serializer=pb.ReceiptBatchAck.SerializeToString,
+        ),
+        "Notices": grpc.unary_unary_rpc_method_handler(
+            _unary(service.Notices),
+            request_deserializer=_lenient(pb.NoticeBatch, budget, stream_check),
             response_serializer=pb.ReceiptBatchAck.SerializeToString,
         ),
         "GetReceipts": grpc.unary_unary_rpc_method_handler(

@@ -65,6 +65,18 @@ class SiteMetrics:
             "Delivery receipts refused, by where they came from and why (the error type)",
             ["source", "reason"], registry=self.registry,
         )
+        self.notices = Counter(
+            "xdn_notices",
+            "Subscribers' failure notices accepted, by where they came from (subscriber, "
+            "downlink): verified, logged, listed in the inbox and queued upstream",
+            ["source"], registry=self.registry,
+        )
+        self.refused_notices = Counter(
+            "xdn_notices_refused",
+            "Subscribers' failure notices refused, by where they came from and why (the error "
+            "type)",
+            ["source", "reason"], registry=self.registry,
+        )
         self.crl_refused = Counter(
             "xdn_crl_refused",
             "CRLs refused (older than the one in force, not the CA's, malformed)",

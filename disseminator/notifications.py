@@ -6,7 +6,7 @@ the media type it came in, and its statements as N-Quads (:mod:`xdn.linked_data`
 never changed; the inbox lists them in the order they came (``seq``), a page at a time
 (:meth:`Notifications.page`: ``seq`` is the cursor).
 
-Two kinds of rows share the table, and the listing:
+Three kinds of rows share the table, and the listing:
 
 * notifications POSTed by parties (:meth:`Notifications.add`, a transaction of their own):
   the inbox holds at most a configured number of them (``[web] inbox_notifications``) and
@@ -18,7 +18,12 @@ Two kinds of rows share the table, and the listing:
   certificate and document version (the id is derived from both, so a second receipt of the
   same version adds none), each wrapping a hop the site signed within its routed retention,
   and pruned with that retention (:meth:`Notifications.prune_receipts`, with
-  ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing.
+  ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing;
+* subscribers' failure notices the site accepted (``receipt = 2``, ``refusal``, the same
+  :meth:`Notifications.add_receipt`, :mod:`disseminator.notices`): not counted against that
+  limit either, one per subscriber certificate and refused thing (the id is derived from
+  both), at most :data:`disseminator.notices.NOTICES_PER_SUBSCRIBER` per subscriber
+  (:meth:`Notifications.count_refusals`), pruned with the receipts.
 
 A receipt's notification holds its whole chain (20 to 30 KB of envelopes, signatures and
 certificates), unless the site keeps the messages it minted (:mod:`disseminator.messages`):
@@ -101,6 +106,9 @@ def upgrade(db: sqlite3.Connection) -> None:
             )
 
 
+_REFUSAL = 2  # the ``receipt`` column's value for a failure notice's notification
+
+
 class InboxFull(Exception):
     """The inbox holds as many notifications as it may."""
 
@@ -116,6 +124,7 @@ class StoredNotification:
     media_type: str
     nquads: bytes
     receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
+    refusal: bool = False  # a subscriber's failure notice the site accepted (ditto)
     via: str | None = None  # a receipt by reference: this site's message it wraps...
     digest: str | None = None  # ...and the SHA-256 (hex) of the whole chain; nquads: the rest
     # the node URIs of who may read it besides the site and auditors (its sender among them;
@@ -130,6 +139,8 @@ class StoredNotification:
             isinstance(r, str) and r for r in self.readers
         ):
             raise TypeError(f"notification {self.id}: readers are a frozenset of node URIs")
+        if self.receipt and self.refusal:
+            raise ValueError(f"notification {self.id}: a receipt or a refusal, not both")
 
 
 class Notifications:
@@ -156,10 +167,11 @@ class Notifications:
             self._insert("INSERT", notification)
 
     def add_receipt(self, notification: StoredNotification) -> bool:
-        """Store a receipt's notification unless one with its id is held; inside the caller's
-        transaction (no transaction of its own). Returns whether it was stored."""
-        if not notification.receipt:
-            raise ValueError(f"notification {notification.id} is not a receipt")
+        """Store a receipt's (or a failure notice's) notification unless one with its id is
+        held; inside the caller's transaction (no transaction of its own). Returns whether it
+        was stored."""
+        if not (notification.receipt or notification.refusal):
+            raise ValueError(f"notification {notification.id} is not a receipt or a refusal")
         return self._insert("INSERT OR IGNORE", notification) > 0
 
     def _insert(self, verb: str, n: StoredNotification) -> int:
@@ -168,7 +180,7 @@ class Notifications:
             "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, via, "
             "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
-             int(n.receipt), n.via, n.digest),
+             _REFUSAL if n.refusal else int(n.receipt), n.via, n.digest),
         )
         if cursor.rowcount > 0:
             self._db.executemany(
@@ -181,7 +193,8 @@ class Notifications:
         """Delete the receipts' notifications accepted before ``before_ms`` (inside the
         caller's transaction); return how many."""
         return int(self._db.execute(
-            "DELETE FROM notifications WHERE receipt = 1 AND received_ms < ?", (before_ms,)
+            "DELETE FROM notifications WHERE receipt IN (1, 2) AND received_ms < ?",
+            (before_ms,),
         ).rowcount)
 
     def get(self, notification_id: str) -> StoredNotification | None:
@@ -200,8 +213,8 @@ class Notifications:
         )
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
-            media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]), via=row[7],
-            digest=row[8], readers=readers,
+            media_type=row[4], nquads=bytes(row[5]), receipt=row[6] == 1,
+            refusal=row[6] == _REFUSAL, via=row[7], digest=row[8], readers=readers,
         )
 
     def page(
@@ -240,4 +253,12 @@ class Notifications:
         """How many notifications the inbox holds (only receipts, or only others, if asked)."""
         where = "" if receipts is None else f" WHERE receipt = {int(receipts)}"
         (count,) = self._db.execute(f"SELECT COUNT(*) FROM notifications{where}").fetchone()
+        return int(count)
+
+    def count_refusals(self, sender_fingerprint: str) -> int:
+        """How many failure notices' notifications the inbox holds from one sender."""
+        (count,) = self._db.execute(
+            "SELECT COUNT(*) FROM notifications WHERE receipt = ? AND sender_fingerprint = ?",
+            (_REFUSAL, sender_fingerprint),
+        ).fetchone()
         return int(count)

@@ -69,6 +69,7 @@ from disseminator.limits import (
 )
 from disseminator.members import to_pb_member
 from disseminator.node import SiteNode
+from disseminator.notices import SiteNotices
 from disseminator.payloads import Outgoing
 from disseminator.planning import Received
 from disseminator.publish_parts import WHAT, joined_request
@@ -88,6 +89,7 @@ from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import peer_certificate
 from xdn.liveness import interval_ms
 from xdn.logthrottle import ThrottledLog
+from xdn.notices import is_notice
 from xdn.publication import site_refusal
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -178,6 +180,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         limits: Limits | None = None,
         crl_refusal: Callable[[], str | None] = lambda: None,
         receipts: SiteReceipts | None = None,
+        notices: SiteNotices | None = None,
     ) -> None:
         self._node = node
         self._crl_refusal = crl_refusal  # why new registrations and links are refused now
@@ -193,6 +196,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         self._streams = StreamCounts()
         self._refused_log = ThrottledLog(log)  # (a flood of bad certificates: a line each)
         self.receipts = receipts or SiteReceipts(node, self.limits)
+        self.notices = notices or SiteNotices(node, self.limits, wake=self.receipts.queued)
 
     def stop_taking_work(self) -> None:
         """Refuse new Publish, Subscribe and Link calls (the site is shutting down)."""
@@ -768,15 +772,51 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             raise
         ack = pb.ReceiptBatchAck()
         for data in request.receipts:
+            notice = is_notice(data)  # a subscriber's failure notice, passed up with them
             try:
-                receipt = await asyncio.to_thread(self.receipts.read, data)  # off the loop
-                if self.receipts.from_downlink(peer, receipt):
+                if notice:
+                    fresh = self.notices.from_downlink(
+                        peer, await asyncio.to_thread(self.notices.read, data)
+                    )
+                else:
+                    fresh = self.receipts.from_downlink(
+                        peer, await asyncio.to_thread(self.receipts.read, data)  # off the loop
+                    )
+                if fresh:
                     ack.accepted += 1
                 else:
                     ack.duplicates += 1
             except PeerError as exc:
                 ack.refused += 1
-                self.receipts.refused("downlink", exc, sender=peer.name)
+                (self.notices if notice else self.receipts).refused(
+                    "downlink", exc, sender=peer.name
+                )
+        return ack
+
+    async def Notices(
+        self, request: pb.NoticeBatch, context: grpc.aio.ServicerContext
+    ) -> pb.ReceiptBatchAck:
+        """A subscriber hands over its failure notices (see :mod:`disseminator.notices`):
+        each is checked alone; a bad one is counted, logged and dropped, never failing the
+        call, so the answer tells the subscriber it may forget them all."""
+        try:
+            well_formed(request)
+            peer = self._peer(context, role="subscriber")
+            self.limits.check_receipts(len(request.notices))
+        except (_Abort, PeerError) as exc:
+            await self._refuse(context, exc)
+            raise
+        ack = pb.ReceiptBatchAck()
+        for data in request.notices:
+            try:
+                notice = await asyncio.to_thread(self.notices.read, data)  # off the loop
+                if self.notices.from_subscriber(peer, notice):
+                    ack.accepted += 1
+                else:
+                    ack.duplicates += 1
+            except PeerError as exc:
+                ack.refused += 1
+                self.notices.refused("subscriber", exc, sender=peer.member_id)
         return ack
 
     async def GetReceipts(

@@ -679,12 +679,14 @@ class Store:
     # ---- receipts (see disseminator.receipts) ----------------------------------------------
     def accept_receipt(
         self, *, receipt_id: str, publisher: str, data: bytes, log_graphs: bytes, at_ms: int,
-        notification: StoredNotification | None = None,
+        notification: StoredNotification | None = None, queue: bool = True,
     ) -> bool:
         """Queue a verified receipt and stage its graphs for the log (and put ``notification``
         in the inbox, if given), atomically, unless a receipt with this id was accepted before
         (and its id not yet pruned: the caller refuses receipts older than the retention, see
-        :meth:`prune_receipts_seen`).
+        :meth:`prune_receipts_seen`). A subscriber's failure notice takes the same road
+        (:mod:`disseminator.notices`); one that goes to no publisher is not queued
+        (``queue=False``): logged and listed only.
 
         Returns:
             ``False`` for a duplicate (nothing written), ``True`` otherwise.
@@ -697,9 +699,10 @@ class Store:
             ).rowcount
             if not fresh:
                 return False
-            self._db.execute(
-                "INSERT INTO receipts (publisher, data) VALUES (?, ?)", (publisher, data)
-            )
+            if queue:
+                self._db.execute(
+                    "INSERT INTO receipts (publisher, data) VALUES (?, ?)", (publisher, data)
+                )
             self._db.execute("INSERT INTO log_outbox (data) VALUES (?)", (log_graphs,))
             if notification is not None:
                 self.notifications.add_receipt(notification)

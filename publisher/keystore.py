@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS version_concepts (
     document_id TEXT NOT NULL, version INTEGER NOT NULL, concept TEXT NOT NULL,
     PRIMARY KEY (document_id, version, concept)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS version_sequence (
+    sequence INTEGER PRIMARY KEY, document_id TEXT NOT NULL, version INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS retained_keys (
     seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
     key_name TEXT NOT NULL, key BLOB NOT NULL,
@@ -122,6 +125,10 @@ class KeyStore:
                 [(document_id, version, concept) for concept in concepts],
             )
             if sequence:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO version_sequence VALUES (?, ?, ?)",
+                    (sequence, document_id, version),
+                )
                 self._db.executemany(
                     "INSERT INTO concept_sequence (concept, latest) VALUES (?, ?) "
                     "ON CONFLICT (concept) DO UPDATE SET latest = MAX(latest, excluded.latest)",
@@ -140,6 +147,15 @@ class KeyStore:
         for version, concept in rows:
             out.setdefault(int(version), set()).add(concept)
         return {version: frozenset(c) for version, c in sorted(out.items())}
+
+    def version_sequences(self, document_id: str) -> dict[int, int]:
+        """Sequence number → version, of every version of ``document_id`` published in the
+        signed sequence since their numbers are recorded (a subscriber's gap names one)."""
+        rows = self._db.execute(
+            "SELECT sequence, version FROM version_sequence WHERE document_id = ?",
+            (document_id,),
+        )
+        return {int(sequence): int(version) for sequence, version in rows}
 
     def _retain_keys(self, document_id: str, version: int, keys: Iterable[DocumentKey]) -> None:
         self._db.execute(

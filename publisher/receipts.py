@@ -11,14 +11,17 @@ travel up to the publisher's root site, which keeps them for the publisher
    read_receipt`: Algorithm 2 under the carried certificates against the CA and the CRL) and
    must be a receipt of a publication signed under this publisher's own certificate;
 3. keeps them in ``STATE/NAME/receipts.sqlite`` (:class:`ReceiptArchive`);
-4. reports per version of a document who received it (subscriber, member id, when, how many
+4. keeps the failure notices that come with them (a subscriber refused something of ours,
+   :mod:`xdn.notices`: verified again, and naming this publisher) beside them;
+5. reports per version of a document who received it (subscriber, member id, when, how many
    fragments, the sites on its path) and who has not (:func:`report`): the members the key
    service knows, with a lease in force now, in the group of a concept of that version. The
    concepts of each version are recorded by the key store when the version is published
    (:meth:`publisher.keystore.KeyStore.version_concepts`); group membership and leases are the
    key service's current ones, so a member who joined after a version was published is listed
    as not having received it (sites retain recent documents for joiners: such a member may
-   still receive it, and then has a receipt).
+   still receive it, and then has a receipt); and who refused it, why (the reason and kind of
+   its newest notice of that version), unless it has a receipt of it after all.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from publisher.keystore import KeyStore
 from publisher.leases import newest_leases
 from publisher.lkh_store import LkhStore
 from xdn import certs, identity, lease, provenance
-from xdn.errors import PeerError, ReceiptError, UsageError
+from xdn.errors import NoticeError, PeerError, ReceiptError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
+from xdn.notices import MAX_NOTICE_BYTES, Notice, is_notice, read_notice
 from xdn.receipts import Receipt, read_receipt
 from xdn.sqlitedb import open_db
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -49,11 +53,13 @@ __all__ = [
     "Missing",
     "ReceiptArchive",
     "Received",
+    "Refused",
     "VersionReport",
     "fetch",
     "key_service_state",
     "members_by_concept",
     "report",
+    "version_sequences",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,6 +76,15 @@ CREATE TABLE IF NOT EXISTS receipts (
     sites TEXT NOT NULL, data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS receipts_by_document ON receipts (document_id, version);
+CREATE TABLE IF NOT EXISTS refusals (
+    id TEXT PRIMARY KEY,
+    document_id TEXT, version INTEGER,
+    member TEXT NOT NULL, name TEXT NOT NULL,
+    refused_ms INTEGER NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
+    data BLOB NOT NULL, sequence INTEGER
+);
+CREATE INDEX IF NOT EXISTS refusals_by_document ON refusals (document_id, version);
+CREATE INDEX IF NOT EXISTS refusals_by_sequence ON refusals (sequence) WHERE sequence > 0;
 """
 
 
@@ -82,6 +97,17 @@ class Received:
     received_ms: int
     fragments: int
     sites: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """One subscriber's verified failure notice about a version: it refused it, and why."""
+
+    name: str
+    member: str
+    refused_ms: int
+    kind: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +134,7 @@ class VersionReport:
     concepts: tuple[str, ...] | None
     received: tuple[Received, ...]
     missing: tuple[Missing, ...]
+    refused: tuple[Refused, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +148,13 @@ class VersionReport:
                     "path": list(r.sites),
                 }
                 for r in self.received
+            ],
+            "refused": [
+                {
+                    "subscriber": r.name, "member": r.member, "refused_at_ms": r.refused_ms,
+                    "refused_at": _iso(r.refused_ms), "kind": r.kind, "reason": r.reason,
+                }
+                for r in self.refused
             ],
             "not_received": None if self.concepts is None else [
                 {
@@ -143,6 +177,13 @@ class VersionReport:
                 f"    {r.name:<12} {r.member}  at {_iso(r.received_ms)}  {r.fragments} "
                 f"fragments  via {' -> '.join(r.sites) or 'no site'}"
             )
+        if self.refused:
+            out.append(f"  refused ({len(self.refused)}):")
+            for f in self.refused:
+                out.append(
+                    f"    {f.name:<12} {f.member}  at {_iso(f.refused_ms)}  refused: "
+                    f"{f.reason} ({f.kind})"
+                )
         if self.concepts is None:
             out.append("  not received: unknown (the version's concepts were not recorded)")
             return out
@@ -204,6 +245,56 @@ class ReceiptArchive:
         return out
 
 
+    def store_refusals(self, notices: Iterable[Notice]) -> int:
+        """Keep failure notices (one transaction); return how many were new."""
+        rows = [
+            (n.id, n.facts.document_id, n.facts.version, n.member_id, n.signer.name,
+             n.signed_ms, n.facts.kind, n.facts.reason, n.to_nquads(), n.facts.sequence)
+            for n in notices
+        ]
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            before = self._db.total_changes
+            self._db.executemany(
+                "INSERT OR IGNORE INTO refusals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            return self._db.total_changes - before
+
+    def refusals_of(
+        self, document_id: str, sequences: Mapping[int, int] | None = None
+    ) -> dict[int | None, list[Refused]]:
+        """Version → the failure notices kept of it, newest first (one per member): those
+        naming the document, and the gaps naming the sequence number of one of its versions
+        (``sequences``: sequence number → version, :meth:`KeyStore.version_sequences`)."""
+        sequences = sequences or {}
+        out: dict[int | None, list[Refused]] = {}
+        seen: set[tuple[int | None, str]] = set()
+        rows = [
+            (version, *rest) for sequence, version, *rest in self._db.execute(
+                "SELECT sequence, version, member, name, refused_ms, kind, reason FROM refusals "
+                "WHERE document_id = ? ORDER BY refused_ms DESC, member", (document_id,)
+            )
+        ]
+        if sequences:
+            marks = ", ".join("?" * len(sequences))
+            rows += [
+                (sequences[int(sequence)], *rest) for sequence, *rest in self._db.execute(
+                    "SELECT sequence, member, name, refused_ms, kind, reason FROM refusals "
+                    f"WHERE document_id IS NULL AND sequence IN ({marks})", list(sequences)
+                )
+            ]
+            rows.sort(key=lambda row: (-int(row[3]), row[1]))
+        for version, member, name, refused_ms, kind, reason in rows:
+            if (version, member) in seen:
+                continue
+            seen.add((version, member))
+            out.setdefault(version, []).append(
+                Refused(name=name, member=member, refused_ms=int(refused_ms), kind=kind,
+                        reason=reason)
+            )
+        return out
+
+
 @dataclass(slots=True)
 class FetchResult:
     """What one fetch brought."""
@@ -212,6 +303,7 @@ class FetchResult:
     fetched: int = 0
     new: int = 0
     refused: list[str] = field(default_factory=list)
+    notices: int = 0  # failure notices among those fetched, new ones
 
 
 def check_receipt(
@@ -230,6 +322,24 @@ def check_receipt(
             "not under our certificate"
         )
     return receipt
+
+
+def check_notice(
+    data: bytes, verifier: provenance.ChainVerifier, *, publisher: str, at: datetime
+) -> Notice:
+    """A subscriber's failure notice the site handed over, verified and checked to be about
+    something of ours (it names us as the publisher).
+
+    Raises:
+        NoticeError, SignatureError, ProvenanceError: it is not.
+    """
+    notice = read_notice(data, verifier, at=at, max_bytes=MAX_NOTICE_BYTES)
+    if notice.facts.publisher != publisher:
+        raise NoticeError(
+            f"a failure notice of {notice.signer.name!r} about publisher "
+            f"{notice.facts.publisher!r}, not {publisher!r}"
+        )
+    return notice
 
 
 async def fetch(
@@ -262,19 +372,28 @@ async def fetch(
             except grpc.aio.AioRpcError as exc:
                 raise _fetch_error(exc, connect) from None
             result.site = reply.site
-            kept = []
+            kept, notices = [], []
             for stored in reply.receipts:
                 try:
-                    kept.append(
-                        check_receipt(
-                            stored.receipt, verifier, publisher_pem=tls.cert_pem, at=clock()
+                    if is_notice(stored.receipt):  # a subscriber's refusal, kept beside them
+                        notices.append(
+                            check_notice(
+                                stored.receipt, verifier, publisher=publisher, at=clock()
+                            )
                         )
-                    )
+                    else:
+                        kept.append(
+                            check_receipt(
+                                stored.receipt, verifier, publisher_pem=tls.cert_pem,
+                                at=clock(),
+                            )
+                        )
                 except PeerError as exc:
                     log.warning("receipt %d from site %s refused: %s", stored.id, reply.site, exc)
                     result.refused.append(str(exc))
                 after = max(after, stored.id)
             result.new += archive.store(kept)
+            result.notices += archive.store_refusals(notices)
             result.fetched += len(reply.receipts)
             if reply.receipts:
                 progress(f"fetched {result.fetched} receipts from site {reply.site}…")
@@ -314,6 +433,15 @@ def key_service_state(
     return versions, groups, newest_leases(keys)
 
 
+def version_sequences(keys: Path, publisher: str, document_id: str) -> dict[int, int]:
+    """From the key service's state file: sequence number → version of ``document_id``."""
+    store = KeyStore(keys, publisher=publisher)
+    try:
+        return store.version_sequences(document_id)
+    finally:
+        store.close()
+
+
 def members_by_concept(
     groups: Mapping[str, frozenset[str]],
     leases: Callable[[str], lease.Lease | None],
@@ -340,11 +468,16 @@ def report(
     received: Mapping[int | None, list[Received]],
     members: Mapping[str, tuple[frozenset[str], lease.Lease]],
     only: int | None = None,
+    refused: Mapping[int | None, list[Refused]] | None = None,
 ) -> list[VersionReport]:
-    """Per version of ``document_id`` (or only version ``only``), who received it and which
-    members (of a group of one of its concepts, lease in force) have not."""
-    numbers = sorted(set(versions) | {v for v in received if v is not None})
-    if None in received:
+    """Per version of ``document_id`` (or only version ``only``), who received it, who
+    refused it (and has no receipt of it) and which other members (of a group of one of its
+    concepts, lease in force) have not received it."""
+    refused = refused or {}
+    numbers = sorted(
+        set(versions) | {v for v in (*received, *refused) if v is not None}
+    )
+    if None in received or None in refused:
         numbers.append(-1)  # receipts whose version could not be read
     out = []
     for number in numbers:
@@ -352,10 +485,12 @@ def report(
         if only is not None and version != only:
             continue
         got = tuple(received.get(version, []))
+        have = {r.member for r in got}
+        declined = tuple(f for f in refused.get(version, []) if f.member not in have)
         concepts = versions.get(number) if version is not None else None
         missing: tuple[Missing, ...] = ()
         if concepts is not None:
-            have = {r.member for r in got}
+            have |= {f.member for f in declined}
             missing = tuple(
                 Missing(
                     name=identity.person(member), member=member,
@@ -369,7 +504,7 @@ def report(
             VersionReport(
                 document_id=document_id, version=version,
                 concepts=None if concepts is None else tuple(sorted(concepts)),
-                received=got, missing=missing,
+                received=got, missing=missing, refused=declined,
             )
         )
     return out

@@ -8,7 +8,9 @@ the client follows such redirects. Each delivery is handed to the session
 receipt; the CRL the site relays (at registration and on each reload) goes to the session,
 which keeps it only if it is the CA's and newer (:mod:`subscriber.revocation`); the path
 refresh requests it raises go back on the stream. A lost stream is resumed after the last
-delivery applied.
+delivery applied. The failure notices the session signs (its refusals) are handed to the site
+by a call of their own (``Notices``, :func:`send_notices`), from the queue that keeps them
+until the site answered (:mod:`subscriber.outbox`).
 
 Both ends send a heartbeat on an idle stream; a site silent for three of its intervals is
 taken for dead: the stream is dropped and resumed like any lost connection.
@@ -99,8 +101,10 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
         call = pb_grpc.DisseminatorStub(channel).Subscribe(
             watch.outgoing(requests(), _heartbeat, opening=1)
         )
+        stub = pb_grpc.DisseminatorStub(channel)
         stopper = asyncio.ensure_future(stop.wait())
         renewer = asyncio.ensure_future(_renew_leases(session, outgoing))
+        notices: asyncio.Future[None] | None = None  # started once the site registered us
         try:
             while True:
                 read = asyncio.ensure_future(watch.receive(call.read()))
@@ -125,6 +129,8 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
                         watch.slow_to(message.subscribed.heartbeat_ms / 1000)
                     _on_subscribed(session, message.subscribed, outgoing)
+                    if notices is None:
+                        notices = asyncio.ensure_future(send_notices(session, stub))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 for key, value in exc.trailing_metadata() or ():
@@ -140,6 +146,8 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
             parts.reset()  # (a delivery partly spooled is deleted)
             stopper.cancel()
             renewer.cancel()
+            if notices is not None:
+                notices.cancel()
             outgoing.put_nowait(None)
 
 
@@ -151,6 +159,45 @@ async def _renew_leases(
         await asyncio.sleep(session.setup.lease_s / 3)
         if session.lease_site is not None:
             outgoing.put_nowait(pb.ClientMessage(lease=session.lease()))
+
+
+#: The most failure notices handed over in one ``Notices`` call, and their bytes together.
+NOTICES_PER_CALL = 64
+NOTICE_CALL_BYTES = 1024 * 1024
+
+
+async def send_notices(session: Session, stub: pb_grpc.DisseminatorStub) -> None:
+    """Hand the failure notices the session queued to the site through ``stub`` until
+    cancelled: the oldest first, each batch deleted only once the site answered the call
+    (:mod:`subscriber.outbox`), a failed call retried with backoff (0.2 s to 5 s)."""
+    delay = 0.2
+    while True:
+        batch = session.notices.batch(limit=NOTICES_PER_CALL, max_bytes=NOTICE_CALL_BYTES)
+        if not batch:
+            session.notice_ready.clear()
+            await session.notice_ready.wait()
+            continue
+        try:
+            ack = await stub.Notices(pb.NoticeBatch(notices=[d for _, d in batch]), timeout=30)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code == grpc.StatusCode.UNIMPLEMENTED:  # an older site: they wait for a newer
+                log.warning("site takes no failure notices (%s); %d kept queued",
+                            exc.details(), session.notices.count())
+                return
+            log.warning(
+                "handing %d failure notices to the site failed (%s: %s); retrying in %.1fs",
+                len(batch), code.name if code else "UNKNOWN", exc.details(), delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        delay = 0.2
+        session.notices.drop([seq for seq, _ in batch])
+        log.info(
+            "handed %d failure notices to the site: %d accepted, %d duplicates, %d refused",
+            len(batch), ack.accepted, ack.duplicates, ack.refused,
+        )
 
 
 def _heartbeat(interval_ms: int) -> pb.ClientMessage:

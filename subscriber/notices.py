@@ -48,6 +48,7 @@ def sign_notice(
     key_message: str | None = None,
     concept: str = "",
     epoch: int | None = None,
+    sequence: int | None = None,
 ) -> provenance.Message | None:
     """The failure notice of one refusal, signed by ``signer`` at ``at`` (``None``: not built).
 
@@ -56,6 +57,7 @@ def sign_notice(
         served_by: the name of the site the refused thing came from ("" if unknown).
         publisher, document, version, manifest_root: what a refused document claims.
         key_message, concept, epoch: a refused key message (kind ``key``).
+        sequence: a gap's number in the publisher's signed sequence (kind ``gap``).
     """
     stamp = int(at.timestamp() * 1000)
     try:
@@ -69,6 +71,7 @@ def sign_notice(
             key_message=key_message,
             concept=concept or None,
             epoch=epoch,
+            sequence=sequence,
             received_from=_site(served_by),
         )
         return provenance.failure_notice(

@@ -24,7 +24,8 @@ Theory of operation. Deliveries arrive in order (:mod:`subscriber.client` runs t
 * every refusal — a document, a forged or revoked publisher's one, a held one dropped past the
   cap, a bad or older CRL, a key message — is printed, recorded in ``refused.jsonl``,
   counted in the :class:`SubscriptionReport` (:meth:`Session.refuse`) and signed as a failure
-  notice in the provenance log, so that it reaches the audit (:mod:`subscriber.notices`);
+  notice in the provenance log, so that it reaches the audit (:mod:`subscriber.notices`), and
+  queued for the site, which passes it on to the publisher (:mod:`subscriber.outbox`);
 * a rekey more than one epoch ahead (we missed one) makes us ask the site for a path refresh
   of that group, repeated on every new stream until the key service's enrolment arrives.
 
@@ -48,6 +49,7 @@ grants, or delivers a document without one of them, is flagged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -60,6 +62,7 @@ from subscriber import export
 from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.notices import sign_notice
+from subscriber.outbox import NoticeOutbox
 from subscriber.retention import Retention
 from subscriber.revocation import (
     DEFAULT_GRACE,
@@ -254,6 +257,9 @@ class Session:
         # receipts of held documents opened since: their acks went without one (sent with the
         # acknowledgement of the delivery that released them)
         self.released_receipts: list[bytes] = []
+        # failure notices to hand to the site (subscriber.outbox), and a wake-up for the sender
+        self.notices = NoticeOutbox(setup.state_dir / "notices.sqlite")
+        self.notice_ready = asyncio.Event()
         self.lease_site: tuple[str, str] | None = None  # (name, block) of the site, once known
         self.completeness = Completeness(
             setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
@@ -296,6 +302,7 @@ class Session:
     def close(self) -> None:
         export.checkpoint(self.keyring, self.inbox)
         self.keyring.close()
+        self.notices.close()
         self.log.close()
         self.completeness.close()
 
@@ -489,9 +496,12 @@ class Session:
         )
 
     def _log_notice(self, notice: provenance.Message | None) -> None:
-        """Append a refusal's signed failure notice to our provenance log (issue #13)."""
+        """Append a refusal's signed failure notice to our provenance log (issue #13), and
+        queue it for our site, which passes it on to the publisher (:mod:`subscriber.outbox`)."""
         if notice is not None:
             self.log.append(notice)
+            self.notices.put(notice.to_nquads())
+            self.notice_ready.set()
 
     # ---- the CRL in force ----------------------------------------------------------------
     def on_crl(self, pem: bytes, sequence: int, *, source: str = "the site") -> None:
@@ -567,9 +577,20 @@ class Session:
         self.report.withheld = self.completeness.flagged
 
     def on_unavailable(self, message: pb.Missing, sequence: int) -> None:
-        """The site cannot replay documents we found missing: they are gaps."""
+        """The site cannot replay documents we found missing: they are gaps, each signed as a
+        failure notice (kind ``gap``) that goes to the publisher like every refusal."""
         gaps = self.completeness.on_unavailable(message)
         self.report.gaps += len({g.sequence for g in gaps})
+        for number in sorted({g.sequence for g in gaps}):  # the publisher hears of each gap
+            concepts = ", ".join(sorted(g.concept for g in gaps if g.sequence == number))
+            self._log_notice(
+                sign_notice(
+                    self.signer, at=self.clock(), kind="gap", served_by=self.report.served_by,
+                    publisher=message.publisher, sequence=number,
+                    reason=f"document #{number} of {message.publisher} ({concepts}) was "
+                    "withheld: the site did not deliver it and cannot replay it",
+                )
+            )
         self.keyring.set_applied(self.address, sequence)
 
     # ---- documents -----------------------------------------------------------------------

@@ -16,11 +16,13 @@ __all__ = [
     "ConfigError",
     "CrlRollbackError",
     "DecryptError",
+    "ForeignNoticeError",
     "HostileXmlError",
     "LeaseError",
     "LeaseLapsedError",
     "LinkedDataError",
     "MappingError",
+    "NoticeError",
     "OntologyError",
     "PeerError",
     "PolicyError",
@@ -114,3 +116,14 @@ class DecryptError(PeerError):
 
     def __init__(self) -> None:
         super().__init__("fragment could not be decrypted or verified")
+
+
+class NoticeError(ProvenanceError):
+    """A failure notice is well-formed and signed, but not one this party may accept: not a
+    notice, another party's, not a subscriber's, stale, or about a hop that did not come
+    through here."""
+
+
+class ForeignNoticeError(NoticeError):
+    """A failure notice signed under another certificate than the one of the party that hands
+    it over: a party passes on its own notices only (a downlink site passes on its members')."""

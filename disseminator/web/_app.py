@@ -16,7 +16,9 @@ so a client follows them to the address it reached the endpoint at.
 * ``POST /inbox/`` — a notification (:func:`xdn.linked_data.parse_notification`): ``201
   Created`` and ``Location: /inbox/ID``; stored in the site's store before the answer. A
   delivery receipt (:func:`xdn.linked_data.is_receipt`) is checked and accepted as the
-  client's acknowledged receipt instead (:mod:`disseminator.web._receipts`).
+  client's acknowledged receipt instead (:mod:`disseminator.web._receipts`), and a failure
+  notice (:func:`xdn.linked_data.is_refusal`) as the client's own notice
+  (:mod:`disseminator.web._notices`).
 * ``GET|HEAD /inbox/ID`` — the notification, to its readers only (``403`` otherwise, the same
   for a well-formed id the inbox does not hold; see below). A receipt's kept by reference is
   rebuilt from the message of this site it wraps (:mod:`disseminator.receipt_refs`): ``410
@@ -55,6 +57,7 @@ from disseminator.notifications import InboxFull, StoredNotification
 from disseminator.receipt_refs import rejoin
 from disseminator.web._limits import TokenBuckets
 from disseminator.web._messages import MessageRoute, read_kept
+from disseminator.web._notices import NoticePost
 from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
@@ -84,6 +87,7 @@ class _Routes:
         self.inbox = ld.inbox_uri(site.node_uri)
         self.posting = 0  # POSTs being read now
         self.receipts = ReceiptPost(site)
+        self.notices = NoticePost(site)
 
     async def root(self, request: web.Request) -> web.StreamResponse:
         dataset = ld.root_description(self.site.node_uri, self.site.cert_pem)
@@ -156,6 +160,8 @@ class _Routes:
         )
         if self.site.receipts is not None and ld.is_receipt(notification):
             return await self.receipts.post(request, notification)
+        if self.site.notices is not None and ld.is_refusal(notification):
+            return await self.notices.post(request, notification)
         credential = request[CREDENTIAL]
         readers = ld.notification_readers(
             notification, credential, max_parties=self.site.config.notification_parties

@@ -17,9 +17,10 @@ from disseminator.web._config import WebConfig
 from xdn import certs
 from xdn import linked_data as ld
 from xdn.errors import PeerError
+from xdn.notices import Notice
 from xdn.receipts import Receipt
 
-__all__ = ["CREDENTIAL", "ReceiptDesk", "WebSite", "negotiated", "text"]
+__all__ = ["CREDENTIAL", "NoticeDesk", "ReceiptDesk", "WebSite", "negotiated", "text"]
 
 CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
 
@@ -41,6 +42,23 @@ class ReceiptDesk(Protocol):
         ...
 
 
+class NoticeDesk(Protocol):
+    """Where the inbox hands the failure notices posted to it (the site's
+    :class:`disseminator.notices.SiteNotices`)."""
+
+    def read(self, data: bytes) -> Notice:
+        """Parse and verify a failure notice (CPU work: run it on a worker thread)."""
+        ...
+
+    def from_subscriber(self, credential: certs.Credential, data: bytes | Notice) -> bool:
+        """Accept the notice of the subscriber of ``credential``; ``False``: known."""
+        ...
+
+    def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
+        """Count and log a refused notice."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WebSite:
     """What the endpoint serves, and its seams (clocks, CRL in force, id minting, receipts)."""
@@ -55,6 +73,7 @@ class WebSite:
     revoked: Callable[[], frozenset[int]]
     new_id: Callable[[], str]
     receipts: ReceiptDesk | None = None  # None: receipts posted are generic notifications
+    notices: NoticeDesk | None = None  # None: failure notices posted are generic ones
     monotonic: Callable[[], float] = time.monotonic  # seconds, for the clients' request rates
 
 

@@ -6,7 +6,9 @@ came with them, as a site withholding them would. The sites retain two documents
 
 Document #4 arrives with back pointers naming #3: the subscriber asks its site, which replays #3
 from what it retains; #3's back pointers name #2, which the site no longer retains: it says so,
-and the subscriber reports the gap (printed, ``gaps.jsonl``, counted).
+and the subscriber reports the gap (printed, ``gaps.jsonl``, counted) and signs it as a failure
+notice (kind ``gap``) that travels to the publisher: both sites list it once, and the
+publisher's ``xdn provenance receipts`` names alice as missing #2 (order-b v1).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +29,7 @@ import subscriber.client
 from deploy.network import DEFAULT_SITES, DEFAULT_SUBSCRIBERS, LocalNetwork, wait_until
 from subscriber.client import SubscriberSetup, SubscriptionReport, run_subscriber
 from subscriber.session import Session
+from xdn import provenance
 from xdn.grpc_tls import TlsFiles
 from xdn.paths import REPO_ROOT
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -102,6 +108,10 @@ def test_withheld_documents_are_asked_for_replayed_or_reported(
         network.publish("production-dept", docs[2:])  # #3 and #4: the site now holds these
         assert wait_until(lambda: (inbox / "gaps.jsonl").exists(), timeout=60)
         assert wait_until(lambda: len(network.received("alice")) == 3)
+        # the gap travels as alice's failure notice: d2, then the root d1 lists it
+        assert wait_until(lambda: _gap_notices(network, "d1") == [2], timeout=60), (
+            network.output("d2"), network.output("d1")
+        )
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(60)
@@ -114,3 +124,29 @@ def test_withheld_documents_are_asked_for_replayed_or_reported(
     out = capsys.readouterr().out
     assert "missing document #3 of production-dept; asking the site" in out
     assert "document #2 of production-dept" in out and "cannot replay it" in out
+    assert _gap_notices(network, "d2") == [2]  # once at each site
+    # the publisher learns who is missing what: #2 is order-b v1, which alice never got
+    done = subprocess.run(
+        [sys.executable, "-m", "xdn.cli", "provenance", "receipts", "order-b", "--json",
+         "--connect", network.address("d1"), "--name", "production-dept", "--certs", "certs",
+         "--state-dir", "state"],
+        cwd=network.workdir, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (version,) = json.loads(done.stdout)["versions"]
+    assert version["version"] == 1 and version["received"] == []
+    (refused,) = version["refused"]
+    assert (refused["subscriber"], refused["kind"]) == ("alice", "gap")
+    assert "document #2 of production-dept" in refused["reason"]
+
+
+def _gap_notices(network: LocalNetwork, site: str) -> list[int]:
+    """The sequence numbers of the gap notices ``site``'s inbox holds (its store, read-only)."""
+    path = network.workdir / "state" / site / "site.sqlite"
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT nquads FROM notifications WHERE receipt = 2").fetchall()
+    finally:
+        db.close()
+    facts = [provenance.Message.from_nquads(bytes(n)).refusal for (n,) in rows]
+    return sorted(f.sequence for f in facts if f is not None and f.kind == "gap" and f.sequence)

@@ -60,7 +60,8 @@ def test_public_api_is_pinned() -> None:
         "MediaRange", "NotAcceptable", "Notification", "NotificationLimits", "PayloadTooLarge",
         "UnsupportedMediaType", "accepted_media_type", "bundled_context", "choose",
         "content_type", "from_nquads", "from_terms", "inbox_listing", "inbox_uri",
-        "inline_contexts", "is_notification_id", "is_receipt", "may_read", "message_readers",
+        "inline_contexts", "is_notification_id", "is_receipt", "is_refusal", "may_read",
+        "message_readers",
         "message_uri_of_path", "notification_uri", "offers", "parse_accept",
         "parse_content_type", "parse_notification", "root_description", "serialise",
     }

@@ -70,6 +70,10 @@ KEY = RefusalFacts(
     received_from=SITE,
 )
 CRL = RefusalFacts(kind="crl", reason="CRL from the site: not signed by the CA")
+GAP = RefusalFacts(
+    kind="gap", reason="document #7 of ACME was withheld", publisher="ACME", sequence=7,
+    received_from=SITE,
+)
 
 
 def notice(facts: RefusalFacts = DOCUMENT, hop: str = "1767571200000-9f3c") -> Message:
@@ -92,7 +96,9 @@ def check(data: bytes) -> None:
 # ----------------------------------------------------------------------------- building
 
 
-@pytest.mark.parametrize("facts", [DOCUMENT, KEY, CRL], ids=["document", "key", "crl"])
+@pytest.mark.parametrize(
+    "facts", [DOCUMENT, KEY, CRL, GAP], ids=["document", "key", "crl", "gap"]
+)
 def test_a_notice_verifies_and_round_trips(facts: RefusalFacts) -> None:
     message = notice(facts)
     verify_message(message, keys())
@@ -171,6 +177,10 @@ def test_a_notice_does_not_claim_a_document_chain() -> None:
         ({"kind": "key"}, "names its key message"),
         ({"kind": "crl", "document_id": None, "version": None, "manifest_root": None}, "CRL"),
         ({"received_from": "https://d2.xdn.example"}, "end with"),
+        ({"sequence": 3}, "only a gap names a sequence"),
+        ({"kind": "gap", "document_id": None, "version": None, "manifest_root": None,
+          "publisher": None, "sequence": 3}, "with its publisher"),
+        ({"kind": "gap", "sequence": -1}, "sequence is out of range"),
     ],
 )
 def test_refusal_facts_are_checked(fields: dict[str, Any], match: str) -> None:

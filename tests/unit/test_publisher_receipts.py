@@ -120,3 +120,92 @@ def test_who_has_not_received_a_version_is_each_member_in_force_of_one_of_its_gr
     text = "\n".join(v1.lines())
     assert "received (1):" in text and "via d1 -> d2" in text and "not received (2):" in text
     assert v1.to_json()["received"][0]["path"] == ["d1", "d2"]
+
+
+# ------------------------------------------------------------------- subscribers' refusals
+
+
+def test_the_publisher_keeps_notices_about_itself_and_reports_who_refused_what(
+    pki: Pki, tmp_path: Path
+) -> None:
+    from publisher.receipts import check_notice
+    from tests.unit.test_site_notices import notice
+    from xdn.errors import NoticeError
+
+    verifier = provenance.ChainVerifier(pki.ca)
+    mine = check_notice(notice(pki, "carol"), verifier, publisher=PUBLISHER, at=NOW)
+    with pytest.raises(NoticeError, match="about publisher 'qa-company', not"):
+        check_notice(notice(pki, publisher="qa-company"), verifier, publisher=PUBLISHER, at=NOW)
+    older = check_notice(notice(pki, "carol", hop="0", at_ms=mine.signed_ms - 10,
+                                reason="an older reason"), verifier, publisher=PUBLISHER, at=NOW)
+    archive = ReceiptArchive(tmp_path / "receipts.sqlite")
+    assert archive.store_refusals([mine, older]) == 2
+    assert archive.store_refusals([mine]) == 0  # kept once
+    refused = archive.refusals_of(DOC)
+    archive.close()
+    (carol,) = refused[1]  # one per member: the newest
+    assert (carol.name, carol.kind, carol.reason) == (
+        "carol", "document", "the manifest signature does not verify"
+    )
+    m = {"alice": _member(pki, "alice"), "carol": mine.member_id}
+    members = {
+        who: (frozenset({"WorkOrder"}), _lease(member)) for who, member in m.items()
+    }
+    by_member = {member: value for member, value in zip(m.values(), members.values(), strict=True)}
+    (v1,) = report(DOC, versions={1: frozenset({"WorkOrder"})}, received={},
+                   members=by_member, refused=refused)
+    assert [r.name for r in v1.refused] == ["carol"]
+    assert [x.name for x in v1.missing] == ["alice"]  # carol refused it: not among the missing
+    text = "\n".join(v1.lines())
+    assert "refused (1):" in text
+    assert "refused: the manifest signature does not verify (document)" in text
+    assert v1.to_json()["refused"][0]["kind"] == "document"
+    # a member that refused a version and received it after all is listed as received
+    got = Received(name="carol", member=m["carol"], received_ms=1, fragments=1, sites=("d1",))
+    (again,) = report(DOC, versions={1: frozenset({"WorkOrder"})}, received={1: [got]},
+                      members=by_member, refused=refused)
+    assert again.refused == () and [r.name for r in again.received] == ["carol"]
+
+
+def _member(pki: Pki, name: str) -> str:
+    return certs.credential_from_pem(pki.parties[name][0]).member_id
+
+
+def test_a_gap_is_reported_against_the_version_of_its_sequence_number(
+    pki: Pki, tmp_path: Path
+) -> None:
+    from publisher.receipts import check_notice, version_sequences
+
+    keys = KeyStore(tmp_path / "keys.sqlite", publisher=PUBLISHER)
+    keys.commit(DOC, 1, concepts=["WorkOrder"], sequence=4)
+    keys.commit(DOC, 2, concepts=["WorkOrder"], sequence=9)
+    keys.commit("other", 1, concepts=["WorkOrder"], sequence=5)
+    keys.close()
+    sequences = version_sequences(tmp_path / "keys.sqlite", PUBLISHER, DOC)
+    assert sequences == {4: 1, 9: 2}
+    signer = pki.signer("carol")
+    gap = provenance.failure_notice(
+        signer, message_uri=provenance.notice_uri(signer.node_uri, "gap-9"),
+        refusal=provenance.RefusalFacts(
+            kind="gap", reason="document #9 of production-dept was withheld",
+            publisher=PUBLISHER, sequence=9, received_from=certs.node_uri("d2"),
+        ),
+        timestamp_ms=int(NOW.timestamp() * 1000),
+    )
+    other = provenance.failure_notice(
+        signer, message_uri=provenance.notice_uri(signer.node_uri, "gap-5"),
+        refusal=provenance.RefusalFacts(kind="gap", reason="#5", publisher=PUBLISHER,
+                                        sequence=5),
+        timestamp_ms=int(NOW.timestamp() * 1000),
+    )
+    verifier = provenance.ChainVerifier(pki.ca)
+    archive = ReceiptArchive(tmp_path / "receipts.sqlite")
+    assert archive.store_refusals(
+        check_notice(n.to_nquads(), verifier, publisher=PUBLISHER, at=NOW) for n in (gap, other)
+    ) == 2
+    refused = archive.refusals_of(DOC, sequences)
+    assert archive.refusals_of(DOC) == {}  # without the numbers, a gap names no document
+    archive.close()
+    assert list(refused) == [2]
+    (carol,) = refused[2]
+    assert (carol.name, carol.kind) == ("carol", "gap")

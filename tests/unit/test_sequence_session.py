@@ -21,6 +21,7 @@ from tests.unit.sequence_fixtures import (
 )
 from xdn import certs, crypto
 from xdn.completeness import Checkpoint, sign_checkpoint
+from xdn.provenance import Message
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wireconv import checkpoint_to_pb
 
@@ -49,6 +50,14 @@ def test_a_withheld_document_is_asked_for_and_reported_if_the_site_cannot_replay
         gaps = [json.loads(line) for line in (tmp_path / "out" / "gaps.jsonl").open()]
         assert [(g["publisher"], g["sequence"]) for g in gaps] == [(PUBLISHER, 2)]
         assert sorted(gaps[0]["concepts"]) == concepts_of(documents[1])
+        # the gap is signed as a failure notice, queued for the site (and the publisher)
+        (queued,) = session.notices.batch(limit=10, max_bytes=10**6)
+        gap = Message.from_nquads(queued[1]).refusal
+        assert gap is not None
+        assert (gap.kind, gap.publisher, gap.sequence, gap.document_id) == (
+            "gap", PUBLISHER, 2, None
+        )
+        assert "document #2 of" in gap.reason and "cannot replay it" in gap.reason
         session.completeness.new_stream()
         assert session.completeness.requests() == [], "a reported gap is not asked again"
     finally:

@@ -414,9 +414,14 @@ def test_a_refused_forged_document_appends_a_signed_notice(
             manifest_root=genuine.manifest.root,
             received_from=certs.node_uri("d2"),
         )
+        # the same notice waits for the site, to travel to the publisher
+        (queued,) = session.notices.batch(limit=10, max_bytes=10**6)
+        assert session.notice_ready.is_set()
+        assert provenance.Message.from_nquads(queued[1]).refusal == notice
         receipt = session.on_dissemination(genuine, sequence=2)
         assert bool(receipt) == keys  # the genuine one is opened (or held): no notice for it
         assert len(_notices(tmp_path, pki)) == 1
+        assert session.notices.count() == 1
     finally:
         session.close()
 

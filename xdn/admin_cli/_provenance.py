@@ -151,7 +151,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_provenance_verify)
     p = sub.add_parser(
         "receipts",
-        help="at the publisher: who received which version of a document, and who has not",
+        help="at the publisher: who received which version of a document, who refused it and "
+        "who has not",
         description=_RECEIPTS_HELP,
     )
     p.add_argument("document", metavar="DOC", help="the document id")
@@ -186,7 +187,12 @@ STATE/NAME/receipts.sqlite, then print, per version of DOC, who received it (sub
 id, when, how many fragments, the sites on its path) and who has not: the members of the key
 service (STATE/NAME/keys.sqlite) whose lease is in force and who are in the group of a concept
 of that version. A member that joined after the version was published counts among those who
-have not (it may still receive it from a site's retained documents)."""
+have not (it may still receive it from a site's retained documents). Subscribers' failure
+notices come with the receipts (a subscriber that refused a version signs one: what, and why),
+each verified again; a member that refused a version and has no receipt of it is listed as
+"refused: REASON (KIND)" instead of among those who have not received it; so is a member
+whose site could not replay the version it found missing (kind gap: the notice names the
+version's number in our signed sequence)."""
 
 
 # ------------------------------------------------------------------------------- reading
@@ -484,6 +490,7 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
         key_service_state,
         members_by_concept,
         report,
+        version_sequences,
     )
     from xdn.grpc_tls import TlsFiles
     from xdn.provenance import ChainVerifier
@@ -513,18 +520,22 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
             )
             print(
                 f"site {fetched.site}: {fetched.fetched} receipts fetched, {fetched.new} new, "
-                f"{len(fetched.refused)} refused",
+                f"{fetched.notices} new failure notices, {len(fetched.refused)} refused",
                 file=sys.stderr, flush=True,
             )
             for reason in fetched.refused:
                 print(f"xdn: warning: receipt refused: {reason}", file=sys.stderr)
         received = archive.of(args.document)
+        refused = archive.refusals_of(
+            args.document, version_sequences(keys, args.name, args.document)
+        )
     finally:
         archive.close()
     versions, groups, leases = key_service_state(keys, args.name, args.document)
     members = members_by_concept(groups, leases.get, at_ms=int(when(args).timestamp() * 1000))
     reports = report(
-        args.document, versions=versions, received=received, members=members, only=args.version
+        args.document, versions=versions, received=received, members=members, only=args.version,
+        refused=refused,
     )
     if args.json:
         print(json.dumps({"versions": [r.to_json() for r in reports]}, indent=2))

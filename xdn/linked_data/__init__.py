@@ -14,7 +14,8 @@ sockets, no clock, no randomness: the caller mints ids and passes them in):
 * what a POST to an inbox holds — :func:`parse_notification` (media type, byte limit, RDF,
   constraints; JSON-LD contexts only from the bundled allow-list, :mod:`._jsonld`), raising
   :class:`UnsupportedMediaType`, :class:`PayloadTooLarge` or :class:`InvalidNotification` —
-  and whether it is a delivery receipt (:func:`is_receipt`, by its envelope's type);
+  and whether it is a delivery receipt (:func:`is_receipt`, by its envelope's type) or a
+  failure notice (:func:`is_refusal`);
 * the graphs of the site's own resources — :func:`root_description` (certificate, public key,
   ``ldp:inbox``) and :func:`inbox_listing` (``ldp:contains``), a page of it at a time
   (:class:`InboxPage`, :func:`page_cursor`: cursors, ``rel="next"``; :mod:`._paging`);
@@ -60,6 +61,7 @@ from xdn.linked_data._notification import (
     NotificationLimits,
     accepted_media_type,
     is_receipt,
+    is_refusal,
     parse_notification,
 )
 from xdn.linked_data._paging import IANA_RELATION, InboxPage, page_cursor, parse_links
@@ -118,6 +120,7 @@ __all__ = [
     "is_node_uri",
     "is_notification_id",
     "is_receipt",
+    "is_refusal",
     "may_read",
     "message_readers",
     "message_uri_of_path",

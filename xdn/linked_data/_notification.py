@@ -34,7 +34,7 @@ from xdn.linked_data._dataset import Dataset, nquads
 from xdn.linked_data._errors import InvalidNotification, PayloadTooLarge, UnsupportedMediaType
 from xdn.linked_data._jsonld import inline_contexts
 from xdn.linked_data._media import ACCEPTED_POST_TYPES, JSON_LD, RDF_FORMATS, parse_content_type
-from xdn.provenance._vocab import HAS_MESSAGE_TYPE, RECEIPT
+from xdn.provenance._vocab import HAS_MESSAGE_TYPE, RECEIPT, REFUSAL
 from xdn.rdf_syntax import iri_problem
 
 __all__ = [
@@ -42,11 +42,13 @@ __all__ = [
     "NotificationLimits",
     "accepted_media_type",
     "is_receipt",
+    "is_refusal",
     "parse_notification",
 ]
 
 _HAS_MESSAGE_TYPE = ox.NamedNode(HAS_MESSAGE_TYPE.value)
 _RECEIPT = ox.NamedNode(RECEIPT.value)
+_REFUSAL = ox.NamedNode(REFUSAL.value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +148,16 @@ def is_receipt(notification: Notification) -> bool:
     ``xdn:Receipt`` (in a named graph, as our envelopes are). Says nothing of its validity."""
     return any(
         q.predicate == _HAS_MESSAGE_TYPE and q.object == _RECEIPT
+        and not isinstance(q.graph_name, ox.DefaultGraph)
+        for q in notification.dataset
+    )
+
+
+def is_refusal(notification: Notification) -> bool:
+    """Whether ``notification`` says it is a failure notice: an envelope of message type
+    ``xdn:Refusal`` (in a named graph). Says nothing of its validity."""
+    return any(
+        q.predicate == _HAS_MESSAGE_TYPE and q.object == _REFUSAL
         and not isinstance(q.graph_name, ox.DefaultGraph)
         for q in notification.dataset
     )

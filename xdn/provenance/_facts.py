@@ -134,6 +134,9 @@ class RefusalFacts:
             needs a document id).
         key_message / concept / epoch: for a ``key`` refusal (and only for one), the key
             message's kind (:data:`KEY_MESSAGE_KINDS`), its group's concept and its epoch.
+        sequence: for a ``gap`` (and only for one), the missing document's number in the
+            publisher's signed sequence (the gap names the publisher, not the document, which
+            the subscriber never saw).
         received_from: the node URI of the hop the refused thing came from, when known.
     """
 
@@ -147,6 +150,7 @@ class RefusalFacts:
     concept: str | None = None
     epoch: int | None = None
     received_from: str | None = None
+    sequence: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in REFUSAL_KINDS:
@@ -157,6 +161,7 @@ class RefusalFacts:
             _check_text(name, getattr(self, name))
         _check_count("version", self.version)
         _check_count("epoch", self.epoch)
+        _check_count("sequence", self.sequence)
         if self.manifest_root is not None and (
             not isinstance(self.manifest_root, bytes) or not self.manifest_root
         ):
@@ -180,3 +185,5 @@ class RefusalFacts:
             raise ValueError("only a key refusal names a concept and epoch")
         if self.kind == "crl" and (self.publisher, self.document_id) != (None, None):
             raise ValueError("a CRL refusal names no publisher or document")
+        if self.sequence is not None and (self.kind != "gap" or self.publisher is None):
+            raise ValueError("only a gap names a sequence number, and with its publisher")

@@ -13,8 +13,10 @@ their signatures. The content graph describes one node, ``<M#notice>``, a
         xdn:receivedFrom <https://d2.xdn.example/> . }
 
 A refused key message names ``xdn:keyMessage`` (rekey, enrolment, document-keys),
-``xdn:concept`` and ``xdn:epoch`` instead of a document. Every property but the kind and the
-reason is optional (at most one value each); the shape is closed like every other graph's.
+``xdn:concept`` and ``xdn:epoch`` instead of a document; a gap (a document of the publisher's
+signed sequence that never came and the site cannot replay) names ``xdn:sequence``. Every
+property but the kind and the reason is optional (at most one value each); the shape is closed
+like every other graph's.
 :func:`read_refusal` inverts :func:`refusal_quads` exactly.
 """
 
@@ -36,7 +38,7 @@ _TEXT = (
     (v.KEY_MESSAGE, "key_message"),
     (v.CONCEPT, "concept"),
 )
-_COUNTS = ((v.VERSION, "version"), (v.EPOCH, "epoch"))
+_COUNTS = ((v.VERSION, "version"), (v.EPOCH, "epoch"), (v.SEQUENCE, "sequence"))
 
 
 def refusal_quads(message: str, facts: RefusalFacts) -> list[Quad]:
@@ -112,6 +114,7 @@ def read_refusal(name: str, quads: Iterable[Quad]) -> RefusalFacts:
             key_message=texts["key_message"],
             concept=texts["concept"],
             epoch=counts["epoch"],
+            sequence=counts["sequence"],
             received_from=received_from,
         )
     except (TypeError, ValueError) as exc:

@@ -81,6 +81,8 @@ VERSION: Final = IRI(XDN + "version")
 KEY_MESSAGE: Final = IRI(XDN + "keyMessage")
 EPOCH: Final = IRI(XDN + "epoch")
 RECEIVED_FROM: Final = IRI(XDN + "receivedFrom")
+#: A gap's number in its publisher's signed sequence (the document that never came).
+SEQUENCE: Final = IRI(XDN + "sequence")
 
 KINDS: Final = {
     PUBLICATION.value: "publication",

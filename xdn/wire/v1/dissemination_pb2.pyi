@@ -515,6 +515,12 @@ class ReceiptBatchAck(_message.Message):
     refused: int
     def __init__(self, accepted: _Optional[int] = ..., duplicates: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
 
+class NoticeBatch(_message.Message):
+    __slots__ = ("notices",)
+    NOTICES_FIELD_NUMBER: _ClassVar[int]
+    notices: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, notices: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class ReceiptsRequest(_message.Message):
     __slots__ = ("publisher", "after", "limit")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]

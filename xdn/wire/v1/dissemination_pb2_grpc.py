@@ -69,6 +69,11 @@ class DisseminatorStub:
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.SerializeToString,
                 response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
                 _registered_method=True)
+        self.Notices = channel.unary_unary(
+                '/xdn.wire.v1.Disseminator/Notices',
+                request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.NoticeBatch.SerializeToString,
+                response_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
+                _registered_method=True)
         self.GetReceipts = channel.unary_unary(
                 '/xdn.wire.v1.Disseminator/GetReceipts',
                 request_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptsRequest.SerializeToString,
@@ -130,6 +135,14 @@ class DisseminatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Notices(self, request, context):
+        """A subscriber hands its failure notices to its site (see NoticeBatch); it deletes them
+        once acknowledged and retries until then. Only a subscriber registered there may call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetReceipts(self, request, context):
         """A publisher fetches, at its root site, the receipts of its documents (see ReceiptsRequest).
         """
@@ -173,6 +186,11 @@ def add_DisseminatorServicer_to_server(servicer, server):
             'Receipts': grpc.unary_unary_rpc_method_handler(
                     servicer.Receipts,
                     request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.FromString,
+                    response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.SerializeToString,
+            ),
+            'Notices': grpc.unary_unary_rpc_method_handler(
+                    servicer.Notices,
+                    request_deserializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.NoticeBatch.FromString,
                     response_serializer=xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.SerializeToString,
             ),
             'GetReceipts': grpc.unary_unary_rpc_method_handler(
@@ -369,6 +387,33 @@ class Disseminator:
             target,
             '/xdn.wire.v1.Disseminator/Receipts',
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatch.SerializeToString,
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Notices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xdn.wire.v1.Disseminator/Notices',
+            xdn_dot_wire_dot_v1_dot_dissemination__pb2.NoticeBatch.SerializeToString,
             xdn_dot_wire_dot_v1_dot_dissemination__pb2.ReceiptBatchAck.FromString,
             options,
             channel_credentials,
