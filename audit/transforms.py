@@ -91,7 +91,9 @@ def signatures(described: DataFrame) -> DataFrame:
 def envelopes(described: DataFrame) -> DataFrame:
     """→ one row per envelope graph of a document's chain with what it says (failure notices
     are not part of any chain: see :mod:`audit.refusals`)."""
-    chained = _sound(described, "envelope").where(F.col("env_kind") != "refusal")
+    chained = _sound(described, "envelope").where(
+        ~F.col("env_kind").isin("refusal", "policy-notice")
+    )
     return chained.select(
         F.col("graph").alias("envelope"),
         "message",
