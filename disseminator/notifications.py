@@ -18,7 +18,12 @@ Two kinds of rows share the table, and the listing:
   certificate and document version (the id is derived from both, so a second receipt of the
   same version adds none), each wrapping a hop the site signed within its routed retention,
   and pruned with that retention (:meth:`Notifications.prune_receipts`, with
-  ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing.
+  ``receipts_seen``). So they cost at most a row per delivery the site still remembers routing;
+* publishers' policy-change notices the site verified on their way to a subscriber
+  (``receipt = 3``, ``policy``, :meth:`Notifications.add_policy_notice`, written inside the
+  transaction that routes the entitlement they travel with, :mod:`disseminator.policy_notices`):
+  not counted against that limit either, one per subscriber certificate, publisher and policy
+  version (the id is derived from the three), pruned with the receipts.
 
 A receipt's notification holds its whole chain (20 to 30 KB of envelopes, signatures and
 certificates), unless the site keeps the messages it minted (:mod:`disseminator.messages`):
@@ -101,6 +106,9 @@ def upgrade(db: sqlite3.Connection) -> None:
             )
 
 
+_POLICY = 3  # the ``receipt`` column's value for a policy-change notice's notification
+
+
 class InboxFull(Exception):
     """The inbox holds as many notifications as it may."""
 
@@ -116,6 +124,7 @@ class StoredNotification:
     media_type: str
     nquads: bytes
     receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
+    policy: bool = False  # a publisher's policy-change notice the site passed on (ditto)
     via: str | None = None  # a receipt by reference: this site's message it wraps...
     digest: str | None = None  # ...and the SHA-256 (hex) of the whole chain; nquads: the rest
     # the node URIs of who may read it besides the site and auditors (its sender among them;
@@ -123,6 +132,8 @@ class StoredNotification:
     readers: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
+        if self.receipt and self.policy:
+            raise ValueError(f"notification {self.id}: a receipt or a policy notice, not both")
         if (self.via is None) != (self.digest is None) or (self.via and not self.receipt):
             raise ValueError(f"notification {self.id}: a receipt by reference has a via "
                              "message and a digest, and nothing else has either")
@@ -162,13 +173,20 @@ class Notifications:
             raise ValueError(f"notification {notification.id} is not a receipt")
         return self._insert("INSERT OR IGNORE", notification) > 0
 
+    def add_policy_notice(self, notification: StoredNotification) -> bool:
+        """Store a policy-change notice's notification unless one with its id is held; inside
+        the caller's transaction. Returns whether it was stored."""
+        if not notification.policy:
+            raise ValueError(f"notification {notification.id} is not a policy notice")
+        return self._insert("INSERT OR IGNORE", notification) > 0
+
     def _insert(self, verb: str, n: StoredNotification) -> int:
         cursor = self._db.execute(
             f"{verb} INTO notifications "
             "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, via, "
             "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
-             int(n.receipt), n.via, n.digest),
+             _POLICY if n.policy else int(n.receipt), n.via, n.digest),
         )
         if cursor.rowcount > 0:
             self._db.executemany(
@@ -178,10 +196,10 @@ class Notifications:
         return int(cursor.rowcount)
 
     def prune_receipts(self, before_ms: int) -> int:
-        """Delete the receipts' notifications accepted before ``before_ms`` (inside the
-        caller's transaction); return how many."""
+        """Delete the receipts' (and policy notices') notifications accepted before
+        ``before_ms`` (inside the caller's transaction); return how many."""
         return int(self._db.execute(
-            "DELETE FROM notifications WHERE receipt = 1 AND received_ms < ?", (before_ms,)
+            "DELETE FROM notifications WHERE receipt <> 0 AND received_ms < ?", (before_ms,)
         ).rowcount)
 
     def get(self, notification_id: str) -> StoredNotification | None:
@@ -200,8 +218,8 @@ class Notifications:
         )
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
-            media_type=row[4], nquads=bytes(row[5]), receipt=bool(row[6]), via=row[7],
-            digest=row[8], readers=readers,
+            media_type=row[4], nquads=bytes(row[5]), receipt=row[6] == 1,
+            policy=row[6] == _POLICY, via=row[7], digest=row[8], readers=readers,
         )
 
     def page(
@@ -237,7 +255,10 @@ class Notifications:
         return [row[0] for row in self._db.execute("SELECT id FROM notifications ORDER BY seq")]
 
     def count(self, *, receipts: bool | None = None) -> int:
-        """How many notifications the inbox holds (only receipts, or only others, if asked)."""
-        where = "" if receipts is None else f" WHERE receipt = {int(receipts)}"
+        """How many notifications the inbox holds (only receipts, or only those posted by
+        parties, if asked)."""
+        where = "" if receipts is None else (
+            " WHERE receipt = 1" if receipts else " WHERE receipt = 0"
+        )
         (count,) = self._db.execute(f"SELECT COUNT(*) FROM notifications{where}").fetchone()
         return int(count)
