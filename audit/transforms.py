@@ -138,7 +138,8 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
     signed = signatures(described).select(F.col("signed_graph").alias("graph"))
     unsigned = (
         described.where(
-            F.col("kind").isin("content", "envelope", "refusal") & F.col("error").isNull()
+            F.col("kind").isin("content", "envelope", "refusal", "policy")
+            & F.col("error").isNull()
         )
         .join(signed, "graph", "left_anti")
         .select("graph", logs, F.lit("not signed by any signature graph").alias("reason"))

@@ -655,10 +655,13 @@ class Publisher:
                     at_ms=entitlement.issued_at_ms,
                 )
             )
-            notice = b"" if change is None else sign_policy_notice(
-                self._signer, change, timestamp_ms=entitlement.issued_at_ms
-            ).to_nquads()
+            notice = b""
             if change is not None:
+                message = sign_policy_notice(
+                    self._signer, change, timestamp_ms=entitlement.issued_at_ms
+                )
+                self._log.append(message)  # the signer's log: the audit sees it once
+                notice = message.to_nquads()
                 log.info("policy v%d changes %s's grants: notice signed",
                          entitlement.policy_version, credential.name)
         self._keys.record_entitled(member, Entitled(

@@ -8,9 +8,12 @@ for our certificate), :func:`read_notice` verifies the notice (Algorithm 2 under
 certificate it carries, checked against the CA and the CRL in force; signed by a publisher of
 the name it gives) and checks that it is for us (our node URI and certificate) and consistent
 with that entitlement (same publisher certificate and policy version, what it says we gained
-granted, what we lost not). The session then prints its one line for a person, appends the
-notice to its provenance log (the audit sees it), or refuses it as it refuses a bad
-entitlement (``entitlement`` kind: printed, recorded, signed as a failure notice).
+granted, what we lost not). The session then prints its one line for a person and keeps the
+notice, canonical N-Quads, in ``policy-notices.nq`` of its output directory
+(:data:`POLICY_NOTICES`) — not in its provenance log, which holds the subscriber's own hops
+only (:class:`xdn.provenance.ProvenanceLog`): the notice is the publisher's hop, and the
+publisher's log holds it for the audit — or refuses it as it refuses a bad entitlement
+(``entitlement`` kind: printed, recorded, signed as a failure notice).
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from xdn import certs, identity, provenance
 from xdn.policy_notices import PolicyNotice, check_accompanies, read_policy_notice
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-__all__ = ["read_notice"]
+__all__ = ["POLICY_NOTICES", "read_notice"]
+
+#: The file of the output directory the verified notices are appended to (N-Quads).
+POLICY_NOTICES = "policy-notices.nq"
 
 
 def read_notice(

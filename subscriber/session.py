@@ -60,7 +60,7 @@ from subscriber import export
 from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.notices import sign_notice
-from subscriber.policy_notices import read_notice
+from subscriber.policy_notices import POLICY_NOTICES, read_notice
 from subscriber.retention import Retention
 from subscriber.revocation import (
     DEFAULT_GRACE,
@@ -562,7 +562,7 @@ class Session:
 
     def _policy_notice(self, message: pb.Entitlement) -> None:
         """The publisher's policy-change notice beside our verified entitlement: checked,
-        shown once per policy version, logged; refused if it does not hold
+        shown once per policy version, kept; refused if it does not hold
         (:mod:`subscriber.policy_notices`)."""
         key = (message.publisher, message.policy_version)
         if key in self._noticed:
@@ -574,7 +574,10 @@ class Session:
             return
         self._noticed.add(key)
         print(f"{self.setup.name}: {notice.summary()}", flush=True)
-        self.log.append(notice.message)
+        # kept whole beside our output (our provenance log holds our own hops only; the
+        # publisher's log holds the notice for the audit)
+        with (self.setup.out_dir / POLICY_NOTICES).open("ab") as kept:
+            kept.write(notice.to_nquads())
 
     def _now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)
