@@ -19,6 +19,7 @@ from xdn.provenance import (
     read_content,
     read_envelope,
     read_node_description,
+    read_policy_change,
     read_refusal,
     read_signature,
 )
@@ -100,7 +101,8 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
 
     Returns:
         a flat dict: ``kind`` (signature / envelope / content / node / refusal: a failure
-        notice's content), ``error`` when the graph is malformed, and the fields of its kind.
+        notice's content / policy: a policy-change notice's), ``error`` when the graph is
+        malformed, and the fields of its kind.
     """
     try:
         quads = [q for q in (parse_line(line) for line in lines) if q is not None]
@@ -118,6 +120,8 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
             row |= {"node_uri": node, "cert_pem": pem.decode("ascii")}
         elif kind == "refusal":
             row["refusal"] = _refusal(read_refusal(name, quads))
+        elif kind == "policy":  # a publisher's policy-change notice: checked, not analysed
+            read_policy_change(name, quads)
         else:
             facts = read_content(name, quads)
             row |= {"document_id": facts.document_id, "leaf_count": facts.leaf_count}

@@ -91,7 +91,9 @@ def signatures(described: DataFrame) -> DataFrame:
 def envelopes(described: DataFrame) -> DataFrame:
     """→ one row per envelope graph of a document's chain with what it says (failure notices
     are not part of any chain: see :mod:`audit.refusals`)."""
-    chained = _sound(described, "envelope").where(F.col("env_kind") != "refusal")
+    chained = _sound(described, "envelope").where(
+        ~F.col("env_kind").isin("refusal", "policy-notice")
+    )
     return chained.select(
         F.col("graph").alias("envelope"),
         "message",
@@ -136,7 +138,8 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
     signed = signatures(described).select(F.col("signed_graph").alias("graph"))
     unsigned = (
         described.where(
-            F.col("kind").isin("content", "envelope", "refusal") & F.col("error").isNull()
+            F.col("kind").isin("content", "envelope", "refusal", "policy")
+            & F.col("error").isNull()
         )
         .join(signed, "graph", "left_anti")
         .select("graph", logs, F.lit("not signed by any signature graph").alias("reason"))

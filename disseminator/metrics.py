@@ -77,6 +77,12 @@ class SiteMetrics:
             "type)",
             ["source", "reason"], registry=self.registry,
         )
+        self.refused_policy_notices = Counter(
+            "xdn_policy_notices_refused",
+            "Publishers' policy-change notices refused (dropped; their entitlements delivered "
+            "without them), by why (the error type)",
+            ["reason"], registry=self.registry,
+        )
         self.crl_refused = Counter(
             "xdn_crl_refused",
             "CRLs refused (older than the one in force, not the CA's, malformed)",

@@ -43,8 +43,10 @@ from disseminator.grant_changes import (
 from disseminator.members import from_stored, to_pb_member, to_stored
 from disseminator.membership import MembershipJournal
 from disseminator.metrics import SiteMetrics
+from disseminator.notifications import StoredNotification
 from disseminator.payloads import Outgoing
 from disseminator.planning import DocumentPlan, Planner, Received
+from disseminator.policy_notices import Checked, SitePolicyNotices
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, History, Retained, Store
@@ -106,6 +108,9 @@ class SiteNode:
         self.planner = Planner(
             table=self.table, ontology=ontology, signer=site.signer, now_ms=self.now_ms,
             chains=provenance.ChainVerifier(site.tls.ca_pem, revoked=lambda: self.revoked),
+        )
+        self.policy_notices = SitePolicyNotices(
+            site.name, self.planner.chains, self.metrics.refused_policy_notices
         )
         self.served = ontology.block(site.block)
         self._log = log_sink
@@ -289,9 +294,14 @@ class SiteNode:
         checkpoint: pb.Checkpoint | None = None,
         entitlements: Sequence[pb.Entitlement] = (),
         counter: tuple[str, int] | None = None,
+        came_from: str | None = None,
     ) -> Reach:
         """Queue group rekeys, key messages (and members' entitlements), a document and the
         publisher's checkpoint (after the document) for every destination, atomically.
+
+        An entitlement's policy-change notice is checked first (refused: the entitlement goes
+        without it) and, when the site serves an inbox, put in it in the same transaction
+        (:mod:`disseminator.policy_notices`; ``came_from``: the site it came from, a reader).
 
         The document is retained (when the site retains documents) for new subscribers.
         ``wire``, the bytes ``dissemination`` was read from, if at hand, is what is forwarded
@@ -301,12 +311,14 @@ class SiteNode:
             What the document reached (all zero without a document, or for a retransmission).
         """
         appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
+        checked = [self.policy_notices.check(e, at=self.now()) for e in entitlements]
         addressed: list[pb.KeyMessage | pb.DocumentKeys | pb.Entitlement] = [
-            *keys, *document_keys, *entitlements
+            *keys, *document_keys, *(c.entitlement for c in checked)
         ]
         for key in addressed:
             if (append := self.planner.addressed(key)) is not None:
                 appends.append(append)
+        notices = self._inbox_notices(checked, came_from)
         refreshed = [
             self.refreshes.served(k.subscriber, (k.publisher, k.concept)) for k in keys
         ]
@@ -337,6 +349,7 @@ class SiteNode:
             sequence=0 if dissemination is None else dissemination.manifest.sequence,
             at_ms=self.now_ms(),
             chain=None if planned is None else planned.chain,
+            notices=notices,
         )
         self.log_soon()
         for kind, name in full:
@@ -355,6 +368,28 @@ class SiteNode:
             subscribers=planned.subscribers,
             retained=retained is not None,
         )
+
+    def _inbox_notices(
+        self, checked: Sequence[Checked], came_from: str | None
+    ) -> list[StoredNotification]:
+        """The inbox notifications of the verified policy notices routed (none when the site
+        serves no inbox, or for an entitlement it has no route for)."""
+        if self.store.messages is None:  # no endpoint, no inbox
+            return []
+        out = []
+        for item in checked:
+            if item.notice is None:
+                continue
+            destination = self.table.route_key(item.entitlement.subscriber)
+            if destination is None:
+                continue
+            path = {certs.node_uri(came_from)} if came_from else set()
+            if destination.kind == "link":
+                path.add(certs.node_uri(destination.name))
+            out.append(self.policy_notices.notification(
+                item.notice, path=frozenset(path), at_ms=self.now_ms()
+            ))
+        return out
 
     def standing(self, publisher: str) -> Standing:
         """Where this site stands for ``publisher``: root or not, the policy version it

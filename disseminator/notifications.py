@@ -24,6 +24,11 @@ Three kinds of rows share the table, and the listing:
   limit either, one per subscriber certificate and refused thing (the id is derived from
   both), at most :data:`disseminator.notices.NOTICES_PER_SUBSCRIBER` per subscriber
   (:meth:`Notifications.count_refusals`), pruned with the receipts.
+* publishers' policy-change notices the site verified on their way to a subscriber
+  (``receipt = 3``, ``policy``, :meth:`Notifications.add_policy_notice`, written inside the
+  transaction that routes the entitlement they travel with, :mod:`disseminator.policy_notices`):
+  not counted against that limit either, one per subscriber certificate, publisher and policy
+  version (the id is derived from the three), pruned with the receipts.
 
 A receipt's notification holds its whole chain (20 to 30 KB of envelopes, signatures and
 certificates), unless the site keeps the messages it minted (:mod:`disseminator.messages`):
@@ -107,6 +112,7 @@ def upgrade(db: sqlite3.Connection) -> None:
 
 
 _REFUSAL = 2  # the ``receipt`` column's value for a failure notice's notification
+_POLICY = 3  # the ``receipt`` column's value for a policy-change notice's notification
 
 
 class InboxFull(Exception):
@@ -125,6 +131,7 @@ class StoredNotification:
     nquads: bytes
     receipt: bool = False  # a delivery receipt the site accepted (see the module's docstring)
     refusal: bool = False  # a subscriber's failure notice the site accepted (ditto)
+    policy: bool = False  # a publisher's policy-change notice the site passed on (ditto)
     via: str | None = None  # a receipt by reference: this site's message it wraps...
     digest: str | None = None  # ...and the SHA-256 (hex) of the whole chain; nquads: the rest
     # the node URIs of who may read it besides the site and auditors (its sender among them;
@@ -139,8 +146,9 @@ class StoredNotification:
             isinstance(r, str) and r for r in self.readers
         ):
             raise TypeError(f"notification {self.id}: readers are a frozenset of node URIs")
-        if self.receipt and self.refusal:
-            raise ValueError(f"notification {self.id}: a receipt or a refusal, not both")
+        if self.receipt + self.refusal + self.policy > 1:
+            raise ValueError(f"notification {self.id}: one kind at most of a receipt, a "
+                             "refusal or a policy notice")
 
 
 class Notifications:
@@ -174,13 +182,20 @@ class Notifications:
             raise ValueError(f"notification {notification.id} is not a receipt or a refusal")
         return self._insert("INSERT OR IGNORE", notification) > 0
 
+    def add_policy_notice(self, notification: StoredNotification) -> bool:
+        """Store a policy-change notice's notification unless one with its id is held; inside
+        the caller's transaction. Returns whether it was stored."""
+        if not notification.policy:
+            raise ValueError(f"notification {notification.id} is not a policy notice")
+        return self._insert("INSERT OR IGNORE", notification) > 0
+
     def _insert(self, verb: str, n: StoredNotification) -> int:
         cursor = self._db.execute(
             f"{verb} INTO notifications "
             "(id, received_ms, sender, sender_fingerprint, media_type, nquads, receipt, via, "
             "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.received_ms, n.sender, n.sender_fingerprint, n.media_type, n.nquads,
-             _REFUSAL if n.refusal else int(n.receipt), n.via, n.digest),
+             _REFUSAL if n.refusal else _POLICY if n.policy else int(n.receipt), n.via, n.digest),
         )
         if cursor.rowcount > 0:
             self._db.executemany(
@@ -190,11 +205,10 @@ class Notifications:
         return int(cursor.rowcount)
 
     def prune_receipts(self, before_ms: int) -> int:
-        """Delete the receipts' notifications accepted before ``before_ms`` (inside the
-        caller's transaction); return how many."""
+        """Delete the receipts' (and policy notices') notifications accepted before
+        ``before_ms`` (inside the caller's transaction); return how many."""
         return int(self._db.execute(
-            "DELETE FROM notifications WHERE receipt IN (1, 2) AND received_ms < ?",
-            (before_ms,),
+            "DELETE FROM notifications WHERE receipt <> 0 AND received_ms < ?", (before_ms,)
         ).rowcount)
 
     def get(self, notification_id: str) -> StoredNotification | None:
@@ -214,7 +228,8 @@ class Notifications:
         return StoredNotification(
             id=row[0], received_ms=row[1], sender=row[2], sender_fingerprint=row[3],
             media_type=row[4], nquads=bytes(row[5]), receipt=row[6] == 1,
-            refusal=row[6] == _REFUSAL, via=row[7], digest=row[8], readers=readers,
+            refusal=row[6] == _REFUSAL, policy=row[6] == _POLICY, via=row[7], digest=row[8],
+            readers=readers,
         )
 
     def page(
@@ -250,8 +265,11 @@ class Notifications:
         return [row[0] for row in self._db.execute("SELECT id FROM notifications ORDER BY seq")]
 
     def count(self, *, receipts: bool | None = None) -> int:
-        """How many notifications the inbox holds (only receipts, or only others, if asked)."""
-        where = "" if receipts is None else f" WHERE receipt = {int(receipts)}"
+        """How many notifications the inbox holds (only receipts, or only those posted by
+        parties, if asked)."""
+        where = "" if receipts is None else (
+            " WHERE receipt = 1" if receipts else " WHERE receipt = 0"
+        )
         (count,) = self._db.execute(f"SELECT COUNT(*) FROM notifications{where}").fetchone()
         return int(count)
 

@@ -460,8 +460,12 @@ class Store:
         sequence: int = 0,
         at_ms: int = 0,
         chain: tuple[str, bytes] | None = None,
+        notices: Sequence[StoredNotification] = (),
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
+
+        ``notices``: the policy-change notices of the entitlements routed, put in the inbox in
+        the same transaction (one per id: a notice routed again adds none).
 
         ``counter`` (name, value) is stored in the same transaction — e.g. the sequence number
         of the uplink delivery this routing applies, so it is applied exactly once. ``sequence``
@@ -503,6 +507,8 @@ class Store:
             )
             if self.messages is not None and chain is not None:
                 self.messages.keep_chain(self._db, *chain, at_ms)
+            for notice in notices:
+                self.notifications.add_policy_notice(notice)
             if counter is not None:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", counter)
             if keep is not None:

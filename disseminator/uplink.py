@@ -276,7 +276,10 @@ class Uplink:
             elif kind == "checkpoint":
                 self._node.route(checkpoint=delivery.checkpoint, counter=counter)
             elif kind == "entitlement":
-                self._node.route(entitlements=[delivery.entitlement], counter=counter)
+                self._node.route(
+                    entitlements=[delivery.entitlement], counter=counter,
+                    came_from=None if self.peer is None else self.peer.name,
+                )
             else:
                 self._node.route(dissemination=delivery.dissemination, counter=counter)
         except PeerError as exc:

@@ -67,7 +67,7 @@ from typing import TypeVar
 
 import grpc
 
-from publisher.keystore import DocumentKey, KeyStore
+from publisher.keystore import DocumentKey, Entitled, KeyStore
 from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
 from publisher.membership import Judged, MemberView
@@ -78,6 +78,7 @@ from xdn import certs, crypto, identity, ids, provenance
 from xdn.codec import ConceptKey, Sequencing, SignedManifest, concept_order
 from xdn.completeness import (
     Checkpoint,
+    Entitlement,
     entitlement_of,
     sign_checkpoint,
     sign_entitlement,
@@ -98,6 +99,7 @@ from xdn.mapping import Mapping
 from xdn.ontology import Ontology
 from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES, ReadableChunk, cut
 from xdn.policy import Policy, auth_list
+from xdn.policy_notices import policy_change, sign_policy_notice
 from xdn.publication import Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
@@ -623,11 +625,50 @@ class Publisher:
                     sign_entitlement(entitlement, self._signer_key),
                     publisher_certificate=self._setup.tls.cert_pem,
                 )
+                last.notice = self._policy_notice(member.name, member.credential, entitlement)
                 self._entitled[member.name] = last
             elif not every:
                 continue
             out.append(last)
         return out
+
+    def _policy_notice(
+        self, member: str, credential: certs.Credential, entitlement: Entitlement
+    ) -> bytes:
+        """The signed policy-change notice to send with ``entitlement`` (empty: none).
+
+        Measured against the last entitlement recorded for ``member`` (in the key store, so a
+        later process measures against what an earlier one signed): one notice when the policy
+        version moved and the concepts granted changed; the same notice again when the same
+        version's entitlement is signed again (sites and subscribers keep one per version).
+        """
+        known = self._keys.entitled(member)
+        if known is not None and known.policy_version == entitlement.policy_version:
+            notice = known.notice if known.certificate == entitlement.certificate else b""
+        else:
+            change = None if known is None or known.certificate != entitlement.certificate else (
+                policy_change(
+                    publisher=entitlement.publisher, subscriber=credential.name,
+                    certificate=entitlement.certificate,
+                    previous_version=known.policy_version, previous=known.concepts,
+                    version=entitlement.policy_version, current=entitlement.concepts,
+                    at_ms=entitlement.issued_at_ms,
+                )
+            )
+            notice = b""
+            if change is not None:
+                message = sign_policy_notice(
+                    self._signer, change, timestamp_ms=entitlement.issued_at_ms
+                )
+                self._log.append(message)  # the signer's log: the audit sees it once
+                notice = message.to_nquads()
+                log.info("policy v%d changes %s's grants: notice signed",
+                         entitlement.policy_version, credential.name)
+        self._keys.record_entitled(member, Entitled(
+            certificate=entitlement.certificate, policy_version=entitlement.policy_version,
+            concepts=entitlement.concepts, notice=notice,
+        ))
+        return notice
 
     def _sequencing(self, present: frozenset[str]) -> Sequencing:
         """The next sequence number and each present concept's previous document (one still

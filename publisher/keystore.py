@@ -20,12 +20,14 @@ read from them (``xdn provenance receipts``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from xdn.sqlitedb import open_db
 
-__all__ = ["DocumentKey", "KeyStore"]
+__all__ = ["DocumentKey", "Entitled", "KeyStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -52,6 +54,10 @@ CREATE TABLE IF NOT EXISTS version_concepts (
 CREATE TABLE IF NOT EXISTS version_sequence (
     sequence INTEGER PRIMARY KEY, document_id TEXT NOT NULL, version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS entitled (
+    member TEXT PRIMARY KEY, certificate TEXT NOT NULL, policy_version INTEGER NOT NULL,
+    concepts TEXT NOT NULL, notice BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS retained_keys (
     seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
     key_name TEXT NOT NULL, key BLOB NOT NULL,
@@ -61,6 +67,23 @@ CREATE TABLE IF NOT EXISTS retained_keys (
 
 # (concept, epoch, key name, 32-byte per-document key)
 DocumentKey = tuple[str, int, str, bytes]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entitled:
+    """The last entitlement signed for a member: what a policy change is measured against.
+
+    Attributes:
+        certificate: the fingerprint of the certificate it was evaluated for.
+        policy_version: the policy version evaluated.
+        concepts: what it granted (whatever the sites observe).
+        notice: the policy-change notice signed with it (canonical N-Quads; empty: none).
+    """
+
+    certificate: str
+    policy_version: int
+    concepts: frozenset[str]
+    notice: bytes = b""
 
 
 class KeyStore:
@@ -185,3 +208,27 @@ class KeyStore:
             (concept, before_epoch),
         )
         return {name: bytes(key) for name, key in rows}
+
+    def entitled(self, member: str) -> Entitled | None:
+        """The last entitlement recorded for ``member`` (see :meth:`record_entitled`)."""
+        row = self._db.execute(
+            "SELECT certificate, policy_version, concepts, notice FROM entitled WHERE member = ?",
+            (member,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Entitled(
+            certificate=str(row[0]), policy_version=int(row[1]),
+            concepts=frozenset(json.loads(row[2])), notice=bytes(row[3]),
+        )
+
+    def record_entitled(self, member: str, entitled: Entitled) -> None:
+        """Remember the entitlement just signed for ``member`` (and its notice), durably: the
+        next policy version's is compared with it, whatever process signs that one."""
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO entitled (member, certificate, policy_version, concepts, "
+                "notice) VALUES (?, ?, ?, ?, ?)",
+                (member, entitled.certificate, entitled.policy_version,
+                 json.dumps(sorted(entitled.concepts)), entitled.notice),
+            )

@@ -63,6 +63,7 @@ from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.notices import sign_notice
 from subscriber.outbox import NoticeOutbox
+from subscriber.policy_notices import POLICY_NOTICES, read_notice
 from subscriber.retention import Retention
 from subscriber.revocation import (
     DEFAULT_GRACE,
@@ -265,6 +266,7 @@ class Session:
             setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
         )
         self.credential = certs.credential_from_pem(setup.tls.cert_pem)
+        self._noticed: set[tuple[str, int]] = set()  # policy notices shown: (publisher, version)
         self.holding = Holding(
             self.keyring,
             max_documents=setup.max_held_documents,
@@ -564,7 +566,28 @@ class Session:
         else:
             if kept:
                 self._check_grants()
+            if message.notice:
+                self._policy_notice(message)
         self.keyring.set_applied(self.address, sequence)
+
+    def _policy_notice(self, message: pb.Entitlement) -> None:
+        """The publisher's policy-change notice beside our verified entitlement: checked,
+        shown once per policy version, kept; refused if it does not hold
+        (:mod:`subscriber.policy_notices`)."""
+        key = (message.publisher, message.policy_version)
+        if key in self._noticed:
+            return
+        try:
+            notice = read_notice(message, self.chains, me=self.credential, at=self.clock())
+        except PeerError as exc:
+            self.refuse("entitlement", f"policy-change notice: {exc}", publisher=message.publisher)
+            return
+        self._noticed.add(key)
+        print(f"{self.setup.name}: {notice.summary()}", flush=True)
+        # kept whole beside our output (our provenance log holds our own hops only; the
+        # publisher's log holds the notice for the audit)
+        with (self.setup.out_dir / POLICY_NOTICES).open("ab") as kept:
+            kept.write(notice.to_nquads())
 
     def _now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)

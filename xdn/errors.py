@@ -26,6 +26,7 @@ __all__ = [
     "OntologyError",
     "PeerError",
     "PolicyError",
+    "PolicyNoticeError",
     "ProtocolError",
     "ProvenanceError",
     "ReceiptError",
@@ -104,6 +105,12 @@ class LinkedDataError(PeerError):
 class ReceiptError(ProvenanceError):
     """A delivery receipt is well-formed and signed, but not one this party may accept: not a
     receipt, another subscriber's, or about a hop that did not come through here."""
+
+
+class PolicyNoticeError(ProvenanceError):
+    """A policy-change notice is well-formed and signed, but not one this party may accept: not
+    a policy notice, not the publisher's, for another subscriber, or inconsistent with the
+    entitlement it came with."""
 
 
 class DecryptError(PeerError):

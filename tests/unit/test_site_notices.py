@@ -221,11 +221,14 @@ def test_notices_are_not_counted_against_the_inbox_and_go_with_the_retention(
     assert store.notifications.ids() == ["n1"]  # the notice's notification went with it
 
 
-def test_a_notification_is_a_receipt_or_a_refusal() -> None:
-    with pytest.raises(ValueError, match="not both"):
+@pytest.mark.parametrize("kinds", [
+    {"receipt": True, "refusal": True}, {"receipt": True, "policy": True},
+    {"refusal": True, "policy": True},
+])
+def test_a_notification_is_of_one_kind_at_most(kinds: dict[str, bool]) -> None:
+    with pytest.raises(ValueError, match="one kind at most"):
         StoredNotification(id="x", received_ms=1, sender="a", sender_fingerprint="0",
-                           media_type="application/n-quads", nquads=b"", receipt=True,
-                           refusal=True)
+                           media_type="application/n-quads", nquads=b"", **kinds)
 
 
 def test_a_site_without_an_inbox_lists_no_notice(pki: Pki, sites: dict[str, SiteNode]) -> None:

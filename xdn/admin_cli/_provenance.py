@@ -303,7 +303,7 @@ def _graph_lines(quads: frozenset[Quad]) -> list[str]:
     graphs = _by_graph(quads)
     kinds = {name: graph_type(name, graphs[name]) for name in graphs if name is not None}
     lines = [f"graphs ({len(kinds)}):"]
-    order = {"content": 0, "refusal": 0, "envelope": 1, "signature": 2}
+    order = {"content": 0, "refusal": 0, "policy": 0, "envelope": 1, "signature": 2}
     for name, kind in sorted(kinds.items(), key=lambda item: (order[item[1]], item[0])):
         lines.append(f"  {kind:<9}  <{name}>  ({len(graphs[name])} quads)")
     return lines

@@ -33,6 +33,12 @@ its own whose content graph (:class:`RefusalFacts`) names what was refused and w
 one ``xdn:Refusal`` envelope and minted below the signer's ``refusal/`` space
 (:func:`notice_uri`); it is checked and verified like every other message and appended to the
 signer's log, so the audit sees every refusal.
+
+A publisher whose new policy version changes what it grants a subscriber signs a
+*policy-change notice* for it (:func:`policy_notice`, :class:`PolicyChangeFacts`): the same
+one-hop shape, an ``xdn:PolicyNotice`` envelope over an ``xdn:PolicyChange`` content graph,
+minted below the publisher's ``policy/`` space (:func:`policy_notice_uri`); it travels with the
+entitlement it accompanies (:mod:`xdn.policy_notices`).
 """
 
 from xdn.provenance._batch import MAX_BATCH, BatchProof
@@ -40,6 +46,7 @@ from xdn.provenance._facts import (
     KEY_MESSAGE_KINDS,
     REFUSAL_KINDS,
     ContentFacts,
+    PolicyChangeFacts,
     RefusalFacts,
     Signer,
 )
@@ -67,8 +74,10 @@ from xdn.provenance._message import (
     signing_input,
 )
 from xdn.provenance._notice import failure_notice
+from xdn.provenance._policy import policy_notice
+from xdn.provenance._policy_graph import read_policy_change
 from xdn.provenance._refusal import read_refusal
-from xdn.provenance._shape import message_uri, notice_uri
+from xdn.provenance._shape import message_uri, notice_uri, policy_notice_uri
 from xdn.provenance._switch import SWITCH, enabled
 from xdn.provenance._verify import ChainVerifier, VerifiedChain, verify_message
 
@@ -85,6 +94,7 @@ __all__ = [
     "Hop",
     "LeafRanges",
     "Message",
+    "PolicyChangeFacts",
     "ProvenanceLog",
     "Reference",
     "RefusalFacts",
@@ -100,9 +110,12 @@ __all__ = [
     "node_description",
     "notice_uri",
     "originate",
+    "policy_notice",
+    "policy_notice_uri",
     "read_content",
     "read_envelope",
     "read_node_description",
+    "read_policy_change",
     "read_refusal",
     "read_signature",
     "receipt",

@@ -187,3 +187,52 @@ class RefusalFacts:
             raise ValueError("a CRL refusal names no publisher or document")
         if self.sequence is not None and (self.kind != "gap" or self.publisher is None):
             raise ValueError("only a gap names a sequence number, and with its publisher")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyChangeFacts:
+    """The content graph of a policy-change notice: what a publisher's new policy version
+    changed in what it grants one subscriber certificate.
+
+    Attributes:
+        publisher: the publisher's name (its certificate's common name).
+        subscriber: the subscriber's node URI.
+        certificate: the SHA-256 fingerprint (hex) of the subscriber's certificate.
+        previous_version / version: the policy versions compared (the new one is newer).
+        gained / lost: concepts the entitlement of ``version`` grants and that of
+            ``previous_version`` did not, and back (at least one concept changed).
+        changed_at_ms: when the publisher evaluated ``version`` for the subscriber.
+    """
+
+    publisher: str
+    subscriber: str
+    certificate: str
+    previous_version: int
+    version: int
+    gained: frozenset[str]
+    lost: frozenset[str]
+    changed_at_ms: int
+
+    def __post_init__(self) -> None:
+        for name in ("publisher", "certificate"):
+            _check_text(name, getattr(self, name))
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} must be a non-empty str")
+        check_node_uri(self.subscriber)
+        for name in ("previous_version", "version", "changed_at_ms"):
+            value = getattr(self, name)
+            _check_count(name, value)
+            if value is None:
+                raise TypeError(f"{name} must be an int")
+        if self.version <= self.previous_version:
+            raise ValueError("a policy change goes to a newer version")
+        for name in ("gained", "lost"):
+            value = getattr(self, name)
+            if not isinstance(value, frozenset) or not all(
+                isinstance(c, str) and c for c in value
+            ):
+                raise TypeError(f"{name} must be a frozenset of concept names")
+        if self.gained & self.lost:
+            raise ValueError("a concept cannot be both gained and lost")
+        if not self.gained and not self.lost:
+            raise ValueError("a policy change notice needs a concept gained or lost")

@@ -64,7 +64,7 @@ class EnvelopeInfo:
     name: str
     message: str
     number: int
-    kind: str  # "publication" | "relay" | "receipt" | "refusal"
+    kind: str  # "publication" | "relay" | "receipt" | "refusal" | "policy-notice"
     sender: str
     recipient: str | None
     timestamp_ms: int
@@ -152,8 +152,8 @@ def graph_type(name: str, quads: Iterable[Quad]) -> str:
 
     Returns:
         ``"signature"``, ``"envelope"``, ``"node"`` (a node description), ``"refusal"`` (the
-        content graph of a failure notice: it describes an ``xdn:FailureNotice``) or
-        ``"content"``.
+        content graph of a failure notice: it describes an ``xdn:FailureNotice``), ``"policy"``
+        (that of a policy-change notice: an ``xdn:PolicyChange``) or ``"content"``.
     """
     quads = list(quads)
     types = {q.o for q in quads if q.s.value == name and q.p == v.RDF_TYPE}
@@ -165,6 +165,8 @@ def graph_type(name: str, quads: Iterable[Quad]) -> str:
         return "node"
     if any(q.p == v.RDF_TYPE and q.o == v.FAILURE_NOTICE for q in quads):
         return "refusal"
+    if any(q.p == v.RDF_TYPE and q.o == v.POLICY_CHANGE for q in quads):
+        return "policy"
     return "content"
 
 
@@ -252,11 +254,12 @@ def _references(name: str, nodes: dict[str, _Node], refs: list[str]) -> tuple[Re
     return tuple(out)
 
 
-def _carried(name: str, body: _Node, *, refusal: bool) -> tuple[str, LeafRanges | None]:
-    """The document and manifest leaves an envelope carries (none for a failure notice)."""
-    if refusal:
+def _carried(name: str, body: _Node, *, notice: str | None) -> tuple[str, LeafRanges | None]:
+    """The document and manifest leaves an envelope carries (none for a notice: ``notice``
+    names its kind)."""
+    if notice is not None:
         if body.literals(v.DOCUMENT_ID) or body.literals(v.CARRIES_LEAVES):
-            raise _fail(name, "a refusal envelope carries no document or fragments")
+            raise _fail(name, f"a {notice} envelope carries no document or fragments")
         return "", None
     try:
         leaves = LeafRanges.parse(body.one_literal(v.CARRIES_LEAVES))
@@ -285,8 +288,10 @@ def _envelope(name: str, head: _Node, body: _Node, nodes: dict[str, _Node]) -> E
     if origin != (remote is None) or origin != bool(content):
         raise _fail(name, f"a {kind} envelope has the wrong msg:hasRemoteMessage/hasContent")
     if origin != (contains is None):
-        raise _fail(name, "only a publication or refusal envelope may contain no other envelope")
-    document_id, leaves = _carried(name, body, refusal=kind == "refusal")
+        raise _fail(name, "only a publication or notice envelope may contain no other envelope")
+    document_id, leaves = _carried(
+        name, body, notice=kind if kind in v.NOTICE_KINDS else None
+    )
     stamp = v.HAS_RECEIVED_TIMESTAMP if kind == "receipt" else v.HAS_SENT_TIMESTAMP
     return EnvelopeInfo(
         name=name,

@@ -31,7 +31,7 @@ from xdn import crypto
 from xdn.errors import ProtocolError, ProvenanceError, UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._batch import MAX_BATCH, BatchProof, sign_batch
-from xdn.provenance._facts import ContentFacts, RefusalFacts, Signer
+from xdn.provenance._facts import ContentFacts, PolicyChangeFacts, RefusalFacts, Signer
 from xdn.provenance._graphs import ContentSummary, EnvelopeInfo
 from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
@@ -151,9 +151,15 @@ class Message:
         """What this failure notice says was refused (``None``: not a failure notice)."""
         return self._shape.refusal
 
+    @property
+    def policy_change(self) -> PolicyChangeFacts | None:
+        """What this policy-change notice says changed (``None``: not such a notice)."""
+        return self._shape.policy_change
+
     def _content(self) -> ContentSummary:
         if self._shape.content is None:
-            raise UsageError(f"{self.uri} is a failure notice: it carries no document")
+            what = "failure notice" if self.refusal is not None else "policy-change notice"
+            raise UsageError(f"{self.uri} is a {what}: it carries no document")
         return self._shape.content
 
     @property
@@ -286,20 +292,23 @@ def _envelope_quads(hop: _Hop, refs: list[tuple[str, str, str]]) -> list[Quad]:
 
 
 def _check_args(
-    signer: Signer, message_uri: str, document_id: str | None, timestamp_ms: int
+    signer: Signer, message_uri: str, document_id: str | None, timestamp_ms: int,
+    *, prefix: str | None = None,
 ) -> None:
-    """Check a builder's arguments; ``document_id`` ``None`` for a failure notice."""
+    """Check a builder's arguments; ``document_id`` ``None`` for a failure notice (``prefix``:
+    another notice space, e.g. a policy-change notice's)."""
     if not isinstance(signer, Signer):
         raise TypeError("signer must be a Signer")
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
         raise TypeError("timestamp_ms must be an int (milliseconds since the epoch)")
     if not 0 <= timestamp_ms < 2**63:
         raise ValueError("timestamp_ms is out of range")
-    prefix = (
-        notice_uri_prefix(signer.node_uri)
-        if document_id is None
-        else message_uri_prefix(signer.node_uri, document_id)
-    )
+    if prefix is None:
+        prefix = (
+            notice_uri_prefix(signer.node_uri)
+            if document_id is None
+            else message_uri_prefix(signer.node_uri, document_id)
+        )
     if not isinstance(message_uri, str) or not message_uri.startswith(prefix):
         raise UsageError(f"message URI {message_uri!r} must start with {prefix!r}")
     if message_uri == prefix or "#" in message_uri:
@@ -391,8 +400,8 @@ def check_extendable(
 
 
 def _not_a_notice(message: Message) -> None:
-    if message.refusal is not None:
-        raise UsageError("a refusal is final; it cannot be relayed or receipted")
+    if message.refusal is not None or message.policy_change is not None:
+        raise UsageError("a notice is final; it cannot be relayed or receipted")
 
 
 def _check_extension(message: Message, uri: str) -> None:

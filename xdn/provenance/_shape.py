@@ -22,7 +22,7 @@ from typing import TypeVar
 from xdn import ids
 from xdn.errors import ProvenanceError
 from xdn.provenance import _vocab as v
-from xdn.provenance._facts import RefusalFacts
+from xdn.provenance._facts import PolicyChangeFacts, RefusalFacts
 from xdn.provenance._graphs import (
     ContentSummary,
     EnvelopeInfo,
@@ -33,6 +33,7 @@ from xdn.provenance._graphs import (
     read_envelope,
     read_signature,
 )
+from xdn.provenance._policy_graph import read_policy_change
 from xdn.provenance._refusal import read_refusal
 from xdn.rdf import Quad
 
@@ -44,6 +45,8 @@ __all__ = [
     "message_uri_prefix",
     "notice_uri",
     "notice_uri_prefix",
+    "policy_notice_uri",
+    "policy_uri_prefix",
 ]
 
 
@@ -92,10 +95,29 @@ def notice_uri(node_uri: str, *hop: str) -> str:
     return notice_uri_prefix(node_uri) + "/".join(ids.segment(h) for h in hop)
 
 
+def policy_uri_prefix(node_uri: str) -> str:
+    """The policy-change notices a publisher signs have message URIs starting with this."""
+    return f"{node_uri}policy/"
+
+
+def policy_notice_uri(node_uri: str, version: int, fingerprint: str) -> str:
+    """The URI a publisher mints for its notice of policy ``version`` to the subscriber
+    certificate ``fingerprint``: ``<node>policy/v<version>/<fingerprint>`` (one per both).
+
+    >>> policy_notice_uri("https://acme.xdn.example/", 5, "9f3c")
+    'https://acme.xdn.example/policy/v5/9f3c'
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError("a policy version is a positive int")
+    return policy_uri_prefix(node_uri) + f"v{version}/" + ids.segment(fingerprint)
+
+
 def uri_prefix(env: EnvelopeInfo) -> str:
     """Where condition 11 wants the message URI of envelope ``env``."""
     if env.kind == "refusal":
         return notice_uri_prefix(env.sender)
+    if env.kind == "policy-notice":
+        return policy_uri_prefix(env.sender)
     return message_uri_prefix(env.sender, env.document_id)
 
 
@@ -109,6 +131,7 @@ class Shape:
     content_graphs: tuple[str, ...]
     content: ContentSummary | None  # None for a failure notice
     refusal: RefusalFacts | None = None  # what a failure notice says was refused
+    policy_change: PolicyChangeFacts | None = None  # what a policy-change notice says
 
     @property
     def outermost(self) -> EnvelopeInfo:
@@ -256,6 +279,17 @@ def _read_refusal(
     return read_refusal(name, graphs[name])
 
 
+def _read_policy_change(
+    first: EnvelopeInfo, graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
+) -> PolicyChangeFacts:
+    if len(first.content) != 1:
+        raise ProvenanceError(f"graph <{first.name}>: needs exactly one content graph")
+    name = first.content[0]
+    if kinds.get(name) != "policy" or name != first.message + "#c1":
+        raise ProvenanceError(f"graph <{first.name}>: <{name}> is not its policy change")
+    return read_policy_change(name, graphs[name])
+
+
 def _signatures(
     graphs: Mapping[str, list[Quad]], kinds: Mapping[str, str]
 ) -> dict[str, SignatureInfo]:
@@ -289,9 +323,11 @@ def analyse(quads: Iterable[Quad]) -> Shape:
     unsigned = sorted(n for n, k in kinds.items() if k != "signature" and n not in sigs)
     if unsigned:
         raise ProvenanceError(f"condition 3: graph <{unsigned[0]}> is not signed")
-    content, refusal = None, None
+    content, refusal, policy_change = None, None, None
     if chain[0].kind == "refusal":
         refusal = _read_refusal(chain[0], graphs, kinds)
+    elif chain[0].kind == "policy-notice":
+        policy_change = _read_policy_change(chain[0], graphs, kinds)
     else:
         content = _read_content(chain[0], graphs, kinds)
     for inner, env in zip((None, *chain), chain, strict=False):
@@ -310,6 +346,7 @@ def analyse(quads: Iterable[Quad]) -> Shape:
         content_graphs=chain[0].content,
         content=content,
         refusal=refusal,
+        policy_change=policy_change,
     )
 
 
@@ -343,4 +380,5 @@ def extend(shape: Shape, quads: Iterable[Quad]) -> Shape:
         content_graphs=shape.content_graphs,
         content=shape.content,
         refusal=shape.refusal,
+        policy_change=shape.policy_change,
     )

@@ -35,7 +35,12 @@ from xdn.provenance._shape import Shape
 __all__ = ["ChainVerifier", "VerifiedChain", "verify_message"]
 
 #: The role a signer's certificate needs, by the kind of envelope it signs.
-_ROLE = {"publication": "publisher", "relay": "site", "receipt": "subscriber"}
+_ROLE = {
+    "publication": "publisher",
+    "relay": "site",
+    "receipt": "subscriber",
+    "policy-notice": "publisher",
+}
 
 
 def _check_signers(shape: Shape) -> None:
@@ -149,7 +154,8 @@ class VerifiedChain:
 
     Attributes:
         signers: one credential per envelope, in chain order.
-        publisher: the credential that signed the content graph (``None``: a failure notice).
+        publisher: the credential that signed the content graph: the publisher of a document
+            or of a policy-change notice (``None``: a failure notice).
     """
 
     signers: tuple[certs.Credential, ...]
@@ -222,6 +228,14 @@ class ChainVerifier:
                 raise SignatureError(
                     f"graph <{shape.content_graphs[0]}> names publisher "
                     f"{shape.content.publisher!r} but is signed by {publisher.name!r}"
+                )
+        change = shape.policy_change
+        if change is not None:
+            publisher = signers[0]
+            if publisher.name != change.publisher:
+                raise SignatureError(
+                    f"graph <{shape.content_graphs[0]}> names publisher {change.publisher!r} "
+                    f"but is signed by {publisher.name!r}"
                 )
         return VerifiedChain(signers=tuple(signers), publisher=publisher)
 

@@ -84,13 +84,31 @@ RECEIVED_FROM: Final = IRI(XDN + "receivedFrom")
 #: A gap's number in its publisher's signed sequence (the document that never came).
 SEQUENCE: Final = IRI(XDN + "sequence")
 
+# policy-change notices: what a publisher's new policy version changed for one subscriber
+#: The message type of an envelope wrapping a :data:`POLICY_CHANGE` content graph.
+POLICY_NOTICE: Final = IRI(XDN + "PolicyNotice")
+POLICY_CHANGE: Final = IRI(XDN + "PolicyChange")
+#: The subscriber a policy change concerns (its node URI) and its certificate's fingerprint.
+SUBSCRIBER: Final = IRI(XDN + "subscriber")
+CERTIFICATE_FINGERPRINT: Final = IRI(XDN + "certificateFingerprint")
+POLICY_VERSION: Final = IRI(XDN + "policyVersion")
+PREVIOUS_POLICY_VERSION: Final = IRI(XDN + "previousPolicyVersion")
+#: Concepts the new version grants the subscriber that the previous one did not, and back.
+GAINS: Final = IRI(XDN + "gains")
+LOSES: Final = IRI(XDN + "loses")
+#: When the publisher evaluated the new version for the subscriber (ms since the epoch).
+CHANGED_AT: Final = IRI(XDN + "changedAt")
+
 KINDS: Final = {
     PUBLICATION.value: "publication",
     RELAY.value: "relay",
     RECEIPT.value: "receipt",
     REFUSAL.value: "refusal",
+    POLICY_NOTICE.value: "policy-notice",
 }
 #: Kinds of envelope that nothing may wrap (they name no recipient).
-FINAL_KINDS: Final = frozenset({"receipt", "refusal"})
+FINAL_KINDS: Final = frozenset({"receipt", "refusal", "policy-notice"})
 #: Kinds of envelope that wrap a content graph rather than another envelope.
-ORIGIN_KINDS: Final = frozenset({"publication", "refusal"})
+ORIGIN_KINDS: Final = frozenset({"publication", "refusal", "policy-notice"})
+#: Kinds of one-hop notice (no document, no fragments), by the type of their content graph.
+NOTICE_KINDS: Final = frozenset({"refusal", "policy-notice"})

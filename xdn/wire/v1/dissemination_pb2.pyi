@@ -102,7 +102,7 @@ class Checkpoint(_message.Message):
     def __init__(self, publisher: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., concepts: _Optional[_Iterable[_Union[Checkpoint.ConceptSequence, _Mapping]]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., policy_version: _Optional[int] = ...) -> None: ...
 
 class Entitlement(_message.Message):
-    __slots__ = ("publisher", "subscriber", "certificate", "policy_version", "issued_at_ms", "valid_until_ms", "concepts", "conditional", "signature", "publisher_certificate")
+    __slots__ = ("publisher", "subscriber", "certificate", "policy_version", "issued_at_ms", "valid_until_ms", "concepts", "conditional", "signature", "publisher_certificate", "notice")
     PUBLISHER_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +113,7 @@ class Entitlement(_message.Message):
     CONDITIONAL_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    NOTICE_FIELD_NUMBER: _ClassVar[int]
     publisher: str
     subscriber: str
     certificate: str
@@ -123,7 +124,8 @@ class Entitlement(_message.Message):
     conditional: _containers.RepeatedScalarFieldContainer[str]
     signature: bytes
     publisher_certificate: bytes
-    def __init__(self, publisher: _Optional[str] = ..., subscriber: _Optional[str] = ..., certificate: _Optional[str] = ..., policy_version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., valid_until_ms: _Optional[int] = ..., concepts: _Optional[_Iterable[str]] = ..., conditional: _Optional[_Iterable[str]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ...) -> None: ...
+    notice: bytes
+    def __init__(self, publisher: _Optional[str] = ..., subscriber: _Optional[str] = ..., certificate: _Optional[str] = ..., policy_version: _Optional[int] = ..., issued_at_ms: _Optional[int] = ..., valid_until_ms: _Optional[int] = ..., concepts: _Optional[_Iterable[str]] = ..., conditional: _Optional[_Iterable[str]] = ..., signature: _Optional[bytes] = ..., publisher_certificate: _Optional[bytes] = ..., notice: _Optional[bytes] = ...) -> None: ...
 
 class Missing(_message.Message):
     __slots__ = ("publisher", "sequences")
