@@ -15,11 +15,13 @@ line (:mod:`audit.progress`).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from py4j.protocol import Py4JError
 from pyspark import Accumulator
@@ -90,8 +92,9 @@ def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
     if not fs.exists(root):
         raise FileNotFoundError(f"path does not exist: {location}")
     if not fs.getFileStatus(root).isDirectory():
-        return LogFiles(logs=(LogFile(path=location, size=fs.getFileStatus(root).getLen()),),
-                        skipped=())
+        qualified = fs.makeQualified(root).toString()  # as Spark names the file it reads
+        size = fs.getFileStatus(root).getLen()
+        return LogFiles(logs=(LogFile(path=qualified, size=size),), skipped=())
     logs, skipped = [], []
     prefix = fs.makeQualified(root).toString().rstrip("/") + "/"
     files = fs.listFiles(root, True)
@@ -101,8 +104,12 @@ def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
         if is_log_name(path.getName()):
             logs.append(LogFile(path=path.toString(), size=status.getLen()))
         else:
-            skipped.append(Skipped(path=path.toString().removeprefix(prefix),
-                                   reason="not named like a provenance log"))
+            skipped.append(
+                Skipped(
+                    path=path.toString().removeprefix(prefix),
+                    reason="not named like a provenance log",
+                )
+            )
     return LogFiles(logs=tuple(logs), skipped=tuple(skipped))
 
 
@@ -343,9 +350,8 @@ def _audit(
         say(f"reading {len(files.logs)} provenance log(s), {files.total_bytes:,} bytes")
         lines = read_logs(spark, files.logs)
         say("verifying signatures and chains")
-        tables = build_tables(
-            lines, ca_pem=ca_pem, at=at or datetime.now(UTC), counters=counters
-        )
+        tables = build_tables(lines, ca_pem=ca_pem, at=at or datetime.now(UTC), counters=counters)
+        tables = _with_silent_files(spark, tables, files)
         say("reconstructing fragment paths")
         summary = summarise(tables)
         say(f"writing Parquet tables and report to {out_dir}")
@@ -364,6 +370,27 @@ def _audit(
     finally:
         for frame in tables.cached if tables is not None else ():
             frame.unpersist()
+
+
+def _same_file(path: str) -> str:
+    """A path as Spark's ``_metadata.file_path`` and as a listing give it, made comparable."""
+    return unquote(re.sub(r"^file:(//)?", "", path))
+
+
+def _with_silent_files(spark: SparkSession, tables: AuditTables, files: LogFiles) -> AuditTables:
+    """``tables`` with a failure for each non-empty uncompressed log that gave no line at all
+    (every line too long to read): :func:`audit.transforms.file_problems` sees only files with
+    lines. Collects one row per log file read, not per line."""
+    parsed = tables.cached[0]
+    read = {_same_file(r.source) for r in parsed.select("source").distinct().collect()}
+    silent = [
+        f for f in files.logs if f.size > 0 and not f.compressed and _same_file(f.path) not in read
+    ]
+    if not silent:
+        return tables
+    reason = f"no line read: every line is longer than {t.MAX_LINE_BYTES} bytes"
+    rows = spark.createDataFrame([("", f.path, reason) for f in silent], tables.failures.schema)
+    return replace(tables, failures=tables.failures.union(rows))
 
 
 _TABLES = ("signatures", "chains", "paths", "refusals", "failures", "latency", "fan_out")

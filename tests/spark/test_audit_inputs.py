@@ -5,6 +5,7 @@ long runs print a progress line. One shared local session, real logs (``audit_lo
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from audit_logs import NOW, Network, make_network
 from pyspark.sql import SparkSession
 
 from audit import transforms as t
+from audit.cluster import SessionOptions
 from audit.job import run_audit
 
 pytestmark = pytest.mark.spark
@@ -105,9 +107,17 @@ def test_torn_binary_and_enormous_line_logs_are_one_finding_per_file(
     huge.write_bytes(
         readable + b'<urn:a> <urn:b> "' + b"A" * 3 * t.MAX_LINE_BYTES + b'" <urn:g> .\n'
     )
+    only = logs / "only huge" / "provenance.nq"  # no line short enough: Spark gets no row
+    only.parent.mkdir()
+    only.write_bytes(b"A" * (2 * t.MAX_LINE_BYTES) + b"\n")
     summary = run_audit([str(logs)], ca_pem=network.ca_pem, out_dir=tmp_path / "out", at=NOW)
     by_file = {f.node.rsplit("/", 2)[-2]: f for f in summary.failures if f.graph == ""}
-    assert sorted(by_file) == ["d2", "huge", "junk"], summary.failures
+    assert sorted(by_file) == ["d2", "huge", "junk", "only huge"], summary.failures
+    assert by_file["only huge"] == (
+        "",
+        str(only),
+        f"no line read: every line is longer than {t.MAX_LINE_BYTES} bytes",
+    )
     assert re.fullmatch(r"1 malformed log line\(s\), e\.g\. .+", by_file["d2"].reason)
     assert re.fullmatch(r"2000 malformed log line\(s\), e\.g\. .+", by_file["junk"].reason)
     unread = huge.stat().st_size - len(readable)
@@ -118,23 +128,31 @@ def test_torn_binary_and_enormous_line_logs_are_one_finding_per_file(
     assert [f.reason for f in summary.failures if f.graph == "urn:g"] == [
         "graph <urn:g>: a content graph must be named <message#cN>"
     ]
-    assert len(summary.failures) == 4
+    assert len(summary.failures) == 5
     # the chains themselves are intact: the torn line was a copy's half
     assert (summary.chains_ok, summary.fragments_delivered) == (2, 10)
 
 
 def test_long_runs_print_progress_with_counts_and_rate(
-    spark: SparkSession, network: Network, tmp_path: Path
+    spark: SparkSession, network: Network, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     said: list[str] = []
-    run_audit(
-        [str(network.clean)],
-        ca_pem=network.ca_pem,
-        out_dir=tmp_path,
-        at=NOW,
-        progress=said.append,
-        progress_every_s=0.05,
-    )
+    # the shared session is running: what only a new JVM could take is refused aloud
+    session = SessionOptions(driver_memory="3g", conf=(("spark.executor.memory", "2g"),))
+    with caplog.at_level(logging.WARNING, logger="audit.cluster"):
+        run_audit(
+            [str(network.clean)],
+            ca_pem=network.ca_pem,
+            out_dir=tmp_path,
+            session=session,
+            at=NOW,
+            progress=said.append,
+            progress_every_s=0.05,
+        )
+    assert "spark.executor.memory, --driver-memory cannot change it" in caplog.text
+    # the partitions it set on the reused session are put back
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
     line = re.compile(
         r"(?P<stage>[^:]+): (?P<lines>[\d,]+) log lines, (?P<envelopes>[\d,]+) envelopes read "
         r"\([\d,]+ lines/s, \d+ s\)"

@@ -220,3 +220,21 @@ def test_progress_lines_come_while_the_job_runs_and_stop_with_it() -> None:
     assert not ticker._thread.is_alive()  # stopped and joined: nothing more comes
     assert all(s.startswith(("starting: ", "reading: ")) for s in said)
     assert "reading: 7 log lines, 0 envelopes read" in said[-1]
+
+
+def test_a_new_session_gets_driver_memory_partitions_and_conf() -> None:
+    from audit.cluster import _builder
+
+    options = SessionOptions(
+        master="spark://h:7077",
+        driver_memory="3g",
+        partitions=12,
+        conf=(("spark.executor.memory", "4g"), ("spark.driver.host", "10.0.0.5")),
+    )
+    settings = _builder(options)._options  # what getOrCreate passes to the new JVM
+    assert settings["spark.master"] == "spark://h:7077"
+    assert settings["spark.driver.memory"] == "3g"
+    assert settings["spark.default.parallelism"] == "12"
+    assert settings["spark.executor.memory"] == "4g"
+    assert settings["spark.driver.host"] == "10.0.0.5"
+    assert "spark.driver.memory" not in _builder(SessionOptions())._options
