@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
         "logdirs",
         nargs="+",
         metavar="LOGDIR",
-        help="log files or directories (local paths or Spark-readable URIs)",
+        help="log files or directories (local paths or Spark-readable URIs); in directories "
+        "only provenance logs are read (*.nq, *.nq.gz, rotated), other files are skipped",
     )
     parser.add_argument(
         "--ca", required=True, type=Path, metavar="CA.pem", help="the network CA certificate"
@@ -47,7 +48,9 @@ def register(subparsers: Any) -> None:
         help="Spark master: local[N], spark://HOST:PORT, yarn, k8s://… (default: %(default)s)",
     )
     cluster = parser.add_argument_group(
-        "Spark session", "apply when the audit starts Spark (not to a session already running)"
+        "Spark session",
+        "see docs/audit.md for clusters; --executor-python, --driver-memory and --conf apply "
+        "when the audit starts Spark, not to a session already running",
     )
     cluster.add_argument(
         "--executor-python",

@@ -238,3 +238,22 @@ def test_a_new_session_gets_driver_memory_partitions_and_conf() -> None:
     assert settings["spark.executor.memory"] == "4g"
     assert settings["spark.driver.host"] == "10.0.0.5"
     assert "spark.driver.memory" not in _builder(SessionOptions())._options
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--partitions", "0"], "--partitions must be at least 1"),
+        (["--conf", "spark.executor.memory"], "--conf takes KEY=VALUE"),
+        (["--progress-every", "0"], "--progress-every must be positive"),
+    ],
+)
+def test_cli_refuses_bad_session_options_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    from xdn.cli import main
+
+    (tmp_path / "ca.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    argv = ["audit", str(tmp_path), "--ca", str(tmp_path / "ca.pem"), "--out", str(tmp_path)]
+    assert main([*argv, *option]) == 1
+    assert message in capsys.readouterr().err
