@@ -226,6 +226,8 @@ def open_session(options: SessionOptions, *, say: Callable[[str], None]) -> Iter
         spark, owned = active, False
         ignored = [k for k, _ in options.conf]
         ignored += ["--driver-memory"] if options.driver_memory else []
+        if options.executor_python != active.sparkContext.pythonExec:
+            ignored.append(f"--executor-python (it runs {active.sparkContext.pythonExec})")
         if ignored:
             log.warning(
                 "a Spark session is already running: %s cannot change it", ", ".join(ignored)

@@ -174,7 +174,8 @@ def file_problems(parsed: DataFrame) -> DataFrame:
     Malformed lines (binary data, a line torn by a crash) are counted per file with one
     example, so a log full of garbage is one finding, not thousands. A file whose lines add up
     to at least :data:`MAX_LINE_BYTES` fewer bytes than its size held lines too long to read
-    (compressed files are not checked: their size is not their text's).
+    (compressed files are not checked: their size is not their text's; a CR LF line end counts
+    one byte short, far below the limit).
 
     Args:
         parsed: :func:`parse_lines` over lines with ``source`` and ``file_size`` (bytes).

@@ -138,7 +138,11 @@ def test_long_runs_print_progress_with_counts_and_rate(
 ) -> None:
     said: list[str] = []
     # the shared session is running: what only a new JVM could take is refused aloud
-    session = SessionOptions(driver_memory="3g", conf=(("spark.executor.memory", "2g"),))
+    session = SessionOptions(
+        executor_python="/elsewhere/bin/python",
+        driver_memory="3g",
+        conf=(("spark.executor.memory", "2g"),),
+    )
     with caplog.at_level(logging.WARNING, logger="audit.cluster"):
         run_audit(
             [str(network.clean)],
@@ -149,7 +153,10 @@ def test_long_runs_print_progress_with_counts_and_rate(
             progress=said.append,
             progress_every_s=0.05,
         )
-    assert "spark.executor.memory, --driver-memory cannot change it" in caplog.text
+    assert (
+        "spark.executor.memory, --driver-memory, --executor-python "
+        f"(it runs {spark.sparkContext.pythonExec}) cannot change it"
+    ) in caplog.text
     # the partitions it set on the reused session are put back
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
     assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
