@@ -4,26 +4,43 @@ Everything that decides anything lives in :mod:`audit.transforms` (DataFrame →
 :mod:`audit.report` (summary → HTML); this module only does I/O: the Spark session, reading
 log files (any Spark-readable URI), Parquet and HTML output, and the actions that collect the
 summary. Runs unchanged on an embedded ``local[*]`` Spark or on a cluster (``master`` or
-``spark-submit``); an already active session (a test's, ``spark-submit``'s) is reused and left
-running.
+``spark-submit``; how the session is made and the code shipped: :mod:`audit.cluster`); an
+already active session (a test's, ``spark-submit``'s) is reused and left running.
+
+The input directories are listed first and only provenance logs are read
+(:mod:`audit.inputs`); the skipped files are reported in one line. Long runs print a progress
+line (:mod:`audit.progress`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sys
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from py4j.protocol import Py4JError
+from pyspark import Accumulator
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit import transforms as t
+from audit.cluster import SessionOptions, open_session, set_partitions
+from audit.inputs import (
+    LogFile,
+    LogFiles,
+    Skipped,
+    find_logs,
+    is_local,
+    is_log_name,
+    skipped_line,
+)
+from audit.progress import ProgressLine
 from audit.refusals import refusal_counts, refusals
 from audit.report import (
     MAX_LISTED_REFUSALS,
@@ -37,7 +54,14 @@ from audit.report import (
 )
 from xdn.errors import UsageError
 
-__all__ = ["AuditTables", "build_tables", "read_logs", "run_audit", "summarise"]
+__all__ = [
+    "AuditTables",
+    "build_tables",
+    "list_logs",
+    "read_logs",
+    "run_audit",
+    "summarise",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +83,97 @@ class AuditTables:
     cached: tuple[DataFrame, ...]
 
 
-def read_logs(spark: SparkSession, log_paths: Sequence[str]) -> DataFrame:
-    """All lines of all log files under ``log_paths`` → ``(value, source)``."""
+def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
+    """List a non-local location (``hdfs://``, ``s3a://``…) with Spark's file systems."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    root = jvm.org.apache.hadoop.fs.Path(location)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(root):
+        raise FileNotFoundError(f"path does not exist: {location}")
+    if not fs.getFileStatus(root).isDirectory():
+        qualified = fs.makeQualified(root).toString()  # as Spark names the file it reads
+        size = fs.getFileStatus(root).getLen()
+        return LogFiles(logs=(LogFile(path=qualified, size=size),), skipped=())
+    logs, skipped = [], []
+    prefix = fs.makeQualified(root).toString().rstrip("/") + "/"
+    files = fs.listFiles(root, True)
+    while files.hasNext():
+        status = files.next()
+        path = status.getPath()
+        if is_log_name(path.getName()):
+            logs.append(LogFile(path=path.toString(), size=status.getLen()))
+        else:
+            skipped.append(
+                Skipped(
+                    path=path.toString().removeprefix(prefix),
+                    reason="not named like a provenance log",
+                )
+            )
+    return LogFiles(logs=tuple(logs), skipped=tuple(skipped))
+
+
+def list_logs(spark: SparkSession | None, locations: Sequence[str]) -> LogFiles:
+    """The provenance logs under ``locations`` (:mod:`audit.inputs`); non-local locations need
+    ``spark``.
+
+    Raises:
+        UsageError: a location does not exist or cannot be listed, or none holds a log.
+    """
+    found: list[LogFiles] = []
     try:
-        lines = spark.read.option("recursiveFileLookup", "true").text(list(log_paths))
+        for location in locations:
+            if is_local(location):
+                found.append(find_logs([location]))
+            elif spark is None:
+                raise UsageError(f"cannot list {location} before Spark runs")
+            else:
+                found.append(_remote_logs(spark, location))
+    except (OSError, Py4JError) as exc:
+        raise UsageError(f"cannot read provenance logs: {exc}") from None
+    logs = LogFiles(
+        logs=tuple(f for part in found for f in part.logs),
+        skipped=tuple(f for part in found for f in part.skipped),
+    )
+    if not logs.logs:
+        raise UsageError(
+            f"cannot read provenance logs: no provenance log (*.nq, *.nq.gz, rotated) under "
+            f"{', '.join(locations)}"
+        )
+    return logs
+
+
+def read_logs(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
+    """All lines of ``files`` → ``(value, source, file_size)``; lines longer than
+    :data:`audit.transforms.MAX_LINE_BYTES` are skipped by the reader (and reported by
+    :func:`audit.transforms.file_problems`), so one enormous line costs no memory."""
+    paths = [f"file://{f.path}" if f.path.startswith("/") else f.path for f in files]
+    try:
+        lines = spark.read.option(
+            "mapreduce.input.linerecordreader.line.maxlength", str(t.MAX_LINE_BYTES)
+        ).text(paths)
     except AnalysisException as exc:
         raise UsageError(f"cannot read provenance logs: {exc.getMessage()}") from None
-    return lines.select("value", F.col("_metadata.file_path").alias("source"))
+    return lines.select(
+        "value",
+        F.col("_metadata.file_path").alias("source"),
+        F.col("_metadata.file_size").alias("file_size"),
+    )
 
 
-def build_tables(lines: DataFrame, *, ca_pem: bytes, at: datetime) -> AuditTables:
-    """Compose the transforms over ``(value, source)`` lines (lazily; nothing runs yet)."""
-    parsed = t.parse_lines(lines).cache()
+def build_tables(
+    lines: DataFrame,
+    *,
+    ca_pem: bytes,
+    at: datetime,
+    counters: tuple[Accumulator[int], Accumulator[int]] | None = None,
+) -> AuditTables:
+    """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
+    yet); ``counters``: accumulators of lines and envelopes read, for progress."""
+    lines_read, envelopes_read = counters or (None, None)
+    parsed = t.parse_lines(lines, lines_read).cache()
     graphs = t.collect_graphs(parsed).cache()
-    described = t.describe_graphs(graphs).cache()
+    described = t.describe_graphs(graphs, envelopes_read).cache()
     sigs = t.signatures(described)
     nodes = t.verify_nodes(t.node_certificates(described), ca_pem=ca_pem, at=at)
     results = t.verify_signatures(sigs, graphs, nodes).cache()
@@ -189,61 +290,77 @@ def _refusals(tables: AuditTables) -> dict[str, Any]:
     }
 
 
-def _session(master: str) -> tuple[SparkSession, bool]:
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("xdn-audit")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    if master.startswith("local"):
-        # local Python workers must run this interpreter: they import xdn and audit.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # one machine: a few shuffle partitions per core, not the cluster default of 200
-        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
-    return builder.getOrCreate(), True
-
-
 def run_audit(
     log_paths: Sequence[str],
     *,
     ca_pem: bytes,
     out_dir: Path,
     master: str = "local[*]",
+    session: SessionOptions | None = None,
     at: datetime | None = None,
     progress: Progress | None = None,
+    progress_every_s: float = 10.0,
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
     Args:
-        log_paths: log files or directories (read recursively), local or any Spark-readable URI.
+        log_paths: log files or directories (read recursively), local or any Spark-readable URI;
+            in directories only provenance logs are read (:mod:`audit.inputs`).
         ca_pem: the network CA certificate every node certificate must chain to.
-        out_dir: where ``signatures/``, ``chains/``, ``paths/``, ``refusals/`` (Parquet) and
-            ``report.html`` go.
-        master: Spark master when no session is active.
+        out_dir: where ``signatures/``, ``chains/``, ``paths/``, ``refusals/``, ``failures/``,
+            ``latency/``, ``fan_out/`` (Parquet) and ``report.html`` go.
+        master: Spark master when no session is active (``session`` overrides it).
+        session: how to start Spark when no session is active (:mod:`audit.cluster`).
         at: when node certificates must be valid (default: now).
-        progress: called with one line per stage.
+        progress: called with one line per stage, and a progress line every
+            ``progress_every_s`` seconds while Spark works.
     """
     if isinstance(log_paths, str) or not log_paths:
         raise UsageError("give at least one log path (a sequence of paths)")
     say: Progress = progress or log.info
-    spark, owned = _session(master)
+    locations = [str(p) for p in log_paths]
+    local = None if not all(is_local(p) for p in locations) else list_logs(None, locations)
+    with open_session(session or SessionOptions(master=master), say=say) as spark:
+        files = local or list_logs(spark, locations)
+        if (skipped := skipped_line(files.skipped)) is not None:
+            say(skipped)
+        set_partitions(spark, session or SessionOptions(master=master), files.total_bytes, say)
+        counters = (spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
+        with ProgressLine(
+            say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
+        ) as ticker:
+            return _audit(spark, files, ca_pem, out_dir, at, counters, ticker)
+
+
+def _audit(
+    spark: SparkSession,
+    files: LogFiles,
+    ca_pem: bytes,
+    out_dir: Path,
+    at: datetime | None,
+    counters: tuple[Accumulator[int], Accumulator[int]],
+    ticker: ProgressLine,
+) -> AuditSummary:
+    def say(stage: str) -> None:
+        ticker.stage(stage)
+        ticker.say(stage)
+
     tables = None
     try:
-        say(f"reading provenance logs from {len(log_paths)} location(s)")
-        lines = read_logs(spark, [str(p) for p in log_paths])
+        say(f"reading {len(files.logs)} provenance log(s), {files.total_bytes:,} bytes")
+        lines = read_logs(spark, files.logs)
         say("verifying signatures and chains")
-        tables = build_tables(lines, ca_pem=ca_pem, at=at or datetime.now(UTC))
+        tables = build_tables(lines, ca_pem=ca_pem, at=at or datetime.now(UTC), counters=counters)
+        tables = _with_silent_files(spark, tables, files)
         say("reconstructing fragment paths")
         summary = summarise(tables)
         say(f"writing Parquet tables and report to {out_dir}")
-        for name in ("signatures", "chains", "paths", "refusals"):
+        for name in _TABLES:
             getattr(tables, name).write.mode("overwrite").parquet(str(Path(out_dir) / name))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")
-        say(
+        ticker.say(f"read {ticker.totals()}")
+        ticker.say(
             f"{summary.messages} messages, {summary.signatures_verified} signatures verified, "
             f"{summary.signatures_failed} failed, {summary.chains_ok} chains ok, "
             f"{summary.chains_broken} broken, {summary.fragments_delivered} fragments delivered, "
@@ -253,5 +370,27 @@ def run_audit(
     finally:
         for frame in tables.cached if tables is not None else ():
             frame.unpersist()
-        if owned:
-            spark.stop()
+
+
+def _same_file(path: str) -> str:
+    """A path as Spark's ``_metadata.file_path`` and as a listing give it, made comparable."""
+    return unquote(re.sub(r"^file:(//)?", "", path))
+
+
+def _with_silent_files(spark: SparkSession, tables: AuditTables, files: LogFiles) -> AuditTables:
+    """``tables`` with a failure for each non-empty uncompressed log that gave no line at all
+    (every line too long to read): :func:`audit.transforms.file_problems` sees only files with
+    lines. Collects one row per log file read, not per line."""
+    parsed = tables.cached[0]
+    read = {_same_file(r.source) for r in parsed.select("source").distinct().collect()}
+    silent = [
+        f for f in files.logs if f.size > 0 and not f.compressed and _same_file(f.path) not in read
+    ]
+    if not silent:
+        return tables
+    reason = f"no line read: every line is longer than {t.MAX_LINE_BYTES} bytes"
+    rows = spark.createDataFrame([("", f.path, reason) for f in silent], tables.failures.schema)
+    return replace(tables, failures=tables.failures.union(rows))
+
+
+_TABLES = ("signatures", "chains", "paths", "refusals", "failures", "latency", "fan_out")

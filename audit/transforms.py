@@ -6,7 +6,9 @@ Every node's log holds its certificate (a node description) and the graphs it ad
 message. Nothing in a log is trusted: the pipeline rebuilds the envelope chains from all logs
 together and checks each link.
 
-1. :func:`parse_lines` — each line → canonical N-Quads line + graph name (or an error).
+1. :func:`parse_lines` — each line → canonical N-Quads line + graph name (or an error), and its
+   size; :func:`file_problems` sums these per log file (malformed lines, lines too long to
+   read) so a torn or binary log is one finding, not one per line.
 2. :func:`collect_graphs` — lines grouped by graph name (sorted, de-duplicated: the graph's
    canonical form), with the log files it came from.
 3. :func:`describe_graphs` — each graph classified and read strictly (signature, envelope,
@@ -28,6 +30,9 @@ together and checks each link.
    each message publisher → disseminators → subscriber receipt, with the manifest leaves it
    delivers and how many (one walk per document).
 8. :func:`hop_latency`, :func:`fan_out`, :func:`failures` — what the report shows.
+
+``parse_lines`` and ``describe_graphs`` take optional Spark accumulators they count lines and
+envelopes into, for the job's progress line (:mod:`audit.progress`).
 9. :mod:`audit.refusals` — the failure notices parties signed when they refused something
    (issue #13). Notices are messages of their own, not part of any chain; their signatures
    are verified in step 5 with all others, so a forged notice is a failure like any forged
@@ -36,8 +41,11 @@ together and checks each link.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
+from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -50,17 +58,36 @@ PARSED = T.StructType([T.StructField(n, _S) for n in ("line", "graph", "error")]
 VERDICT = T.StructType([T.StructField("verified", T.BooleanType()), T.StructField("reason", _S)])
 
 
-def parse_lines(lines: DataFrame) -> DataFrame:
-    """``(value, source)`` log lines → ``(source, line, graph, error)``; blank lines dropped."""
-    parse = F.udf(R.parse_row, PARSED, useArrow=False)
-    parsed = lines.select("source", parse("value").alias("p")).where(F.col("p").isNotNull())
-    return parsed.select("source", "p.line", "p.graph", "p.error")
+def parse_lines(lines: DataFrame, counter: Accumulator[int] | None = None) -> DataFrame:
+    """``(value, source, …)`` log lines → ``(source, …, bytes, line, graph, error)``.
+
+    Every input line gives one row, its other columns kept: ``bytes`` is its size in the file
+    (with its line end), and a blank or comment line has no ``line``, ``graph`` or ``error``.
+    ``counter``, if given, is a Spark accumulator each parsed line adds one to (progress).
+    """
+    parse = F.udf(_counted(R.parse_row, counter), PARSED, useArrow=False)
+    kept = [c for c in lines.columns if c != "value"]
+    size = (F.octet_length("value") + 1).cast("bigint").alias("bytes")
+    parsed = lines.select(*kept, size, parse("value").alias("p"))
+    return parsed.select(*kept, "bytes", "p.line", "p.graph", "p.error")
+
+
+def _counted(fn: Callable[..., Any], counter: Accumulator[int] | None) -> Callable[..., Any]:
+    """``fn``, adding one to ``counter`` per call (``fn`` itself without a counter)."""
+    if counter is None:
+        return fn
+
+    def counted(*args: Any) -> Any:
+        counter.add(1)
+        return fn(*args)
+
+    return counted
 
 
 def collect_graphs(parsed: DataFrame) -> DataFrame:
     """Well-formed lines grouped per graph → ``(graph, lines, sources)``."""
     return (
-        parsed.where(F.col("error").isNull())
+        parsed.where(F.col("graph").isNotNull())
         .groupBy("graph")
         .agg(
             F.array_sort(F.collect_set("line")).alias("lines"),
@@ -69,12 +96,26 @@ def collect_graphs(parsed: DataFrame) -> DataFrame:
     )
 
 
-def describe_graphs(graphs: DataFrame) -> DataFrame:
-    """Classify and read each graph → ``(graph, sources, kind, error, …fields of its kind)``."""
-    describe = F.udf(R.describe_graph, R.DESCRIPTION_TYPE, useArrow=False)  # DDL: needs a session
+def describe_graphs(graphs: DataFrame, counter: Accumulator[int] | None = None) -> DataFrame:
+    """Classify and read each graph → ``(graph, sources, kind, error, …fields of its kind)``;
+    ``counter``, if given, is a Spark accumulator each envelope graph adds one to (progress)."""
+    describe = F.udf(_envelopes_counted(counter), R.DESCRIPTION_TYPE, useArrow=False)
     return graphs.select("graph", "sources", describe("graph", "lines").alias("d")).select(
         "graph", "sources", "d.*"
     )
+
+
+def _envelopes_counted(counter: Accumulator[int] | None) -> Callable[..., Any]:
+    if counter is None:
+        return R.describe_graph
+
+    def counted(name: str, lines: list[str]) -> dict[str, Any]:
+        row = R.describe_graph(name, lines)
+        if row["kind"] == "envelope":
+            counter.add(1)
+        return row
+
+    return counted
 
 
 def _sound(described: DataFrame, kind: str) -> DataFrame:
@@ -124,13 +165,59 @@ def node_certificates(described: DataFrame) -> DataFrame:
     return _sound(described, "node").select(F.col("node_uri").alias("node"), "cert_pem").distinct()
 
 
-def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
-    """Malformed lines, malformed graphs and graphs nobody signed → ``(graph, node, reason)``."""
-    bad_lines = parsed.where(F.col("error").isNotNull()).select(
+#: Lines longer than this many bytes are not read (Hadoop's line reader skips them, so one
+#: enormous line costs no memory); :func:`file_problems` reports the bytes they leave unread.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+def file_problems(parsed: DataFrame) -> DataFrame:
+    """What is wrong with each log file as a whole → ``(graph, node, reason)``, one row per file.
+
+    Malformed lines (binary data, a line torn by a crash) are counted per file with one
+    example, so a log full of garbage is one finding, not thousands. A file whose lines add up
+    to at least :data:`MAX_LINE_BYTES` fewer bytes than its size held lines too long to read
+    (compressed files are not checked: their size is not their text's; a CR LF line end counts
+    one byte short, far below the limit).
+
+    Args:
+        parsed: :func:`parse_lines` over lines with ``source`` and ``file_size`` (bytes).
+    """
+    per_file = parsed.groupBy("source").agg(
+        F.count("error").alias("malformed"),
+        F.min("error").alias("example"),
+        F.sum("bytes").alias("read"),
+        F.first("file_size").alias("size"),
+    )
+    unread = F.col("size") - F.col("read")
+    torn = F.when(
+        F.col("malformed") > 0,
+        _text(
+            F.col("malformed").cast("string"),
+            " malformed log line(s), e.g. ",
+            F.col("example"),
+        ),
+    )
+    long_lines = F.when(
+        ~F.col("source").endswith(".gz") & (unread >= MAX_LINE_BYTES),
+        _text(
+            "lines longer than ",
+            str(MAX_LINE_BYTES),
+            " bytes not read (",
+            unread.cast("string"),
+            " bytes)",
+        ),
+    )
+    found = F.array_compact(F.array(torn, long_lines))
+    return per_file.select(
         F.lit("").alias("graph"),
         F.col("source").alias("node"),
-        F.concat(F.lit("malformed log line: "), F.col("error")).alias("reason"),
+        F.explode(found).alias("reason"),
     )
+
+
+def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
+    """Bad log files (:func:`file_problems`), malformed graphs and graphs nobody signed →
+    ``(graph, node, reason)``."""
     logs = F.array_join("sources", ", ").alias("node")  # who added it is unknown: name the logs
     bad_graphs = described.where(F.col("error").isNotNull()).select(
         "graph", logs, F.col("error").alias("reason")
@@ -144,7 +231,7 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
         .join(signed, "graph", "left_anti")
         .select("graph", logs, F.lit("not signed by any signature graph").alias("reason"))
     )
-    return bad_lines.unionByName(bad_graphs).union(unsigned)
+    return file_problems(parsed).unionByName(bad_graphs).union(unsigned)
 
 
 def verify_nodes(certificates: DataFrame, *, ca_pem: bytes, at: datetime) -> DataFrame:
