@@ -52,13 +52,16 @@ iproute2:
 demo: $(STAMP) java
 	$(VENV)/bin/xdn demo
 
+# Test processes in parallel: one per core, at most 4 (each test starts daemons of its own).
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
+
 test: $(STAMP) java xmlsec1 iproute2
-	$(PY) -m pytest -q -m "not long"
+	$(PY) -m pytest -q -m "not long" -n $(JOBS)
 
 # The heavy multi-process scenarios (a dishonest site, namesakes, limits under abuse, leases,
 # revocation of sites, twenty sites): a few minutes more; CI runs them after `make test`.
 test-long: $(STAMP) java xmlsec1 iproute2
-	$(PY) -m pytest -q -m long
+	$(PY) -m pytest -q -m long -n $(JOBS)
 
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5
