@@ -48,5 +48,6 @@ def read_notice(
         publisher_certificate=entitlement.publisher_certificate,
         subscriber=identity.person(me.member_id), certificate=me.fingerprint,
         policy_version=entitlement.policy_version, concepts=entitlement.concepts,
+        conditional=entitlement.conditional,
     )
     return notice
