@@ -88,9 +88,10 @@ def refusals(described: DataFrame, results: DataFrame) -> DataFrame:
 
     Returns:
         ``(notice, message, subscriber, kind, publisher, document, version, key_message,
-        concept, epoch, site, reason, manifest_root, timestamp_ms, time, verified, problem)``;
-        ``subscriber`` is the party that refused, ``site`` the node the refused thing came
-        from (null when unknown).
+        concept, epoch, site, reason, manifest_root, sequence, timestamp_ms, time, verified,
+        problem)``; ``subscriber`` is the party that refused, ``site`` the node the refused
+        thing came from (null when unknown), ``sequence`` the number of the publisher's signed
+        sequence a gap (kind ``gap``) names (null for every other kind).
     """
     notices = _sound(described, "envelope").where(F.col("env_kind") == "refusal")
     contents = _sound(described, "refusal").select(F.col("graph").alias("c_graph"), "refusal")
@@ -118,6 +119,7 @@ def refusals(described: DataFrame, results: DataFrame) -> DataFrame:
         F.col("refusal.received_from").alias("site"),
         "refusal.reason",
         "refusal.manifest_root",
+        "refusal.sequence",
         "timestamp_ms",
         F.timestamp_millis("timestamp_ms").alias("time"),
         (problem.isNull() & signed).alias("verified"),

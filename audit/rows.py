@@ -86,7 +86,7 @@ DESCRIPTION_FIELDS = (
         "refusal",
         "struct<kind:string,reason:string,publisher:string,document_id:string,version:bigint,"
         "manifest_root:string,key_message:string,concept:string,epoch:bigint,"
-        "received_from:string>",
+        "received_from:string,sequence:bigint>",
     ),
 )
 DESCRIPTION_TYPE = "struct<" + ",".join(f"{n}:{t}" for n, t in DESCRIPTION_FIELDS) + ">"
@@ -188,6 +188,7 @@ def _refusal(facts: RefusalFacts) -> dict[str, Any]:
         "concept": facts.concept,
         "epoch": facts.epoch,
         "received_from": facts.received_from,
+        "sequence": facts.sequence,
     }
 
 

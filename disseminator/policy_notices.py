@@ -81,6 +81,7 @@ class SitePolicyNotices:
                 subscriber=identity.person(entitlement.subscriber),
                 certificate=entitlement.certificate,
                 policy_version=entitlement.policy_version, concepts=entitlement.concepts,
+                conditional=entitlement.conditional,
             )
         except (PeerError, ValueError) as exc:
             self._refused.labels(reason=type(exc).__name__).inc()

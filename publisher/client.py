@@ -306,6 +306,9 @@ class Publisher:
         self._judged_by: tuple[int, frozenset[int]] | None = None  # (policy version, CRL)
         self._unentitled: set[str] = set()  # members changed since entitlements were looked at
         self._entitled_version = 0  # the policy version entitlements were last looked at for
+        # listed by the site, in force, but granted nothing by our policy: told so ahead of
+        # the sites (see _farewells)
+        self._departing: dict[str, certs.Credential] = {}
 
     async def close(self) -> None:
         await self._channel.close()
@@ -396,6 +399,7 @@ class Publisher:
     ) -> Judged[_Member] | None:
         """``member``'s entry judged: its certificate, its lease, what our policy grants it
         (``None``: not a member of any group now)."""
+        self._departing.pop(member.subscriber, None)
         try:  # a revoked member is not a member: it gets no key, and is rekeyed out
             credential = certs.verify_certificate(
                 member.certificate, self._setup.tls.ca_pem, at=now, role="subscriber",
@@ -419,6 +423,9 @@ class Publisher:
         concepts = member_concepts(
             credential, member, self._setup.policy, self._setup.ontology, at=now
         )
+        if not concepts:  # our policy grants it nothing: tell it so ahead of the sites
+            self._departing[credential.member_id] = credential
+            return None
         if bound:  # the concepts it asked for, each with its maximum conceptual block
             ontology = self._setup.ontology
             concepts &= frozenset().union(
@@ -598,7 +605,7 @@ class Publisher:
         policy = self._setup.policy
         self._unentitled |= self._view.take_changed()
         if self._site_policy != policy.version:
-            return []
+            return self._farewells() if self._site_policy < policy.version else []
         now = self._clock()
         current = self._view.current(_millis(now))
         if every or self._entitled_version != policy.version:
@@ -632,6 +639,38 @@ class Publisher:
             out.append(last)
         return out
 
+    def _farewells(self) -> list[pb.Entitlement]:
+        """The entitlements, granting nothing, of the members our policy version takes
+        everything from, each with its signed notice, while the site enforces an older one.
+
+        Once the sites apply that version such a member is no longer a member: the site ends
+        its subscription, and no entitlement (hence no notice) can reach it any more. So it is
+        told while it still is one, ahead of the sites: the site, still listing it, routes
+        its entitlement to it like any other. Only members we entitled to something before
+        (under the same certificate) are told; each such request carries the same notice
+        again (sites and the subscriber keep one per version).
+        """
+        policy, now, out = self._setup.policy, self._clock(), []
+        for name, credential in sorted(self._departing.items()):
+            known = self._keys.entitled(name)
+            if known is None or known.certificate != credential.fingerprint or (
+                known.policy_version > policy.version
+            ) or (known.policy_version < policy.version and not known.concepts):
+                continue
+            entitlement = entitlement_of(
+                credential, policy, self._setup.ontology, at=now, stateful=self._stateful
+            )
+            if entitlement.concepts or entitlement.conditional:
+                continue  # (something is left, if only conditionally: not a farewell)
+            signed = entitlement_to_pb(
+                sign_entitlement(entitlement, self._signer_key),
+                publisher_certificate=self._setup.tls.cert_pem,
+            )
+            signed.notice = self._policy_notice(name, credential, entitlement)
+            if signed.notice:
+                out.append(signed)
+        return out
+
     def _policy_notice(
         self, member: str, credential: certs.Credential, entitlement: Entitlement
     ) -> bytes:
@@ -653,6 +692,7 @@ class Publisher:
                     previous_version=known.policy_version, previous=known.concepts,
                     version=entitlement.policy_version, current=entitlement.concepts,
                     at_ms=entitlement.issued_at_ms,
+                    everything=not (entitlement.concepts or entitlement.conditional),
                 )
             )
             notice = b""

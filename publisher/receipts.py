@@ -21,7 +21,10 @@ travel up to the publisher's root site, which keeps them for the publisher
    key service's current ones, so a member who joined after a version was published is listed
    as not having received it (sites retain recent documents for joiners: such a member may
    still receive it, and then has a receipt); and who refused it, why (the reason and kind of
-   its newest notice of that version), unless it has a receipt of it after all.
+   its newest notice of that version), unless it has a receipt of it after all;
+6. lists apart the notices that name no document version (:meth:`ReceiptArchive.
+   other_refusals`: a key message, a checkpoint, an entitlement refused — who, kind, what,
+   why, when), those about a key message only if its group's concept is one asked about.
 """
 
 from __future__ import annotations
@@ -108,6 +111,41 @@ class Refused:
     refused_ms: int
     kind: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OtherRefusal:
+    """A verified failure notice kept here that names no document version (a key message, a
+    checkpoint, an entitlement, …): who refused what, why and when."""
+
+    name: str
+    member: str
+    refused_ms: int
+    kind: str
+    reason: str
+    what: str = ""  # for a key message: "rekey of Machine, epoch 4"
+    concept: str | None = None  # the group a refused key message is of
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subscriber": self.name, "member": self.member, "refused_at_ms": self.refused_ms,
+            "refused_at": _iso(self.refused_ms), "kind": self.kind, "what": self.what,
+            "reason": self.reason,
+        }
+
+    def line(self) -> str:
+        what = f"{self.kind} ({self.what})" if self.what else self.kind
+        when = _iso(self.refused_ms)
+        return f"    {self.name:<12} {self.member}  at {when}  {what}: {self.reason}"
+
+
+def other_lines(refusals: Iterable[OtherRefusal]) -> list[str]:
+    """The report's section of the refusals that name no document version (none: no lines)."""
+    shown = list(refusals)
+    if not shown:
+        return []
+    return [f"other refusals ({len(shown)}, naming no document version):",
+            *(r.line() for r in shown)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,6 +331,46 @@ class ReceiptArchive:
                         reason=reason)
             )
         return out
+
+
+    def other_refusals(self, concepts: frozenset[str] | None = None) -> list[OtherRefusal]:
+        """The failure notices kept that name no document version — neither a document nor a
+        gap's sequence number — newest first.
+
+        Args:
+            concepts: when given, a refused key message is kept only if its group's concept is
+                one of these (the concepts of the document, or version, asked about); the
+                other kinds name no concept and are always kept.
+        """
+        out = []
+        for member, name, refused_ms, kind, reason, data in self._db.execute(
+            "SELECT member, name, refused_ms, kind, reason, data FROM refusals "
+            "WHERE document_id IS NULL AND (sequence IS NULL OR sequence <= 0) "
+            "ORDER BY refused_ms DESC, member"
+        ):
+            facts = _facts(bytes(data))
+            concept = None if facts is None else facts.concept
+            if concepts is not None and concept is not None and concept not in concepts:
+                continue
+            what = ""
+            if facts is not None and facts.key_message:
+                what = f"{facts.key_message} of {concept or '?'}" + (
+                    "" if facts.epoch is None else f", epoch {facts.epoch}"
+                )
+            out.append(OtherRefusal(
+                name=name, member=member, refused_ms=int(refused_ms), kind=kind,
+                reason=reason, what=what, concept=concept,
+            ))
+        return out
+
+
+def _facts(data: bytes) -> provenance.RefusalFacts | None:
+    """What a kept notice says (it was verified when it was kept; ``None``: unreadable)."""
+    try:
+        return provenance.Message.from_nquads(data, max_bytes=MAX_NOTICE_BYTES).refusal
+    except (PeerError, ValueError) as exc:
+        log.warning("a kept failure notice does not read back: %s", exc)
+        return None
 
 
 @dataclass(slots=True)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
 from subscriber.notices import sign_notice
 from subscriber.outbox import NoticeOutbox
-from subscriber.policy_notices import POLICY_NOTICES, read_notice
+from subscriber.policy_notices import POLICY_NOTICES, read_notice, shown
 from subscriber.retention import Retention
 from subscriber.revocation import (
     DEFAULT_GRACE,
@@ -266,7 +267,8 @@ class Session:
             setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name
         )
         self.credential = certs.credential_from_pem(setup.tls.cert_pem)
-        self._noticed: set[tuple[str, int]] = set()  # policy notices shown: (publisher, version)
+        # policy notices shown, this run or before: (publisher, version)
+        self._noticed: set[tuple[str, int]] = shown(setup.out_dir / POLICY_NOTICES)
         self.holding = Holding(
             self.keyring,
             max_documents=setup.max_held_documents,
@@ -586,7 +588,9 @@ class Session:
         print(f"{self.setup.name}: {notice.summary()}", flush=True)
         # kept whole beside our output (our provenance log holds our own hops only; the
         # publisher's log holds the notice for the audit)
-        with (self.setup.out_dir / POLICY_NOTICES).open("ab") as kept:
+        with (self.setup.out_dir / POLICY_NOTICES).open("a+b") as kept:
+            if kept.tell() and (kept.seek(-1, os.SEEK_END) or kept.read(1) != b"\n"):
+                kept.write(b"\n")  # (after a line a crash cut short: read back, it is skipped)
             kept.write(notice.to_nquads())
 
     def _now_ms(self) -> int:

@@ -82,6 +82,9 @@ class PolicyNotice:
         parts = []
         if c.gained:
             parts.append("gain " + ", ".join(sorted(c.gained)))
+        if c.everything:
+            return (f"policy v{c.version} of {c.publisher}: you lose everything ("
+                    + ", ".join(sorted(c.lost)) + ")")
         if c.lost:
             parts.append("lose " + ", ".join(sorted(c.lost)))
         return f"policy v{c.version} of {c.publisher}: you " + ", ".join(parts)
@@ -97,6 +100,7 @@ def policy_change(
     version: int,
     current: Iterable[str],
     at_ms: int,
+    everything: bool = False,
 ) -> provenance.PolicyChangeFacts | None:
     """What policy ``version`` changed against ``previous_version`` for one subscriber
     certificate (``previous`` and ``current``: the concepts each grants it), or ``None`` if
@@ -105,9 +109,13 @@ def policy_change(
     Args:
         subscriber: the subscriber's common name (its node URI is derived).
         certificate: its certificate's fingerprint.
+        everything: ``version`` grants it nothing at all, not even conditionally (then
+            ``current`` must be empty): it is no longer a member.
     """
     before, after = frozenset(previous), frozenset(current)
-    if version <= previous_version or before == after:
+    if everything and after:
+        raise ValueError("a subscriber that loses everything is granted nothing")
+    if version <= previous_version or (before == after and not (everything and before)):
         return None
     return provenance.PolicyChangeFacts(
         publisher=publisher,
@@ -118,6 +126,7 @@ def policy_change(
         gained=after - before,
         lost=before - after,
         changed_at_ms=at_ms,
+        everything=everything,
     )
 
 
@@ -164,6 +173,7 @@ def check_accompanies(
     certificate: str,
     policy_version: int,
     concepts: Iterable[str],
+    conditional: Iterable[str] = (),
 ) -> None:
     """Check that ``notice`` is about exactly the entitlement it came with.
 
@@ -174,6 +184,8 @@ def check_accompanies(
         certificate: the fingerprint of the subscriber certificate it was evaluated for.
         policy_version: the policy version it was evaluated under.
         concepts: what it grants (whatever the sites observe).
+        conditional: what it may grant (a notice that says everything is lost comes with an
+            entitlement that grants nothing, neither certainly nor conditionally).
 
     Raises:
         PolicyNoticeError: naming the first thing that differs.
@@ -195,6 +207,8 @@ def check_accompanies(
          f"says {sorted(c.gained - granted)} gained, which the entitlement does not grant"),
         (not c.lost & granted,
          f"says {sorted(c.lost & granted)} lost, which the entitlement grants"),
+        (not c.everything or not (granted or frozenset(conditional)),
+         "says everything is lost, but the entitlement grants something"),
     )
     for holds, detail in checks:
         if not holds:

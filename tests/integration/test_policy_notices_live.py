@@ -10,6 +10,7 @@ import re
 import shutil
 import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyoxigraph as ox
@@ -18,8 +19,9 @@ import pytest
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, wait_until
 from tests.integration.test_linked_data import Client
 from tests.integration.test_policy_reload import _put_policy
-from xdn import certs, provenance
+from xdn import certs, crypto, provenance
 from xdn import linked_data as ld
+from xdn.policy import sign_policy, signature_path
 from xdn.policy_notices import read_policy_notice
 
 pytestmark = pytest.mark.integration
@@ -49,10 +51,14 @@ when = { subject = { OU = "Cred1" } }
 """
 
 
-def _publish(network: LocalNetwork, name: str) -> None:
+def _document(network: LocalNetwork, name: str) -> Path:
     path = network.workdir / f"{name}.xml"
     shutil.copyfile(SAMPLE_DOCUMENTS[PUBLISHER], path)
-    network.publish(PUBLISHER, [path], wait_for=("alice",))
+    return path
+
+
+def _publish(network: LocalNetwork, name: str) -> None:
+    network.publish(PUBLISHER, [_document(network, name)], wait_for=("alice",))
 
 
 def _client(network: LocalNetwork, who: str, site: str) -> Client:
@@ -155,4 +161,72 @@ def test_a_policy_change_reaches_alice_and_bob_as_signed_notices_in_their_inboxe
     assert capsys.readouterr().out.split().count(
         f"{certs.node_uri('d2')}inbox/{kept['alice'].notification_id}"
     ) == 1
+    assert network.metric("d2", "xdn_policy_notices_refused_total") == 0
+
+
+def _signed_elsewhere(network: LocalNetwork, text: str) -> Path:
+    """``text`` signed by the publisher as its policy, in a folder of its own: the version the
+    publisher holds before any site has it."""
+    folder = network.workdir / "next-policy"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{PUBLISHER}.toml"
+    path.write_text(text)
+    key = crypto.load_private_key_pem((network.certs / f"{PUBLISHER}.key").read_bytes())
+    signature_path(path).write_bytes(sign_policy(path.read_bytes(), key))
+    return path
+
+
+def test_a_member_the_new_policy_takes_everything_from_is_told_before_its_subscription_ends(
+    network: LocalNetwork,
+) -> None:
+    """Version 2 grants alice nothing. The publisher holds it before the sites do: its key
+    service, which no longer counts her a member, signs her entitlement of v2 (nothing) with
+    the notice that she loses everything, and her site, still serving her by v1, routes it to
+    her. She verifies and keeps it; it is listed once in d2's and d1's inboxes, to her and the
+    publisher. Then the sites load v2 and end her subscription, as before."""
+    original = (network.workdir / "policies" / f"{PUBLISHER}.toml").read_text()
+    network.start_subscriber("alice")
+    assert network.wait_subscribed("alice")["served_by"] == "d2"
+    _publish(network, "before")  # her entitlement of v1, as the key service last signed it
+
+    taken = re.sub(r"^version = \d+$", "version = 2", original.replace('"Cred1"', '"Cred9"'),
+                   flags=re.M)
+    done = network.run_publish(
+        PUBLISHER, [_document(network, "during")], policy=_signed_elsewhere(network, taken)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "still enforces version 1" in done.stdout + done.stderr
+    said = rf"alice: (policy v2 of {PUBLISHER}: you lose everything \((.*)\))"
+    assert wait_until(lambda: re.search(said, network.output("alice")) is not None, 60), (
+        network.output("alice"), done.stdout, done.stderr
+    )
+    assert network.subscriber_running("alice")  # told while still subscribed
+
+    data = (network.inbox("alice") / "policy-notices.nq").read_bytes()
+    verifier = provenance.ChainVerifier((network.certs / "ca.pem").read_bytes())
+    notice = read_policy_notice(data, verifier, at=datetime.now(UTC))
+    assert notice.change.everything and not notice.change.gained
+    assert notice.change.subscriber == certs.node_uri("alice")
+    assert (notice.change.previous_version, notice.change.version) == (1, 2)
+    assert "WorkOrder" in notice.change.lost
+    shown = re.findall(said, network.output("alice"))
+    assert shown == [(notice.summary(), ", ".join(sorted(notice.change.lost)))]  # once
+
+    for site in ("d2", "d1"):
+        uri = f"{certs.node_uri(site)}inbox/{notice.notification_id}"
+        assert wait_until(lambda: _policy_notices(network, "alice", site) == [uri], 30), (  # noqa: B023
+            _policy_notices(network, "alice", site), _rows(network, site)
+        )
+        assert _policy_notices(network, PUBLISHER, site).count(uri) == 1
+        assert uri not in _policy_notices(network, "bob", site)
+
+    # The sites load v2: her subscription ends as before, after the notice.
+    _put_policy(network, PUBLISHER, taken, 2)
+    assert wait_until(lambda: not network.subscriber_running("alice"), 30), network.output(
+        "alice"
+    )
+    output = network.output("alice")
+    ended = "subscription ended by the site: no policy grants it anything any more"
+    assert ended in output
+    assert output.index("you lose everything") < output.index(ended)
     assert network.metric("d2", "xdn_policy_notices_refused_total") == 0

@@ -304,6 +304,8 @@ def refused(
                                 publisher="ACME", key_message="rekey", concept="urn:c:f1",
                                 epoch=4, received_from=d2), 3_100)
     add("s2", "a", RefusalFacts(kind="crl", reason="CRL not signed by the CA"), 3_200)
+    add("s2", "g", RefusalFacts(kind="gap", reason="document #7 of ACME was withheld",
+                                publisher="ACME", sequence=7, received_from=d2), 3_250)
     add("s2", "b", RefusalFacts(kind="unverified", reason="not held: bad proof",
                                 publisher="ACME", document_id="doc8", version=1,
                                 received_from=d1), 3_300)
@@ -318,20 +320,23 @@ def refused(
 def test_refusals_are_counted_per_kind_and_site(refused: Refused, network: Network) -> None:
     s = refused.summary
     d1, d2 = network.nodes["d1"].uri, network.nodes["d2"].uri
-    assert (s.refusals_verified, s.refusals_unverified) == (4, 1)
-    assert s.refusals_by_kind == (("crl", 1), ("document", 1), ("key", 1), ("unverified", 1))
-    assert s.refusals_by_site == ((d1, 1), (d2, 2), ("unknown", 1))
+    assert (s.refusals_verified, s.refusals_unverified) == (5, 1)
+    assert s.refusals_by_kind == (
+        ("crl", 1), ("document", 1), ("gap", 1), ("key", 1), ("unverified", 1)
+    )
+    assert s.refusals_by_site == ((d1, 1), (d2, 3), ("unknown", 1))
     # notices are messages of their own: the chains are as in the clean network
     assert (s.messages, s.chains_ok, s.chains_broken, s.fragments_delivered) == (6, 2, 0, 10)
     assert [(r.kind, r.what, r.verified) for r in s.refusals] == [
         ("document", "doc9 v2", True),
         ("key", "rekey of urn:c:f1, epoch 4", True),
         ("crl", "", True),
+        ("gap", "", True),
         ("unverified", "doc8 v1", True),
         ("revoked", "doc1", False),
     ]
     report = (refused.out / "report.html").read_text()
-    assert "<h2>Refusals</h2>" in report and "4 refusal(s) signed" in report
+    assert "<h2>Refusals</h2>" in report and "5 refusal(s) signed" in report
     assert "1 notice(s) do not verify" in report and "rekey of urn:c:f1, epoch 4" in report
 
 
@@ -360,6 +365,9 @@ def test_the_refusals_table(spark: SparkSession, refused: Refused, network: Netw
                 timestamp_ms=3_100, verified=True),
             Row(subscriber=uri["s2"], kind="crl", publisher=None, document=None, site=None,
                 reason="CRL not signed by the CA", timestamp_ms=3_200, verified=True),
+            Row(subscriber=uri["s2"], kind="gap", publisher="ACME", document=None,
+                site=uri["d2"], reason="document #7 of ACME was withheld",
+                timestamp_ms=3_250, verified=True),
             Row(subscriber=uri["s2"], kind="unverified", publisher="ACME", document="doc8",
                 site=uri["d1"], reason="not held: bad proof", timestamp_ms=3_300,
                 verified=True),
@@ -369,4 +377,6 @@ def test_the_refusals_table(spark: SparkSession, refused: Refused, network: Netw
     )
     first = table.where("kind = 'document'").first()
     assert first is not None and first.manifest_root == "09" * 32 and first.version == 2
-    assert first.time is not None and first.problem is None
+    assert first.time is not None and first.problem is None and first.sequence is None
+    gap = table.where("kind = 'gap'").first()  # the number of the publisher's sequence
+    assert gap is not None and gap.sequence == 7 and gap.version is None

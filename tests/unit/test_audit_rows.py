@@ -227,7 +227,7 @@ def test_describe_graph_reads_a_failure_notice() -> None:
     assert content["refusal"] == {
         "kind": "document", "reason": "bad proof", "publisher": "P", "document_id": "d",
         "version": 2, "manifest_root": "ab", "key_message": None, "concept": None,
-        "epoch": None, "received_from": "https://d2.xdn.example/",
+        "epoch": None, "received_from": "https://d2.xdn.example/", "sequence": None,
     }
     env = describe_graph(notice.uri + "#e1", lines(notice.uri + "#e1"))
     assert (env["env_kind"], env["sender"], env["recipient"]) == ("refusal", signer.node_uri, None)
@@ -237,6 +237,22 @@ def test_describe_graph_reads_a_failure_notice() -> None:
     unreasoned = [line for line in lines(notice.uri + "#c1") if "#reason>" not in line]
     broken = describe_graph(notice.uri + "#c1", unreasoned)
     assert broken["kind"] == "refusal" and broken["error"].startswith(f"graph <{notice.uri}#c1>")
+
+
+def test_describe_graph_reads_the_sequence_number_of_a_gap() -> None:
+    signer = Signer(node_uri=certs.node_uri("s1"), private_key=generate_private_key())
+    facts = RefusalFacts(kind="gap", reason="document #7 was withheld", publisher="P",
+                         sequence=7, received_from="https://d2.xdn.example/")
+    notice = failure_notice(
+        signer, message_uri=notice_uri(signer.node_uri, "g7"), refusal=facts, timestamp_ms=9
+    )
+    name = notice.uri + "#c1"
+    content = describe_graph(
+        name, canonical_lines(q for q in notice.quads if q.g is not None and q.g.value == name)
+    )
+    assert (content["kind"], content["error"]) == ("refusal", None)
+    assert content["refusal"]["kind"] == "gap" and content["refusal"]["sequence"] == 7
+    assert (content["refusal"]["document_id"], content["refusal"]["version"]) == (None, None)
 
 
 def test_report_shows_refusals_per_kind_and_site() -> None:

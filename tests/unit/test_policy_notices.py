@@ -173,3 +173,52 @@ def test_a_notice_for_someone_else_or_inconsistent_with_its_entitlement_is_refus
     notice = read_policy_notice(signed(), chains(), at=NOW)
     with pytest.raises(PolicyNoticeError, match=says):
         check_accompanies(notice, **entitled(**overrides))  # type: ignore[arg-type]
+
+
+def everything() -> provenance.PolicyChangeFacts:
+    facts = policy_change(
+        publisher=PUBLISHER, subscriber="alice", certificate=fingerprint("alice"),
+        previous_version=4, previous={"MachineSetting", "WorkOrder"}, version=5, current=(),
+        at_ms=T, everything=True,
+    )
+    assert facts is not None
+    return facts
+
+
+def test_a_member_that_loses_everything_is_told_so_and_only_with_an_empty_entitlement() -> None:
+    facts = everything()
+    assert facts.everything and facts.lost == {"MachineSetting", "WorkOrder"}
+    assert not change().everything  # (a narrowing says no such thing)
+    with pytest.raises(ValueError, match="granted nothing"):
+        policy_change(publisher=PUBLISHER, subscriber="alice", certificate="ab",
+                      previous_version=4, previous={"A"}, version=5, current={"B"}, at_ms=T,
+                      everything=True)
+    with pytest.raises(ValueError, match="gains nothing"):
+        change(everything=True)
+    data = signed(facts)
+    c1 = f"https://{PUBLISHER}.xdn.example/policy/v5/{fingerprint('alice')}#c1"
+    assert (f'<{c1[:-3]}#change> <{v.LOSES_EVERYTHING.value}> '
+            f'"true"^^<{v.XSD_BOOLEAN}> <{c1}> .').encode() in data
+    notice = read_policy_notice(data, chains(), at=NOW)
+    assert notice.change == facts
+    assert notice.summary() == (
+        "policy v5 of production-dept: you lose everything (MachineSetting, WorkOrder)"
+    )
+    check_accompanies(notice, **entitled(concepts=set()))  # type: ignore[arg-type]
+    for grants in ({"concepts": {"Quality"}}, {"concepts": set(), "conditional": {"Quality"}}):
+        with pytest.raises(PolicyNoticeError, match="everything is lost"):
+            check_accompanies(notice, **entitled(**grants))  # type: ignore[arg-type]
+    # Saying it (or hiding it) after signing breaks the publisher's signature.
+    with pytest.raises(SignatureError):
+        read_policy_notice(serialise([q for q in parse_nquads(data)
+                                      if q.p != v.LOSES_EVERYTHING]), chains(), at=NOW)
+    narrowing = signed(change(gained=frozenset()))  # loses MachineSetting, keeps WorkOrder
+    added = [*parse_nquads(narrowing), Quad(
+        IRI(c1[:-3] + "#change"), v.LOSES_EVERYTHING, Literal("true", v.XSD_BOOLEAN), IRI(c1)
+    )]
+    with pytest.raises(SignatureError):
+        read_policy_notice(serialise(added), chains(), at=NOW)
+    wrong = [q if q.p != v.LOSES_EVERYTHING else Quad(q.s, q.p, Literal("false", v.XSD_BOOLEAN),
+                                                      q.g) for q in parse_nquads(data)]
+    with pytest.raises(ProvenanceError, match="losesEverything"):
+        provenance.read_policy_change(c1, [q for q in wrong if q.g == IRI(c1)])

@@ -209,3 +209,85 @@ def test_a_gap_is_reported_against_the_version_of_its_sequence_number(
     assert list(refused) == [2]
     (carol,) = refused[2]
     assert (carol.name, carol.kind) == ("carol", "gap")
+
+
+def _refusal(pki: Pki, who: str, hop: str, at_ms: int, **facts: object) -> bytes:
+    signer = pki.signer(who)
+    return provenance.failure_notice(
+        signer, message_uri=provenance.notice_uri(signer.node_uri, hop),
+        refusal=provenance.RefusalFacts(publisher=PUBLISHER, **facts),  # type: ignore[arg-type]
+        timestamp_ms=at_ms,
+    ).to_nquads()
+
+
+def test_refusals_that_name_no_document_version_are_reported_apart(
+    pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from publisher.receipts import check_notice
+    from xdn.cli import main
+
+    t = int(NOW.timestamp() * 1000)
+    notices = [
+        _refusal(pki, "carol", "k1", t - 3000, kind="key", reason="rekey not signed",
+                 key_message="rekey", concept="WorkOrder", epoch=4),
+        _refusal(pki, "alice", "k2", t - 2000, kind="key", reason="enrolment of a stranger",
+                 key_message="enrolment", concept="Tool", epoch=1),
+        _refusal(pki, "alice", "e1", t - 1000, kind="entitlement", reason="not signed by it"),
+        _refusal(pki, "carol", "c1", t - 500, kind="checkpoint", reason="checkpoint rolls back"),
+        _refusal(pki, "carol", "d1", t - 400, kind="document", reason="bad proof",
+                 document_id=DOC, version=1),
+        _refusal(pki, "carol", "g1", t - 300, kind="gap", reason="#4 withheld", sequence=4),
+    ]
+    verifier = provenance.ChainVerifier(pki.ca)
+    state = tmp_path / "state" / PUBLISHER
+    state.mkdir(parents=True)
+    archive = ReceiptArchive(state / "receipts.sqlite")
+    assert archive.store_refusals(
+        check_notice(n, verifier, publisher=PUBLISHER, at=NOW) for n in notices
+    ) == 6
+    every = archive.other_refusals()
+    assert [(r.name, r.kind, r.what) for r in every] == [  # newest first; no document, no gap
+        ("carol", "checkpoint", ""),
+        ("alice", "entitlement", ""),
+        ("alice", "key", "enrolment of Tool, epoch 1"),
+        ("carol", "key", "rekey of WorkOrder, epoch 4"),
+    ]
+    # asked about WorkOrder: a key message of another group is not about it
+    assert [r.kind for r in archive.other_refusals(frozenset({"WorkOrder"}))] == [
+        "checkpoint", "entitlement", "key"
+    ]
+    archive.close()
+    assert every[-1].to_json()["what"] == "rekey of WorkOrder, epoch 4"
+
+    # From the command line: after the per-version report, the section, filtered by DOC's
+    # concepts (v1: WorkOrder; v2: Tool, with --version 2).
+    keys = KeyStore(state / "keys.sqlite", publisher=PUBLISHER)
+    keys.commit(DOC, 1, concepts=["WorkOrder"], sequence=4)
+    keys.commit(DOC, 2, concepts=["Tool"], sequence=5)
+    keys.close()
+    certs_dir = tmp_path / "certs"
+    certs_dir.mkdir()
+    (certs_dir / "ca.pem").write_bytes(pki.ca)
+    (certs_dir / f"{PUBLISHER}.pem").write_bytes(pki.parties[PUBLISHER][0])
+    (certs_dir / f"{PUBLISHER}.key").write_bytes(pki.parties[PUBLISHER][1])
+    args = ["provenance", "receipts", DOC, "--name", PUBLISHER, "--certs", str(certs_dir),
+            "--state-dir", str(tmp_path / "state"), "--no-fetch"]
+    capsys.readouterr()
+    assert main([*args, "--version", "1"]) == 0
+    out = capsys.readouterr().out
+    report_part, other = out.split("other refusals (3, naming no document version):\n")
+    # (carol's newest notice of v1 is the gap #4, which numbers it: in the version's report)
+    assert f"{DOC} v1 " in report_part and "refused: #4 withheld (gap)" in report_part
+    lines = other.splitlines()
+    assert [line.split()[0] for line in lines] == ["carol", "alice", "carol"]
+    assert "checkpoint: checkpoint rolls back" in lines[0]
+    assert "entitlement: not signed by it" in lines[1]
+    assert "key (rekey of WorkOrder, epoch 4): rekey not signed" in lines[2]
+    assert main([*args, "--version", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "other refusals (3," in out and "enrolment of Tool" in out and "WorkOrder, ep" not in out
+    assert main([*args, "--json"]) == 0
+    import json
+
+    shown = json.loads(capsys.readouterr().out)["other_refusals"]
+    assert [r["kind"] for r in shown] == ["checkpoint", "entitlement", "key", "key"]

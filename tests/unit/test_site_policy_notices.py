@@ -81,12 +81,13 @@ def _tampered() -> bytes:
     return data.replace(b'"MachineSetting"', b'"Quality"')
 
 
-def entitlement(data: bytes, *, version: int = 2) -> pb.Entitlement:
+def entitlement(data: bytes, *, version: int = 2,
+                concepts: frozenset[str] = frozenset({"WorkOrder"})) -> pb.Entitlement:
     who = credential("alice")
     signed = sign_entitlement(
         Entitlement(publisher=PUBLISHER, subscriber=who.member_id, certificate=who.fingerprint,
                     policy_version=version, issued_at_ms=T, valid_until_ms=T + 86_400_000,
-                    concepts=frozenset({"WorkOrder"})),
+                    concepts=concepts),
         crypto.load_private_key_pem(pki().parties[PUBLISHER][1]),
     )
     message = entitlement_to_pb(signed, publisher_certificate=pki().parties[PUBLISHER][0])
@@ -161,3 +162,37 @@ def test_without_an_endpoint_a_good_notice_is_checked_and_passed_on_not_stored(
         assert node.store.notifications.ids() == []
     finally:
         node.store.close()
+
+
+def _everything() -> bytes:
+    who = credential("alice")
+    change = policy_change(
+        publisher=PUBLISHER, subscriber="alice", certificate=who.fingerprint,
+        previous_version=1, previous={"WorkOrder", "MachineSetting"}, version=2, current=(),
+        at_ms=T, everything=True,
+    )
+    assert change is not None
+    return sign_policy_notice(pki().signer(PUBLISHER), change, timestamp_ms=T).to_nquads()
+
+
+def test_a_notice_that_alice_loses_everything_goes_to_her_with_an_entitlement_of_nothing(
+    site: SiteNode,
+) -> None:
+    """The key service tells her while d2 still serves her by the older version: routed to
+    her, listed once, with her and the publisher among its readers."""
+    data = _everything()
+    site.route(entitlements=[entitlement(data, concepts=frozenset())], came_from="d1")
+    (delivered,) = routed(site)
+    assert delivered.notice == data and list(delivered.concepts) == []
+    (only,) = site.store.notifications.ids()
+    stored = site.store.notifications.get(only)
+    assert stored is not None and stored.policy and stored.nquads == data
+    assert stored.readers == {certs.node_uri(n) for n in ("alice", PUBLISHER, "d1", "d2")}
+    assert refusals(site) == 0
+
+
+def test_a_notice_that_alice_loses_everything_beside_a_grant_is_dropped(site: SiteNode) -> None:
+    site.route(entitlements=[entitlement(_everything(), concepts=frozenset({"Quality"}))])
+    (delivered,) = routed(site)
+    assert delivered.notice == b"" and list(delivered.concepts) == ["Quality"]
+    assert site.store.notifications.ids() == [] and refusals(site) == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from subscriber.policy_notices import shown
 from tests.unit import sequence_fixtures
 from tests.unit.sequence_fixtures import NOW, PUBLISHER, SITE, alice_session
 from xdn import certs, crypto, provenance
@@ -105,5 +106,39 @@ def test_a_bad_notice_is_refused_and_the_entitlement_kept(
         assert not (tmp_path / "out" / "policy-notices.nq").exists()
         # the entitlement itself was genuine and is kept
         assert session.completeness.entitled(PUBLISHER, T) == {"WorkOrder", "Quality"}
+    finally:
+        session.close()
+
+
+def test_a_restarted_subscriber_does_not_show_a_notice_it_kept_again(
+    tmp_path: Path, pki: Pki, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, next_version, cut = _notice(pki), _notice(pki, version=3), _notice(pki, version=4)
+    session = alice_session(tmp_path, pki, ["WorkOrder"])
+    try:
+        session.on_entitlement(_entitlement(pki, data), 1)
+    finally:
+        session.close()
+    kept = tmp_path / "out" / "policy-notices.nq"
+    with kept.open("ab") as out:  # a crash in the middle of appending another one
+        out.write(cut[: len(cut) // 2 + 7])
+    assert "policy v2 of" in capsys.readouterr().out
+
+    session = alice_session(tmp_path, pki, ["WorkOrder"])  # restarted: the same folders
+    try:
+        session.on_entitlement(_entitlement(pki, data), 2)  # v2's, re-sent: not again
+        assert "policy v2 of" not in capsys.readouterr().out
+        session.on_entitlement(_entitlement(pki, next_version, version=3), 3)  # shown, kept
+        assert capsys.readouterr().out.count("alice: policy v3 of production-dept") == 1
+    finally:
+        session.close()
+    assert kept.read_bytes().startswith(data) and kept.read_bytes().endswith(next_version)
+    assert shown(kept) == {(PUBLISHER, 2), (PUBLISHER, 3)}  # not the one cut short
+    assert _refused(tmp_path) == []
+
+    session = alice_session(tmp_path, pki, ["WorkOrder"])  # and again: both remembered
+    try:
+        session.on_entitlement(_entitlement(pki, next_version, version=3), 4)
+        assert "policy v3 of" not in capsys.readouterr().out
     finally:
         session.close()

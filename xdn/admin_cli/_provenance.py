@@ -192,7 +192,10 @@ notices come with the receipts (a subscriber that refused a version signs one: w
 each verified again; a member that refused a version and has no receipt of it is listed as
 "refused: REASON (KIND)" instead of among those who have not received it; so is a member
 whose site could not replay the version it found missing (kind gap: the notice names the
-version's number in our signed sequence)."""
+version's number in our signed sequence). The notices that name no document version (a key
+message, a checkpoint, an entitlement refused) follow in a section "other refusals": who,
+kind, what, why and when, newest first; a refused key message is listed only if its group's
+concept is one of DOC's (of version V's, with --version), the others always."""
 
 
 # ------------------------------------------------------------------------------- reading
@@ -489,6 +492,7 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
         fetch,
         key_service_state,
         members_by_concept,
+        other_lines,
         report,
         version_sequences,
     )
@@ -529,22 +533,39 @@ def cmd_provenance_receipts(args: argparse.Namespace) -> int:
         refused = archive.refusals_of(
             args.document, version_sequences(keys, args.name, args.document)
         )
+        versions, groups, leases = key_service_state(keys, args.name, args.document)
+        others = archive.other_refusals(_concepts_asked(versions, args.version))
     finally:
         archive.close()
-    versions, groups, leases = key_service_state(keys, args.name, args.document)
     members = members_by_concept(groups, leases.get, at_ms=int(when(args).timestamp() * 1000))
     reports = report(
         args.document, versions=versions, received=received, members=members, only=args.version,
         refused=refused,
     )
     if args.json:
-        print(json.dumps({"versions": [r.to_json() for r in reports]}, indent=2))
-    elif not reports:
+        print(json.dumps({
+            "versions": [r.to_json() for r in reports],
+            "other_refusals": [r.to_json() for r in others],
+        }, indent=2))
+        return 0
+    if not reports:
         which = "" if args.version is None else f" v{args.version}"
         print(f"{args.document}{which}: not published by {args.name}, and no receipt of it")
     else:
         print("\n".join(line for r in reports for line in r.lines()))
+    for line in other_lines(others):
+        print(line)
     return 0
+
+
+def _concepts_asked(
+    versions: Mapping[int, frozenset[str]], only: int | None
+) -> frozenset[str] | None:
+    """The concepts of the document (or of version ``only``) a report is asked about, which
+    its key-message refusals must name (``None``: not recorded, so every one is shown)."""
+    if only is not None:
+        return versions.get(only)
+    return frozenset().union(*versions.values()) if versions else None
 
 
 def _revoked(args: argparse.Namespace, ca_pem: bytes) -> frozenset[int]:

@@ -202,6 +202,8 @@ class PolicyChangeFacts:
         gained / lost: concepts the entitlement of ``version`` grants and that of
             ``previous_version`` did not, and back (at least one concept changed).
         changed_at_ms: when the publisher evaluated ``version`` for the subscriber.
+        everything: ``version`` grants the subscriber nothing at all (``lost`` is all the
+            previous version granted it, and nothing is gained): it is no longer a member.
     """
 
     publisher: str
@@ -212,6 +214,7 @@ class PolicyChangeFacts:
     gained: frozenset[str]
     lost: frozenset[str]
     changed_at_ms: int
+    everything: bool = False
 
     def __post_init__(self) -> None:
         for name in ("publisher", "certificate"):
@@ -236,3 +239,7 @@ class PolicyChangeFacts:
             raise ValueError("a concept cannot be both gained and lost")
         if not self.gained and not self.lost:
             raise ValueError("a policy change notice needs a concept gained or lost")
+        if not isinstance(self.everything, bool):
+            raise TypeError("everything must be a bool")
+        if self.everything and self.gained:
+            raise ValueError("a subscriber that loses everything gains nothing")

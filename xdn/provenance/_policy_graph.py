@@ -14,6 +14,9 @@ one node ``<M#change>``, an ``xdn:PolicyChange``::
         xdn:gains "Quality" ;  xdn:loses "MachineSetting" ;
         xdn:changedAt "1767571200000"^^xsd:long . }
 
+and, when the new version grants the subscriber nothing at all (it is no longer a member),
+``xdn:losesEverything "true"^^xsd:boolean`` (with every concept it had as ``xdn:loses``).
+
 with its signature ``<M#c1s>``, and one envelope ``<M#e1>`` with ``msg:hasMessageType
 xdn:PolicyNotice`` and its signature ``<M#e1s>``. Like a failure notice the envelope names its
 sender and time, no recipient (nothing relays or receipts it: it travels beside the
@@ -57,6 +60,8 @@ def policy_change_quads(message: str, facts: PolicyChangeFacts) -> list[Quad]:
     ]
     objects += [(v.GAINS, Literal(c)) for c in sorted(facts.gained)]
     objects += [(v.LOSES, Literal(c)) for c in sorted(facts.lost)]
+    if facts.everything:
+        objects.append((v.LOSES_EVERYTHING, Literal("true", v.XSD_BOOLEAN)))
     return [Quad(change, p, o, g) for p, o in objects]
 
 
@@ -86,9 +91,17 @@ def read_policy_change(name: str, quads: Iterable[Quad]) -> PolicyChangeFacts:
         "changed_at_ms": _long(node, v.CHANGED_AT),
         "gained": frozenset(node.literals(v.GAINS)),
         "lost": frozenset(node.literals(v.LOSES)),
+        "everything": _everything(name, node.literals(v.LOSES_EVERYTHING, v.XSD_BOOLEAN)),
     }
     node.done()
     try:
         return PolicyChangeFacts(**values)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise ProvenanceError(f"graph <{name}>: {exc}") from None
+
+
+def _everything(name: str, values: list[str]) -> bool:
+    """``xdn:losesEverything``: absent, or exactly ``"true"^^xsd:boolean``."""
+    if values not in ([], ["true"]):
+        raise _fail(name, 'xdn:losesEverything, when said, is exactly "true"^^xsd:boolean')
+    return bool(values)

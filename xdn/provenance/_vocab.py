@@ -15,6 +15,7 @@ XSD: Final = "http://www.w3.org/2001/XMLSchema#"
 
 RDF_TYPE: Final = IRI(RDF + "type")
 XSD_LONG: Final = XSD + "long"
+XSD_BOOLEAN: Final = XSD + "boolean"
 XSD_HEX: Final = XSD + "hexBinary"
 XSD_BASE64: Final = XSD + "base64Binary"
 
@@ -96,6 +97,9 @@ PREVIOUS_POLICY_VERSION: Final = IRI(XDN + "previousPolicyVersion")
 #: Concepts the new version grants the subscriber that the previous one did not, and back.
 GAINS: Final = IRI(XDN + "gains")
 LOSES: Final = IRI(XDN + "loses")
+#: Said (``true``) when the new version grants the subscriber nothing at all: it is no longer
+#: a member, and its subscription ends once the sites apply that version.
+LOSES_EVERYTHING: Final = IRI(XDN + "losesEverything")
 #: When the publisher evaluated the new version for the subscriber (ms since the epoch).
 CHANGED_AT: Final = IRI(XDN + "changedAt")
 
