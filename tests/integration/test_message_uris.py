@@ -80,7 +80,7 @@ def test_the_parties_read_the_whole_message(
 def test_others_are_refused(published: tuple[LocalNetwork, str], who: str) -> None:
     network, uri = published
     status, body = _get(network, who, uri)
-    assert status == 403 and b"not a party to this message" in body
+    assert status == 403 and b"may not read this message" in body
 
 
 def test_other_representations_and_unknown_messages(
@@ -89,7 +89,11 @@ def test_other_representations_and_unknown_messages(
     network, uri = published
     for accept in ("application/trig", "application/ld+json", "text/html"):
         assert _get(network, "alice", uri, accept)[0] == 200
-    assert _get(network, "alice", uri + "-not")[0] == 404
+    # a message d2 does not keep: bob gets the very 403 he gets for alice's (no oracle of
+    # who received what), alice too; d2 itself learns it is not there
+    assert _get(network, "bob", uri + "-not") == _get(network, "bob", uri)
+    assert _get(network, "alice", uri + "-not")[0] == 403
+    assert _get(network, "d2", uri + "-not")[0] == 404
     assert _get(network, "alice", uri, "text/turtle")[0] == 406  # named graphs
 
 

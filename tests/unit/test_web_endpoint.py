@@ -327,9 +327,19 @@ def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None
                     if status == 200:
                         assert provenance.Message.from_nquads(body) == hop
                     else:
-                        assert b"not a party to this message" in body
-            async with http.get(base + "msg/order%201/v1/to-bob",
-                                ssl=_client(pki, "alice")) as reply:
+                        refusal = body
+                        assert b"may not read this message" in body
+            # a message this site does not keep: to anyone but the site and auditors the very
+            # 403 a message it may not read gets (message URIs are guessable: no oracle of
+            # who received what); the site and auditors learn it is not here
+            for who, status in (("mallory", 403), ("alice", 403), ("d1", 404), ("eve", 404)):
+                async with http.get(base + "msg/order%201/v1/to-bob",
+                                    ssl=_client(pki, who)) as reply:
+                    assert reply.status == status, who
+                    if who == "mallory":
+                        assert await reply.read() == refusal
+            # a path that is no message URI at all: 404 for everyone, nothing to probe
+            async with http.get(base + "msg/" + "x" * 2100, ssl=_client(pki, "mallory")) as reply:
                 assert reply.status == 404
             async with http.get(base + path.lstrip("/"), ssl=_client(pki, "alice"),
                                 headers={"Accept": "text/turtle"}) as reply:
