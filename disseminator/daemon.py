@@ -360,7 +360,7 @@ async def _start_web(
         notifications=node.store.notifications, messages=node.store.messages,
         log_path=config.provenance_log, config=config.web, clock=node.now,
         revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex, receipts=receipts,
-        notices=notices,
+        notices=notices, refusals=node.metrics.web,
     )
     try:
         context = server_context(cert=config.cert, key=config.key, ca_pem=tls.ca_pem)

@@ -131,6 +131,7 @@ class _Routes:
     async def inbox_post(self, request: web.Request) -> web.StreamResponse:
         limit = self.site.config.posts_in_flight
         if self.posting >= limit:
+            self.site.refusals.request(429, "posts_in_flight")
             response = text(429, f"{limit} notifications are being received; retry later")
             response.headers["Retry-After"] = "1"
             response.force_close()
@@ -178,6 +179,7 @@ class _Routes:
                 capacity=self.site.config.inbox_notifications,
             )
         except InboxFull as exc:
+            self.site.refusals.request(507, "inbox_notifications")
             return text(507, f"{exc}; the notification was not stored")
         except sqlite3.IntegrityError:  # a minted id taken twice: ours to fix, not the sender's
             log.error("notification id %s minted twice", notification_id)
@@ -254,6 +256,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             async with asyncio.timeout(site.config.request_seconds):
                 return await handler(request)
         except TimeoutError:
+            site.refusals.request(408, "request_seconds")
             response = text(408, f"the request took over {site.config.request_seconds:g}s")
             response.force_close()
             return response
@@ -280,6 +283,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
         credential = request[CREDENTIAL]
         wait = buckets.take(credential.fingerprint, site.monotonic())
         if wait > 0:
+            site.refusals.request(429, "client_requests_per_second")
             response = text(429, f"{credential.name!r} is over its {buckets.burst} requests "
                                   f"at once, {buckets.rate:g} a second; retry in {wait:.2f}s")
             response.headers["Retry-After"] = TokenBuckets.retry_after(wait)
@@ -296,6 +300,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             status = _STATUS.get(type(exc), 400)
             response = text(status, str(exc))
             if status == 413:  # the rest of the body is not read: the connection cannot go on
+                site.refusals.request(413, "notification_bytes")
                 response.force_close()
             return response
 
