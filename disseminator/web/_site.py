@@ -11,6 +11,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from disseminator.dht import SiteRecord
 from disseminator.messages import MessageArchive
 from disseminator.notifications import Notifications
 from disseminator.web._config import WebConfig
@@ -23,6 +24,7 @@ from xdn.receipts import Receipt
 __all__ = [
     "CREDENTIAL",
     "NoRefusals",
+    "NodeDirectory",
     "NoticeDesk",
     "ReceiptDesk",
     "Refusals",
@@ -65,6 +67,15 @@ class NoticeDesk(Protocol):
 
     def refused(self, source: str, exc: PeerError, *, sender: str) -> None:
         """Count and log a refused notice."""
+        ...
+
+
+class NodeDirectory(Protocol):
+    """Where the endpoint finds a site's signed record by its name (the site's
+    :class:`disseminator.dht.DhtNode`)."""
+
+    async def find_site(self, name: str) -> SiteRecord | None:
+        """Site ``name``'s live record as the DHT holds it (our own for ourselves)."""
         ...
 
 
@@ -111,6 +122,7 @@ class WebSite:
     notices: NoticeDesk | None = None  # None: failure notices posted are generic ones
     monotonic: Callable[[], float] = time.monotonic  # seconds, for the clients' request rates
     refusals: Refusals = field(default_factory=NoRefusals)  # what the limits refuse, counted
+    nodes: NodeDirectory | None = None  # None: GET /nodes/NAME answers 404 (no DHT)
 
 
 def text(status: int, message: str) -> web.Response:
