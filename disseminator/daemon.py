@@ -283,7 +283,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
         log.info("metrics on http://%s:%d/metrics", config.listen.rpartition(":")[0], metrics_port)
-    web = await _start_web(config, tls, node, receipts, notices)  # before the port file (launchers)
+    web = await _start_web(config, tls, node, receipts, notices, dht)  # before the port file
+    if web is not None:  # announced in our DHT record, so a node URI resolves to it
+        dht.web = config.web.advertised(web.port)
     log.info("site %s serving block %s on port %d", config.name, config.block, port)
 
     stop, hurry = asyncio.Event(), asyncio.Event()  # hurry: a second signal skips the drain
@@ -347,12 +349,12 @@ async def serve(config: SiteConfig) -> DrainReport:
 
 async def _start_web(
     config: SiteConfig, tls: TlsFiles, node: SiteNode, receipts: SiteReceipts,
-    notices: SiteNotices,
+    notices: SiteNotices, dht: DhtNode,
 ) -> WebServer | None:
     """Serve the site's linked data and LDN inbox on ``[site] web_listen`` (if set), with the
     gRPC port's certificate and CA (receipts posted to the inbox go to ``receipts``, failure
-    notices to ``notices``); write
-    the bound port to ``STATE_DIR/web_port``."""
+    notices to ``notices``, ``GET /nodes/NAME`` asks ``dht``); write the bound port to
+    ``STATE_DIR/web_port``."""
     if config.web.listen is None:
         return None
     site = WebSite(
@@ -360,7 +362,7 @@ async def _start_web(
         notifications=node.store.notifications, messages=node.store.messages,
         log_path=config.provenance_log, config=config.web, clock=node.now,
         revoked=lambda: node.revoked, new_id=lambda: uuid.uuid4().hex, receipts=receipts,
-        notices=notices,
+        notices=notices, refusals=node.metrics.web, nodes=dht,
     )
     try:
         context = server_context(cert=config.cert, key=config.key, ca_pem=tls.ca_pem)

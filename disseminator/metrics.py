@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["SiteMetrics", "serve_metrics"]
+__all__ = ["SiteMetrics", "WebRefusals", "serve_metrics"]
 
 
 class SiteMetrics:
@@ -110,9 +110,40 @@ class SiteMetrics:
             ["kind"], registry=self.registry,
         )
 
+        self.web = WebRefusals(self.registry)
+
     def watch(self, state: Callable[[], dict[str, float]]) -> None:
         """Expose ``state()`` (gauge name → value) at every scrape."""
         self.registry.register(_StateCollector(state))
+
+
+class WebRefusals:
+    """What the HTTPS endpoint's limits refuse (it counts them through
+    :class:`disseminator.web.Refusals`, which this implements)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.connections_refused = Counter(
+            "xdn_web_connections_refused",
+            "Connections to the HTTPS endpoint closed at accept, before their TLS handshake, by "
+            "the cap they were over: total ([web] connections) or per_address "
+            "([web] connections_per_address)",
+            ["reason"], registry=registry,
+        )
+        self.requests_refused = Counter(
+            "xdn_web_requests_refused",
+            "Requests to the HTTPS endpoint refused by a limit, by status (429, 408, 413, 507) "
+            "and the [web] key that refused them (client_requests_per_second, posts_in_flight, "
+            "request_seconds, notification_bytes, inbox_notifications)",
+            ["status", "limit"], registry=registry,
+        )
+
+    def connection(self, reason: str) -> None:
+        """A connection closed at accept, over the cap ``reason``."""
+        self.connections_refused.labels(reason=reason).inc()
+
+    def request(self, status: int, limit: str) -> None:
+        """A request refused with ``status`` by ``limit``."""
+        self.requests_refused.labels(status=str(status), limit=limit).inc()
 
 
 class _StateCollector(Collector):

@@ -2,11 +2,13 @@
 
 Sites find each other without a central registry. Each site runs a :class:`DhtNode` on the
 same gRPC port and mutual TLS as its Disseminator service; its node id is the SHA-256 of its
-certificate. A site announces a signed :class:`SiteRecord` (site, address, block concept,
-expiry, certificate, signature) under the key SHA-256(block concept); any node storing or
-returning a record verifies it, so records cannot be forged. Queries:
-:meth:`DhtNode.sites_serving` and :meth:`DhtNode.find_uplink` look up the block concepts that
-could answer, in parallel. See docs/dht.md for the design, the wire format and the figures.
+certificate. A site announces a signed :class:`SiteRecord` (site, address, HTTPS endpoint,
+block concept, expiry, certificate, signature) under the key SHA-256(block concept) and under
+the key of its name (:func:`key_for_site`); any node storing or returning a record verifies
+it, so records cannot be forged. Queries: :meth:`DhtNode.sites_serving` and
+:meth:`DhtNode.find_uplink` look up the block concepts that could answer, in parallel;
+:meth:`DhtNode.find_site` a site by its name. See docs/dht.md for the design, the wire
+format and the figures.
 
 Pure core: :class:`RoutingTable`, :class:`Lookup`, :class:`RecordStore`, the query functions.
 Edges: :class:`GrpcTransport` and :func:`add_dht_to_server` (gRPC),
@@ -26,7 +28,13 @@ from disseminator.dht._errors import (
     RecordAuthenticationError,
     StoreFullError,
 )
-from disseminator.dht._ids import Contact, NodeId, key_for_concept, node_id_of_certificate
+from disseminator.dht._ids import (
+    Contact,
+    NodeId,
+    key_for_concept,
+    key_for_site,
+    node_id_of_certificate,
+)
 from disseminator.dht._kademlia import Clock, KademliaNode
 from disseminator.dht._lookup import CandidateState, Lookup, LookupEvent, LookupResult
 from disseminator.dht._node import DhtNode
@@ -85,6 +93,7 @@ __all__ = [
     "choose_uplink",
     "create_grpc_node",
     "key_for_concept",
+    "key_for_site",
     "make_ping_proof",
     "node_id_of_certificate",
     "record_payload",

@@ -83,6 +83,7 @@ def record_to_pb(record: SiteRecord) -> Any:
         expires_at_ms=record.expires_at_ms,
         certificate_pem=record.certificate_pem,
         signature=record.signature,
+        web=record.web,
     )
 
 
@@ -96,6 +97,7 @@ def record_from_pb(message: Any) -> SiteRecord:
             expires_at_ms=message.expires_at_ms,
             certificate_pem=bytes(message.certificate_pem),
             signature=bytes(message.signature),
+            web=message.web,
         )
     except (TypeError, ValueError) as exc:
         raise InvalidRecordError(f"malformed site record: {exc}") from None

@@ -23,7 +23,9 @@ __all__ = [
     "NodeId",
     "check_address",
     "key_for_concept",
+    "key_for_site",
     "node_id_of_certificate",
+    "record_keys",
 ]
 
 ID_BITS = 256
@@ -115,6 +117,28 @@ def key_for_concept(concept: str) -> NodeId:
     if not concept:
         raise ValueError("concept id must not be empty")
     return NodeId.from_digest_of(concept.encode("utf-8"))
+
+
+_SITE_KEY_TAG = b"xdn-dht-site/v1\n"
+
+
+def key_for_site(name: str) -> NodeId:
+    """The DHT key of a site's name: SHA-256 of ``"xdn-dht-site/v1\\n"`` and the name in UTF-8.
+
+    A site's record is stored under this key as well as under its block's, so a site can be
+    found by who it is (a node URI names a site, not what it serves). The tag keeps these keys
+    apart from concepts' (a concept id holds no newline).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not name:
+        raise ValueError("site name must not be empty")
+    return NodeId.from_digest_of(_SITE_KEY_TAG + name.encode("utf-8"))
+
+
+def record_keys(site: str, block: str) -> tuple[NodeId, NodeId]:
+    """The keys a site's record is stored under: its block's, then its name's."""
+    return key_for_concept(block), key_for_site(site)
 
 
 def node_id_of_certificate(cert_pem: bytes) -> NodeId:

@@ -30,7 +30,7 @@ from disseminator.dht._errors import (
     InvalidRecordError,
     LookupStateError,
 )
-from disseminator.dht._ids import Contact, NodeId, key_for_concept
+from disseminator.dht._ids import Contact, NodeId, record_keys
 from disseminator.dht._lookup import Lookup, LookupResult
 from disseminator.dht._proof import PingProof, make_ping_proof
 from disseminator.dht._records import (
@@ -157,10 +157,10 @@ class KademliaNode:
             raise InvalidRecordError(
                 f"record of site {record.site!r} names unknown block concept {record.block!r}"
             )
-        if key_for_concept(record.block) != key:
+        if key not in record_keys(record.site, record.block):
             raise InvalidRecordError(
                 f"record of site {record.site!r} for block {record.block!r} was sent under key "
-                f"{key}, not the key of its block"
+                f"{key}, neither the key of its block nor of its name"
             )
         now = self.now_ms()
         self.check_record(record, now, allow_withdrawal=True)
@@ -221,7 +221,7 @@ class KademliaNode:
             found.extend(self.store.get(key, now))
         newest: dict[str, SiteRecord] = {}
         for record in sorted(set(found), key=lambda r: (r.site, r.issued_at_ms)):
-            if key_for_concept(record.block) != key:
+            if key not in record_keys(record.site, record.block):
                 log.warning("dropped a record of %r returned under a foreign key", record.site)
                 continue
             try:

@@ -2,14 +2,18 @@
 
 :class:`DhtNode` adds to :class:`KademliaNode` the site-facing operations:
 
-* :meth:`DhtNode.announce` — sign our :class:`SiteRecord` and store it at the ``k`` nodes
-  nearest to the key of our block concept (and keep a copy). :meth:`maintain` republishes it
+* :meth:`DhtNode.announce` — sign our :class:`SiteRecord` (with :attr:`DhtNode.web`, the
+  address of our HTTPS endpoint, if we serve one) and store it at the ``k`` nodes nearest to
+  the key of our block concept and at the ``k`` nearest to the key of our name (and keep a
+  copy of each). :meth:`maintain` republishes it
   (re-signed, fresh expiry) every ``republish_interval_s``; if we stop, it expires after
   ``record_ttl_s``. :meth:`withdraw` (called by :meth:`stop`) replaces it with a signed
   withdrawal at once.
 * :meth:`sites_serving`, :meth:`sites_within`, :meth:`sites_with_block` and
   :meth:`find_uplink` — parallel FIND_VALUE lookups over the block concepts that could answer
   (see :mod:`disseminator.dht._queries`), verified, then filtered by the ontology.
+* :meth:`find_site` — a site's record by its name (one lookup of the name's key): how a node
+  URI, a name, is resolved to the site's addresses (``GET /nodes/NAME`` at the endpoint).
 * :meth:`maintain` / :meth:`start` / :meth:`stop` — upkeep: expire stored records, rejoin
   through the bootstrap peers when the table has emptied, republish, refresh idle buckets.
 """
@@ -23,7 +27,7 @@ from collections.abc import Iterable
 
 from disseminator.dht import _queries as queries
 from disseminator.dht._errors import BootstrapError, DhtUsageError, PeerUnavailableError
-from disseminator.dht._ids import Contact, NodeId, key_for_concept
+from disseminator.dht._ids import Contact, NodeId, key_for_concept, key_for_site, record_keys
 from disseminator.dht._kademlia import KademliaNode
 from disseminator.dht._records import SiteCredentials, SiteRecord, sign_site_record
 from xdn import certs
@@ -41,6 +45,7 @@ class DhtNode(KademliaNode):
     _announced: SiteRecord | None = None
     _loop_task: asyncio.Task[None] | None = None
     _last_issued_ms: int = -1
+    web: str = ""  # host:port of our HTTPS endpoint, announced in our record ("": none)
 
     def _issue_time(self) -> int:
         """Now, but strictly after anything we signed before (so newer always wins)."""
@@ -82,10 +87,11 @@ class DhtNode(KademliaNode):
             block=block,
             issued_at_ms=self._issue_time(),
             ttl_ms=self.config.record_ttl_ms,
+            web=self.web,
         )
         self._announced = record
-        if previous is not None and previous.block != block:
-            await self._retract(previous)
+        if previous is not None and previous.block != block:  # (under our name: replaced)
+            await self._retract(previous, keys=(key_for_concept(previous.block),))
         replicas = await self._publish(record)
         log.info(
             "%s announced block %s at %s (%d replicas)", record.site, block, self.address, replicas
@@ -99,6 +105,7 @@ class DhtNode(KademliaNode):
             block=record.block,
             issued_at_ms=self._issue_time(),
             ttl_ms=0,
+            web=record.web,
         )
 
     async def withdraw(self) -> None:
@@ -111,19 +118,32 @@ class DhtNode(KademliaNode):
             record, self._announced = self._announced, None
             await self._retract(record)
 
-    async def _retract(self, record: SiteRecord) -> None:
-        key = key_for_concept(record.block)
+    async def _retract(self, record: SiteRecord, *, keys: tuple[NodeId, ...] = ()) -> None:
+        """Withdraw ``record`` under ``keys`` (default: all it is stored under)."""
         withdrawal = self._withdrawal_of(record)
+        await asyncio.gather(
+            *(self._retract_at(key, withdrawal)
+              for key in keys or record_keys(record.site, record.block))
+        )
+
+    async def _retract_at(self, key: NodeId, withdrawal: SiteRecord) -> None:
         self.store.put(key, withdrawal, self.now_ms())
         result, replies = await self.find_value_replies(key)
         holders = {
-            p for p, records in replies.items() if any(r.site == record.site for r in records)
+            p for p, records in replies.items() if any(r.site == withdrawal.site for r in records)
         }
         targets = [*result.closest, *(p for p in holders if p not in result.closest)]
         await asyncio.gather(*(self._store_at(p, key, withdrawal) for p in targets))
 
     async def _publish(self, record: SiteRecord) -> int:
-        key = key_for_concept(record.block)
+        """Store ``record`` under its block's key and its name's; return the replicas under
+        its block's (what routing depends on)."""
+        by_block, _ = await asyncio.gather(
+            *(self._publish_at(key, record) for key in record_keys(record.site, record.block))
+        )
+        return by_block
+
+    async def _publish_at(self, key: NodeId, record: SiteRecord) -> int:
         self.store.put(key, record, self.now_ms())
         nearest = await self.lookup(key)
         stored = await asyncio.gather(*(self._store_at(p, key, record) for p in nearest.closest))
@@ -143,6 +163,21 @@ class DhtNode(KademliaNode):
         keys = [key_for_concept(c) for c in sorted(concepts)]
         found = await asyncio.gather(*(self.find_records(key) for key in keys))
         return [record for records, _ in found for record in records]
+
+    async def find_site(self, name: str) -> SiteRecord | None:
+        """The live record of site ``name`` (ours: the one we announce), ``None`` if the DHT
+        holds none. One lookup, of the key of the name; the record is verified as every
+        record a lookup returns is.
+
+        Raises:
+            ValueError: ``name`` is empty.
+        """
+        own = self._announced
+        if own is not None and own.site == name:
+            return own
+        records, _ = await self.find_records(key_for_site(name))
+        mine = [r for r in records if r.site == name]
+        return max(mine, key=lambda r: r.issued_at_ms) if mine else None
 
     async def sites_with_block(self, concept: str) -> list[SiteRecord]:
         """Live sites whose block concept is exactly ``concept`` (one lookup), by name."""

@@ -1,7 +1,8 @@
 """Site records: who serves which block, where, until when — signed by the site itself.
 
-A :class:`SiteRecord` says "site S, reachable at ADDRESS, serves the maximum conceptual block
-of concept BLOCK from ISSUED until EXPIRES". The site signs it with its own key (ECDSA,
+A :class:`SiteRecord` says "site S, reachable at ADDRESS (its HTTPS linked-data endpoint at
+WEB, if it serves one), serves the maximum conceptual block of concept BLOCK from ISSUED until
+EXPIRES". The site signs it with its own key (ECDSA,
 hash by curve) and ships its certificate along, so any node storing or returning the record can
 check it without trusting whoever handed it over:
 
@@ -17,11 +18,19 @@ announce a block the CA did not authorise it to serve. A record whose
 "I am leaving", which replaces its earlier record wherever it is stored.
 
 The signed payload is a domain tag followed by length-prefixed fields (docs/dht.md), so no
-two different records share a payload.
+two different records share a payload. A record without WEB is signed as before WEB existed
+(tag ``v1``), so records of sites that predate it still verify; one with WEB under tag ``v2``,
+WEB last.
+
+The same checks serve whoever else must trust a record it did not fetch from the DHT itself:
+a command-line client that asks *any* site's endpoint for another site's record
+(``GET /nodes/NAME``, :meth:`SiteRecord.to_json` / :meth:`SiteRecord.from_json`) verifies it
+with :class:`CaRecordVerifier` and the CA alone.
 """
 
 from __future__ import annotations
 
+import base64
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +66,9 @@ MAX_SIGNATURE_BYTES = 256
 MAX_NAME_CHARS = 256
 CLOCK_SKEW_MS = 60_000
 _RECORD_TAG = b"xdn-dht-site-record/v1\n"
+_RECORD_TAG_WEB = b"xdn-dht-site-record/v2\n"
+_JSON_FIELDS = ("site", "address", "web", "block", "issued_at_ms", "expires_at_ms",
+                "certificate_pem", "signature")
 
 
 def nothing_revoked() -> frozenset[int]:
@@ -98,11 +110,16 @@ class SiteRecord:
     expires_at_ms: int
     certificate_pem: bytes = field(repr=False)
     signature: bytes = field(repr=False)
+    web: str = ""  # host:port of the site's HTTPS endpoint ("": it serves none)
 
     def __post_init__(self) -> None:
         _check_name(self.site, "site")
         _check_name(self.block, "block")
         check_address(self.address)
+        if self.web:
+            check_address(self.web)
+        elif not isinstance(self.web, str):
+            raise TypeError(f"web must be a str, got {type(self.web).__name__}")
         for name in ("issued_at_ms", "expires_at_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
@@ -129,12 +146,53 @@ class SiteRecord:
             return False
         return self.issued_at_ms - CLOCK_SKEW_MS <= now_ms < self.expires_at_ms
 
+    def payload(self) -> bytes:
+        """The bytes the site signed for this record."""
+        return record_payload(
+            site=self.site, address=self.address, block=self.block,
+            issued_at_ms=self.issued_at_ms, expires_at_ms=self.expires_at_ms, web=self.web,
+        )
+
+    def to_json(self) -> dict[str, str | int]:
+        """The record as a JSON object (what ``GET /nodes/NAME`` answers): every field, the
+        certificate as its PEM text, the signature in base64."""
+        return {
+            "site": self.site, "address": self.address, "web": self.web, "block": self.block,
+            "issued_at_ms": self.issued_at_ms, "expires_at_ms": self.expires_at_ms,
+            "certificate_pem": self.certificate_pem.decode("ascii"),
+            "signature": base64.b64encode(self.signature).decode("ascii"),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> SiteRecord:
+        """Read :meth:`to_json`'s object back (not verified: see :class:`CaRecordVerifier`).
+
+        Raises:
+            InvalidRecordError: not such an object, or a field is missing or malformed.
+        """
+        if not isinstance(data, dict) or set(data) != set(_JSON_FIELDS):
+            raise InvalidRecordError(
+                f"a site record is a JSON object with exactly the fields {list(_JSON_FIELDS)}"
+            )
+        try:
+            return cls(
+                site=data["site"], address=data["address"], web=data["web"],
+                block=data["block"], issued_at_ms=data["issued_at_ms"],
+                expires_at_ms=data["expires_at_ms"],
+                certificate_pem=str(data["certificate_pem"]).encode("ascii"),
+                signature=base64.b64decode(str(data["signature"]), validate=True),
+            )
+        except (TypeError, ValueError, UnicodeEncodeError) as exc:  # binascii.Error too
+            raise InvalidRecordError(f"malformed site record: {exc}") from None
+
 
 def record_payload(
-    *, site: str, address: str, block: str, issued_at_ms: int, expires_at_ms: int
+    *, site: str, address: str, block: str, issued_at_ms: int, expires_at_ms: int, web: str = ""
 ) -> bytes:
-    """The bytes a site signs for a record."""
-    return encode_fields(_RECORD_TAG, site, address, block, issued_at_ms, expires_at_ms)
+    """The bytes a site signs for a record (``v1`` without ``web``, as before it existed)."""
+    if not web:
+        return encode_fields(_RECORD_TAG, site, address, block, issued_at_ms, expires_at_ms)
+    return encode_fields(_RECORD_TAG_WEB, site, address, block, issued_at_ms, expires_at_ms, web)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,9 +225,10 @@ class SiteCredentials:
 
 
 def sign_site_record(
-    credentials: SiteCredentials, *, address: str, block: str, issued_at_ms: int, ttl_ms: int
+    credentials: SiteCredentials, *, address: str, block: str, issued_at_ms: int, ttl_ms: int,
+    web: str = "",
 ) -> SiteRecord:
-    """Make and sign a record (``ttl_ms == 0``: a withdrawal)."""
+    """Make and sign a record (``ttl_ms == 0``: a withdrawal; ``web``: the HTTPS endpoint)."""
     expires = issued_at_ms + ttl_ms
     payload = record_payload(
         site=credentials.name,
@@ -177,6 +236,7 @@ def sign_site_record(
         block=block,
         issued_at_ms=issued_at_ms,
         expires_at_ms=expires,
+        web=web,
     )
     return SiteRecord(
         site=credentials.name,
@@ -186,6 +246,7 @@ def sign_site_record(
         expires_at_ms=expires,
         certificate_pem=credentials.certificate_pem,
         signature=credentials.sign(payload),
+        web=web,
     )
 
 
@@ -235,15 +296,10 @@ class CaRecordVerifier:
                 f"record names site {record.site!r} but carries the certificate of "
                 f"{credential.name!r}"
             )
-        payload = record_payload(
-            site=record.site,
-            address=record.address,
-            block=record.block,
-            issued_at_ms=record.issued_at_ms,
-            expires_at_ms=record.expires_at_ms,
-        )
         try:
-            crypto.verify(certs.public_key_of(record.certificate_pem), record.signature, payload)
+            crypto.verify(
+                certs.public_key_of(record.certificate_pem), record.signature, record.payload()
+            )
         except (SignatureError, UsageError):
             raise RecordAuthenticationError(
                 f"record of site {record.site!r} has a signature that does not verify"

@@ -12,9 +12,12 @@ notification) are pure, in :mod:`xdn.linked_data`.
 from disseminator.web._app import WebSite, make_app
 from disseminator.web._config import WebConfig
 from disseminator.web._server import WebServer
+from disseminator.web._site import NoRefusals, Refusals
 from disseminator.web._tls import check_peer, client_context, server_context
 
 __all__ = [
+    "NoRefusals",
+    "Refusals",
     "WebConfig",
     "WebServer",
     "WebSite",

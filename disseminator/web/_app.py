@@ -25,6 +25,11 @@ so a client follows them to the address it reached the endpoint at.
   Gone`` once that message is no longer kept (pruned, or the provenance log rotated).
 * ``GET|HEAD /msg/…`` — a message this site minted, to its parties and auditors only
   (:mod:`disseminator.web._messages`).
+* ``GET|HEAD /nodes/NAME`` — site NAME's signed DHT record as this site finds it in the DHT
+  (its own for itself), JSON (:meth:`disseminator.dht.SiteRecord.to_json`): how a client
+  resolves a node URI, a name, to the site's HTTPS endpoint through any site, checking the
+  record itself (signature, certificate under the CA, name, expiry), so this site is not
+  trusted with the answer. ``404`` when the DHT holds no live record of NAME.
 
 Who reads what (:mod:`xdn.linked_data._readers`): a notification's readers — its sender and
 the parties it concerns — are decided when it is stored and written with it; the site itself
@@ -62,7 +67,7 @@ from disseminator.web._receipts import ReceiptPost
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
 from disseminator.web._tls import check_peer
 from xdn import linked_data as ld
-from xdn.errors import CertificateError, LinkedDataError
+from xdn.errors import CertificateError, LinkedDataError, XdnError
 
 __all__ = ["WebSite", "make_app"]
 
@@ -131,6 +136,7 @@ class _Routes:
     async def inbox_post(self, request: web.Request) -> web.StreamResponse:
         limit = self.site.config.posts_in_flight
         if self.posting >= limit:
+            self.site.refusals.request(429, "posts_in_flight")
             response = text(429, f"{limit} notifications are being received; retry later")
             response.headers["Retry-After"] = "1"
             response.force_close()
@@ -178,6 +184,7 @@ class _Routes:
                 capacity=self.site.config.inbox_notifications,
             )
         except InboxFull as exc:
+            self.site.refusals.request(507, "inbox_notifications")
             return text(507, f"{exc}; the notification was not stored")
         except sqlite3.IntegrityError:  # a minted id taken twice: ours to fix, not the sender's
             log.error("notification id %s minted twice", notification_id)
@@ -225,6 +232,23 @@ class _Routes:
                         stored.via, "is no longer kept" if kept is None else "differs")
         return data
 
+    async def node(self, request: web.Request) -> web.StreamResponse:
+        """Site NAME's signed record, as this site finds it in the DHT."""
+        name = request.match_info["name"]
+        if not name.isprintable() or len(name) > 256:
+            return text(404, "no site of that name")
+        directory = self.site.nodes
+        try:
+            found = None if directory is None else await directory.find_site(name)
+        except XdnError as exc:  # the DHT did not answer: say so, nothing cached
+            log.warning("nodes: looking up %r failed: %s", name, exc)
+            return text(502, f"the DHT did not answer for {name!r}: {exc}")
+        if found is None:
+            return text(404, f"the DHT holds no live record of a site {name!r}")
+        response = web.json_response(found.to_json())
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
     async def inbox_redirect(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPPermanentRedirect("/inbox/")
 
@@ -254,6 +278,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             async with asyncio.timeout(site.config.request_seconds):
                 return await handler(request)
         except TimeoutError:
+            site.refusals.request(408, "request_seconds")
             response = text(408, f"the request took over {site.config.request_seconds:g}s")
             response.force_close()
             return response
@@ -280,6 +305,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
         credential = request[CREDENTIAL]
         wait = buckets.take(credential.fingerprint, site.monotonic())
         if wait > 0:
+            site.refusals.request(429, "client_requests_per_second")
             response = text(429, f"{credential.name!r} is over its {buckets.burst} requests "
                                   f"at once, {buckets.rate:g} a second; retry in {wait:.2f}s")
             response.headers["Retry-After"] = TokenBuckets.retry_after(wait)
@@ -296,6 +322,7 @@ def _middlewares(site: WebSite) -> list[Callable[..., Awaitable[web.StreamRespon
             status = _STATUS.get(type(exc), 400)
             response = text(status, str(exc))
             if status == 413:  # the rest of the body is not read: the connection cannot go on
+                site.refusals.request(413, "notification_bytes")
                 response.force_close()
             return response
 
@@ -313,4 +340,5 @@ def make_app(site: WebSite) -> web.Application:
     app.router.add_get("/inbox", routes.inbox_redirect)
     app.router.add_get("/inbox/{id}", routes.notification)
     app.router.add_get("/msg/{tail:.+}", MessageRoute(site).get)
+    app.router.add_get("/nodes/{name}", routes.node)
     return app

@@ -6,6 +6,8 @@
     web_listen = "127.0.0.1:0"        # port 0: a free port, written to state_dir/web_port
 
     [web]                             # optional; these are the defaults
+    advertise = "d2.example.org:8443" # the endpoint's address in the site's DHT record
+                                      # (default: host of web_listen + the bound port)
     notification_bytes = 262144       # one POSTed notification (413 past it, checked as read)
     notification_statements = 10000   # statements in one notification (400 past it)
     notification_parties = 64         # parties one notification names as readers (400 past it)
@@ -38,6 +40,7 @@ class WebConfig:
     """The endpoint's address (``None``: no endpoint) and limits."""
 
     listen: str | None = None
+    advertise: str | None = None
     notification_bytes: int = 256 * 1024
     notification_statements: int = 10_000
     notification_parties: int = 64
@@ -54,7 +57,7 @@ class WebConfig:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name == "listen":
+            if f.name in ("listen", "advertise"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -65,6 +68,11 @@ class WebConfig:
             host, sep, port = self.listen.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"site.web_listen must be HOST:PORT, got {self.listen!r}")
+        if self.advertise is not None:
+            host, sep, port = self.advertise.rpartition(":") if isinstance(
+                self.advertise, str) else ("", "", "")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"web.advertise must be HOST:PORT, got {self.advertise!r}")
 
     @property
     def host(self) -> str:
@@ -75,6 +83,11 @@ class WebConfig:
     def port(self) -> int:
         """The port part of :attr:`listen` (0: any free port)."""
         return int((self.listen or ":0").rpartition(":")[2])
+
+    def advertised(self, port: int) -> str:
+        """The endpoint's address for others (``advertise``, else ``web_listen``'s host and
+        the bound ``port``)."""
+        return self.advertise or f"{self.host}:{port}"
 
     @classmethod
     def from_mapping(

@@ -13,7 +13,8 @@ they are tested without sockets; :mod:`disseminator.web._app` and
   (a forgotten bucket is a full one, which is what a client that has been quiet has anyway);
   only certificates of the network's CA, in force, get this far.
 * :class:`ConnectionGate` — how many connections are open, in total and per client address;
-  :meth:`ConnectionGate.admit` says whether one more may be, and counts it if so, at accept,
+  :meth:`ConnectionGate.refusal` says whether one more may be (else which cap it is over),
+  and counts it if so, at accept,
   before its TLS handshake costs anything; :meth:`ConnectionGate.release` when it ends.
   Memory: one counter per address with a connection open, so at most ``total``.
 """
@@ -69,17 +70,26 @@ class ConnectionGate:
         self.total, self.per_address = total, per_address
         self.open = 0
         self.refused = 0  # connections refused so far (closed at accept)
+        self.refused_by: dict[str, int] = {}  # ... by the cap that refused them
         self._by_address: dict[str, int] = {}
 
     def admit(self, address: str) -> bool:
         """Whether a new connection from ``address`` may open (if so it is counted)."""
+        return self.refusal(address) is None
+
+    def refusal(self, address: str) -> str | None:
+        """Admit a new connection from ``address`` (``None``, and it is counted), or name the
+        cap it is over: ``"total"`` (``connections``) or ``"per_address"``."""
         held = self._by_address.get(address, 0)
-        if self.open >= self.total or held >= self.per_address:
+        reason = ("total" if self.open >= self.total
+                  else "per_address" if held >= self.per_address else None)
+        if reason is not None:
             self.refused += 1
-            return False
+            self.refused_by[reason] = self.refused_by.get(reason, 0) + 1
+            return reason
         self.open += 1
         self._by_address[address] = held + 1
-        return True
+        return None
 
     def release(self, address: str) -> None:
         """A connection from ``address`` admitted before has ended."""

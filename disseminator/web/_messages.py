@@ -4,7 +4,11 @@ The message is joined from what the site kept (:mod:`disseminator.messages`): th
 received, and its hop read back from the provenance log at the place indexed when it was
 flushed (checked to still be that hop: a rotated log answers 404). Who may read it is decided
 by :func:`xdn.linked_data.may_read` on the whole message (its publisher, every sender and
-recipient, auditors); anyone else gets 403. The inbox reads a receipt's message the same way
+recipient, auditors); anyone else gets 403 — and so does a message URI this site does not
+keep, except for the site itself and auditors (404): a message URI names the document, its
+version and the recipient, all guessable, so "404 or 403" would tell anyone who received what
+(the inbox answers unknown notification ids the same way). A path that is no message URI at
+all is 404 for everyone. The inbox reads a receipt's message the same way
 (:func:`read_kept`) to rebuild its notification.
 """
 
@@ -17,8 +21,8 @@ from aiohttp import web
 
 from disseminator.messages import MessageArchive, hop_of
 from disseminator.web._site import CREDENTIAL, WebSite, negotiated, text
+from xdn import certs, provenance
 from xdn import linked_data as ld
-from xdn import provenance
 from xdn.errors import ProvenanceError
 
 __all__ = ["MessageRoute", "read_kept"]
@@ -36,10 +40,16 @@ class MessageRoute:
         """The message a path names, in the negotiated representation."""
         path = request.raw_path.partition("?")[0]
         uri = ld.message_uri_of_path(self.site.node_uri, path)
+        if uri is None:  # not a message URI at all: nothing to probe
+            return text(404, f"no message at {path}")
         data = None
-        if uri is not None and self.site.messages is not None:
+        if self.site.messages is not None:
             data = read_kept(self.site.messages, self.site.log_path, uri)
-        if uri is None or data is None:
+        credential = request[CREDENTIAL]
+        every = ld.reads_every_notification(credential, self.site.node_uri)
+        if data is None and not every:
+            return self._forbidden(credential)
+        if data is None:
             return text(404, f"no message at {path} (this site keeps the messages it minted "
                               "for as long as it remembers routing them)")
         try:
@@ -47,12 +57,17 @@ class MessageRoute:
         except ProvenanceError as exc:  # our own store's: say so, and not to the client
             log.error("message %s as kept does not read back: %s", uri, exc)
             return text(500, "this message cannot be served")
-        credential = request[CREDENTIAL]
-        if not ld.may_read(message, credential):
-            return text(403, f"{credential.name!r} is not a party to this message (its "
-                              "publisher, a site on its path, its recipient) nor an auditor")
+        if not (every or ld.may_read(message, credential)):
+            return self._forbidden(credential)
         dataset = ld.from_nquads(message.to_nquads())
         return negotiated(request, dataset, title=uri, site=self.site)
+
+    @staticmethod
+    def _forbidden(credential: certs.Credential) -> web.Response:
+        """The one refusal for a message the client may not read and one not kept here."""
+        return text(403, f"{credential.name!r} may not read this message: a message is read by "
+                         "its parties (its publisher, the sites on its path, its recipient), "
+                         "this site and auditors")
 
 
 def read_kept(messages: MessageArchive, log_path: Path, uri: str) -> bytes | None:

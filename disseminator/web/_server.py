@@ -111,8 +111,10 @@ class WebServer:
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
             host = str(address[0])
-            if not self.gate.admit(host):  # closed before the handshake costs anything
+            reason = self.gate.refusal(host)
+            if reason is not None:  # closed before the handshake costs anything
                 conn.close()
+                self._site.refusals.connection(reason)
                 log.debug("web: refused a connection from %s (%d open, %d from it)", host,
                           self.gate.open, self.gate.held(host))
                 continue

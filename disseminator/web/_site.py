@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 from aiohttp import web
 
+from disseminator.dht import SiteRecord
 from disseminator.messages import MessageArchive
 from disseminator.notifications import Notifications
 from disseminator.web._config import WebConfig
@@ -20,7 +21,17 @@ from xdn.errors import PeerError
 from xdn.notices import Notice
 from xdn.receipts import Receipt
 
-__all__ = ["CREDENTIAL", "NoticeDesk", "ReceiptDesk", "WebSite", "negotiated", "text"]
+__all__ = [
+    "CREDENTIAL",
+    "NoRefusals",
+    "NodeDirectory",
+    "NoticeDesk",
+    "ReceiptDesk",
+    "Refusals",
+    "WebSite",
+    "negotiated",
+    "text",
+]
 
 CREDENTIAL = web.RequestKey("credential", certs.Credential)  # the client's, checked
 
@@ -59,6 +70,41 @@ class NoticeDesk(Protocol):
         ...
 
 
+class NodeDirectory(Protocol):
+    """Where the endpoint finds a site's signed record by its name (the site's
+    :class:`disseminator.dht.DhtNode`)."""
+
+    async def find_site(self, name: str) -> SiteRecord | None:
+        """Site ``name``'s live record as the DHT holds it (our own for ourselves)."""
+        ...
+
+
+class Refusals(Protocol):
+    """Where the endpoint counts what its limits refuse (the site's Prometheus metrics,
+    :class:`disseminator.metrics.SiteMetrics`): what a flood costs shows on a dashboard, not
+    only in one process's memory and its debug log."""
+
+    def connection(self, reason: str) -> None:
+        """A connection closed at accept, over the cap ``reason``: ``total``, ``per_address``."""
+        ...
+
+    def request(self, status: int, limit: str) -> None:
+        """A request refused with ``status`` by ``limit`` (the ``[web]`` key that refused it:
+        ``client_requests_per_second``, ``posts_in_flight``, ``request_seconds``,
+        ``notification_bytes``, ``inbox_notifications``)."""
+        ...
+
+
+class NoRefusals:
+    """Counts nothing (an endpoint without metrics)."""
+
+    def connection(self, reason: str) -> None:
+        """Nothing."""
+
+    def request(self, status: int, limit: str) -> None:
+        """Nothing."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WebSite:
     """What the endpoint serves, and its seams (clocks, CRL in force, id minting, receipts)."""
@@ -75,6 +121,8 @@ class WebSite:
     receipts: ReceiptDesk | None = None  # None: receipts posted are generic notifications
     notices: NoticeDesk | None = None  # None: failure notices posted are generic ones
     monotonic: Callable[[], float] = time.monotonic  # seconds, for the clients' request rates
+    refusals: Refusals = field(default_factory=NoRefusals)  # what the limits refuse, counted
+    nodes: NodeDirectory | None = None  # None: GET /nodes/NAME answers 404 (no DHT)
 
 
 def text(status: int, message: str) -> web.Response:

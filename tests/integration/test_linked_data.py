@@ -255,6 +255,10 @@ def test_a_connection_flood_is_closed_at_accept_and_grpc_serves(network: LocalNe
     one address, never starting TLS; past 32 each is closed by the site at once, the gRPC
     health service answers meanwhile, and once the flood ends the address is served again."""
     url = urlsplit(network.web_url("d1"))
+    def refused() -> float:
+        return network.metric("d1", "xdn_web_connections_refused_total", reason="per_address")
+
+    before = refused()
     flood = [socket.create_connection((url.hostname or "", url.port or 0), timeout=30)
              for _ in range(100)]
     try:
@@ -265,6 +269,9 @@ def test_a_connection_flood_is_closed_at_accept_and_grpc_serves(network: LocalNe
             except ConnectionResetError:
                 closed += 1
         assert closed == 68
+        # counted on the site's Prometheus metrics, not only in its memory
+        assert wait_until(lambda: refused() - before >= 68, 10), refused() - before
+        assert refused() - before == 68
         with grpc.secure_channel(
             network.address("d1"), channel_credentials(TlsFiles.from_dir(network.certs, "d1"))
         ) as channel:

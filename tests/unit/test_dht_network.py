@@ -28,6 +28,7 @@ from disseminator.dht import (
     SiteRecord,
     ValueReply,
     key_for_concept,
+    key_for_site,
     sign_site_record,
 )
 from disseminator.dht.testing import FakeClock, MemoryNetwork
@@ -367,7 +368,7 @@ def test_forged_records_are_refused_when_stored(
         with pytest.raises(RecordAuthenticationError, match="certificate of 'mallory'"):
             await victim.handle_store(mallory.contact, key, replace(own, site="wo"))
         # a genuine record filed under another concept's key, or an unknown concept
-        with pytest.raises(InvalidRecordError, match="not the key of its block"):
+        with pytest.raises(InvalidRecordError, match="neither the key of its block nor of its"):
             await victim.handle_store(None, key_for_concept("Production"), genuine)
         with pytest.raises(InvalidRecordError, match="unknown block concept"):
             await victim.handle_store(None, key, replace(genuine, block="Nonsense"))
@@ -375,6 +376,41 @@ def test_forged_records_are_refused_when_stored(
         assert {(r.site, r.address) for r in serving if r.block == "WorkOrder"} == {
             ("wo", "wo.sites.test:7000"),
         }
+        await net.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_a_site_is_found_by_its_name_with_its_web_endpoint(
+    ca: tuple[bytes, bytes], site: Callable[[str], SiteCredentials]
+) -> None:
+    """A site's record is stored under its name's key too: any node finds it by name (one
+    lookup), with the HTTPS endpoint it announced; once it leaves politely, by name neither;
+    a record filed under someone else's name is refused."""
+
+    async def scenario() -> None:
+        config = DhtConfig(k=8, alpha=3, record_ttl_s=1800, republish_interval_s=600)
+        net = new_network(ca, config, seed=5)
+        nodes = await grow(net, 10, random.Random(5))
+        wo = net.add_node(credentials=site("wo"), address="wo.sites.test:7000")
+        wo.web = "wo.sites.test:8443"
+        await wo.bootstrap([nodes[0].address])
+        record = await wo.announce("WorkOrder")
+        assert record.web == "wo.sites.test:8443"
+        await net.settle()
+        found = await nodes[4].find_site("wo")
+        assert found == record
+        assert await wo.find_site("wo") == record  # its own, without a lookup
+        assert await nodes[4].find_site("nobody") is None
+        # by block as before, and the name's key does not leak into the block queries
+        assert names(await nodes[4].sites_with_block("WorkOrder")) == ["wo"]
+        assert sum(len(n.store.get(key_for_site("wo"), n.now_ms())) for n in nodes) >= 1
+        # filed under another site's name: refused where it would be stored
+        with pytest.raises(InvalidRecordError, match="neither the key of its block"):
+            await nodes[1].handle_store(None, key_for_site("root"), record)
+        await wo.stop(leave=True)
+        net.remove(wo.address)
+        assert await nodes[4].find_site("wo") is None
         await net.stop_all()
 
     asyncio.run(scenario())

@@ -193,6 +193,51 @@ def test_payload_is_unambiguous() -> None:
     assert a != b
 
 
+def test_a_record_without_web_is_signed_as_before_web_existed(
+    d1: SiteCredentials, verifier: CaRecordVerifier
+) -> None:
+    """Old records (no HTTPS endpoint) keep their payload, tag v1, byte for byte: sites that
+    predate the field still verify; a record with one is signed under v2, WEB last."""
+    old = record_of(d1)
+    assert old.web == ""
+    expected = (b"xdn-dht-site-record/v1\n" + b"".join(
+        len(f).to_bytes(4, "big") + f
+        for f in (b"d1", b"127.0.0.1:5001", b"WorkOrder", NOW_MS.to_bytes(8, "big"),
+                  (NOW_MS + HOUR_MS).to_bytes(8, "big"))))
+    assert old.payload() == expected
+    verifier.verify(old, now_ms=NOW_MS)
+    new = sign_site_record(d1, address="127.0.0.1:5001", block="WorkOrder",
+                           issued_at_ms=NOW_MS, ttl_ms=HOUR_MS, web="127.0.0.1:8443")
+    assert new.payload() == (b"xdn-dht-site-record/v2\n" + expected.partition(b"\n")[2]
+                             + (14).to_bytes(4, "big") + b"127.0.0.1:8443")
+    verifier.verify(new, now_ms=NOW_MS)
+    for forged in (replace(new, web="10.6.6.6:8443"), replace(new, web=""),
+                   replace(old, web="127.0.0.1:8443")):  # redirected, dropped, added
+        with pytest.raises(RecordAuthenticationError, match="signature"):
+            verifier.verify(forged, now_ms=NOW_MS)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        replace(new, web="nowhere")
+
+
+def test_a_record_travels_as_json_and_still_verifies(
+    d1: SiteCredentials, verifier: CaRecordVerifier
+) -> None:
+    import json
+
+    record = sign_site_record(d1, address="127.0.0.1:5001", block="WorkOrder",
+                              issued_at_ms=NOW_MS, ttl_ms=HOUR_MS, web="127.0.0.1:8443")
+    again = SiteRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again == record
+    verifier.verify(again, now_ms=NOW_MS)
+    good = record.to_json()
+    for bad in ([], {**good, "extra": 1}, {k: v for k, v in good.items() if k != "web"},
+                {**good, "signature": "not base64!"}, {**good, "issued_at_ms": "1"},
+                {**good, "issued_at_ms": True}, {**good, "web": "nowhere"},
+                {**good, "certificate_pem": "é"}):
+        with pytest.raises(InvalidRecordError):
+            SiteRecord.from_json(bad)
+
+
 # ---- the store --------------------------------------------------------------------------------
 KEY = NodeId(value=42)
 

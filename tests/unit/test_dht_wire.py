@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import grpc
@@ -94,6 +95,16 @@ def test_malformed_records_are_refused(creds: SiteCredentials) -> None:
         convert.record_from_pb(message)
 
 
+def test_a_record_with_its_web_endpoint_round_trips(creds: SiteCredentials) -> None:
+    record = sign_site_record(creds, address="127.0.0.1:5001", block="WorkOrder",
+                              issued_at_ms=1, ttl_ms=1, web="127.0.0.1:8443")
+    wire = pb.DhtSiteRecord.FromString(convert.record_to_pb(record).SerializeToString())
+    assert wire.web == "127.0.0.1:8443"
+    assert convert.record_from_pb(wire) == record
+    old = replace(record, web="")  # a record of a site that predates the field: no field 8
+    assert convert.record_from_pb(convert.record_to_pb(old)).web == ""
+
+
 def test_a_malformed_record_in_a_reply_is_skipped_not_fatal() -> None:
     reply = pb.DhtFindValueResponse(records=[pb.DhtSiteRecord(site="x")])
     assert convert.value_reply_from_pb(reply).records == ()
@@ -169,6 +180,7 @@ def test_public_api_is_pinned() -> None:
             "choose_uplink",
             "create_grpc_node",
             "key_for_concept",
+            "key_for_site",
             "make_ping_proof",
             "node_id_of_certificate",
             "record_payload",

@@ -181,12 +181,21 @@ def test_web_limits_are_read_from_their_table(tmp_path: Path) -> None:
     assert (config.web.port, config.web.notification_bytes, config.web.request_seconds) == (
         8443, 1024, 2.5,
     )
+    # what the site's DHT record announces: web_listen's host and the bound port, unless
+    # [web] advertise says otherwise (e.g. behind a NAT, or listening on 0.0.0.0)
+    assert config.web.advertise is None and config.web.advertised(8443) == "127.0.0.1:8443"
+    path.write_text(GOOD.replace("[tls]", 'web_listen = "0.0.0.0:8443"\n\n[web]\n'
+                                 'advertise = "d2.example.org:443"\n\n[tls]'))
+    assert load_site_config(path).web.advertised(8443) == "d2.example.org:443"
 
 
 @pytest.mark.parametrize(
     ("settings", "table", "message"),
     [
         ('web_listen = "nowhere"', "", "web_listen must be HOST:PORT"),
+        ("", 'advertise = "d2.example.org"', "web.advertise must be HOST:PORT"),
+        ("", 'advertise = "d2.example.org:0"', "web.advertise must be HOST:PORT"),
+        ("", "advertise = 443", "web.advertise must be HOST:PORT"),
         ("web_listen = 8443", "", "web_listen must be HOST:PORT"),
         ("", "notification_byte = 5", r"unknown keys \['notification_byte'\]"),
         ("", "notification_bytes = 0", "web.notification_bytes must be a positive number"),

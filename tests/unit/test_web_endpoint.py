@@ -18,9 +18,19 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
 
+from disseminator.metrics import WebRefusals
 from disseminator.store import Store
-from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
+from disseminator.web import (
+    NoRefusals,
+    Refusals,
+    WebConfig,
+    WebServer,
+    WebSite,
+    client_context,
+    server_context,
+)
 from tests.unit.chain_fixtures import BLOCK
 from xdn import certs, provenance
 
@@ -59,7 +69,7 @@ def _client(pki: Path, name: str | None) -> ssl.SSLContext:
 @contextlib.asynccontextmanager
 async def _serving(
     pki: Path, config: WebConfig, *, revoked: Callable[[], frozenset[int]] = frozenset,
-    monotonic: Callable[[], float] = lambda: 0.0,
+    monotonic: Callable[[], float] = lambda: 0.0, refusals: Refusals | None = None,
 ) -> AsyncIterator[tuple[str, Store]]:
     store = Store(":memory:", messages_of=certs.node_uri("d1"))
     ids = itertools.count(1)
@@ -69,6 +79,7 @@ async def _serving(
         config=config,
         clock=lambda: NOW, revoked=revoked,
         new_id=lambda: f"n{next(ids)}", monotonic=monotonic,
+        refusals=refusals or NoRefusals(),
     )
     server = WebServer(site, server_context(
         cert=pki / "d1.pem", key=pki / "d1.key", ca_pem=(pki / "ca.pem").read_bytes()))
@@ -78,6 +89,24 @@ async def _serving(
     finally:
         await server.stop()
         store.close()
+
+
+class _Counted:
+    """The site's refusal counters, as Prometheus exports them (a registry of its own)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.refusals = WebRefusals(self.registry)
+
+    def requests(self, status: int, limit: str) -> float:
+        value = self.registry.get_sample_value(
+            "xdn_web_requests_refused_total", {"status": str(status), "limit": limit})
+        return value or 0.0
+
+    def connections(self, reason: str) -> float:
+        value = self.registry.get_sample_value(
+            "xdn_web_connections_refused_total", {"reason": reason})
+        return value or 0.0
 
 
 def _run(pki: Path, scenario: Callable[[str, Store], Any], config: WebConfig | None = None,
@@ -163,8 +192,11 @@ def test_a_body_that_never_ends_gets_408(pki: Path) -> None:
                                  headers={"Content-Type": "application/ld+json"}) as reply:
                 assert reply.status == 408
                 assert "over 0.3s" in await reply.text()
+        assert counted.requests(408, "request_seconds") == 1
 
-    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", request_seconds=0.3))
+    counted = _Counted()
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", request_seconds=0.3),
+         refusals=counted.refusals)
 
 
 def test_oversized_bodies_get_413_declared_or_streamed(pki: Path) -> None:
@@ -185,8 +217,11 @@ def test_oversized_bodies_get_413_declared_or_streamed(pki: Path) -> None:
                 assert reply.status == 413
                 assert "over the inbox's limit of 1024 bytes" in await reply.text()
         assert store.notifications.count() == 0
+        assert counted.requests(413, "notification_bytes") == 2
 
-    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", notification_bytes=1024))
+    counted = _Counted()
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", notification_bytes=1024),
+         refusals=counted.refusals)
 
 
 def test_a_flood_of_posts_gets_429(pki: Path) -> None:
@@ -204,13 +239,16 @@ def test_a_flood_of_posts_gets_429(pki: Path) -> None:
                                          headers=headers) as reply:
                         if reply.status == 429:
                             assert reply.headers["Retry-After"] == "1"
+                            assert counted.requests(429, "posts_in_flight") == 1
                             break
                         assert reply.status == 201
             slow.cancel()
             with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
                 await slow
 
-    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", posts_in_flight=1))
+    counted = _Counted()
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", posts_in_flight=1),
+         refusals=counted.refusals)
 
 
 def test_a_full_inbox_answers_507(pki: Path) -> None:
@@ -224,8 +262,11 @@ def test_a_full_inbox_answers_507(pki: Path) -> None:
                     statuses.append(reply.status)
         assert statuses == [201, 201, 507]
         assert store.notifications.count() == 2
+        assert counted.requests(507, "inbox_notifications") == 1
 
-    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_notifications=2))
+    counted = _Counted()
+    _run(pki, scenario, WebConfig(listen="127.0.0.1:0", inbox_notifications=2),
+         refusals=counted.refusals)
 
 
 def test_the_listing_pages_every_notification_once(pki: Path) -> None:
@@ -327,9 +368,19 @@ def test_a_message_is_served_to_its_parties_and_auditors_only(pki: Path) -> None
                     if status == 200:
                         assert provenance.Message.from_nquads(body) == hop
                     else:
-                        assert b"not a party to this message" in body
-            async with http.get(base + "msg/order%201/v1/to-bob",
-                                ssl=_client(pki, "alice")) as reply:
+                        refusal = body
+                        assert b"may not read this message" in body
+            # a message this site does not keep: to anyone but the site and auditors the very
+            # 403 a message it may not read gets (message URIs are guessable: no oracle of
+            # who received what); the site and auditors learn it is not here
+            for who, status in (("mallory", 403), ("alice", 403), ("d1", 404), ("eve", 404)):
+                async with http.get(base + "msg/order%201/v1/to-bob",
+                                    ssl=_client(pki, who)) as reply:
+                    assert reply.status == status, who
+                    if who == "mallory":
+                        assert await reply.read() == refusal
+            # a path that is no message URI at all: 404 for everyone, nothing to probe
+            async with http.get(base + "msg/" + "x" * 2100, ssl=_client(pki, "mallory")) as reply:
                 assert reply.status == 404
             async with http.get(base + path.lstrip("/"), ssl=_client(pki, "alice"),
                                 headers={"Accept": "text/turtle"}) as reply:
@@ -405,9 +456,14 @@ def test_a_flooding_client_gets_429_while_another_is_served(pki: Path) -> None:
             now[0] += 2.0  # a token back for alice, no more
             assert await _status(http, base, alice) == (200, "")
             assert await _status(http, base, alice) == (429, "2")
+        # every 429 of the rate counted where Prometheus scrapes it: 197 + the POST + 1
+        assert counted.requests(429, "client_requests_per_second") == 199
+        assert counted.requests(429, "posts_in_flight") == 0
 
+    counted = _Counted()
     _run(pki, scenario, WebConfig(listen="127.0.0.1:0", client_burst=3,
-                                  client_requests_per_second=0.5), monotonic=lambda: now[0])
+                                  client_requests_per_second=0.5), monotonic=lambda: now[0],
+         refusals=counted.refusals)
 
 
 async def _tls_connection(port: int, ctx: ssl.SSLContext, source: str) -> tuple[
@@ -458,9 +514,11 @@ def test_connections_past_the_caps_are_closed_at_accept_and_grpc_still_answers(
             # two from one address: their handshakes complete; a third is closed at accept
             held += [await _tls_connection(port, ctx, "127.0.0.1") for _ in range(2)]
             assert await _refused(port, ctx, "127.0.0.1")
+            assert (counted.connections("per_address"), counted.connections("total")) == (1, 0)
             # other addresses get in, up to four in all; then a fifth address is refused too
             held += [await _tls_connection(port, ctx, a) for a in ("127.0.0.2", "127.0.0.3")]
             assert await _refused(port, ctx, "127.0.0.4")
+            assert (counted.connections("per_address"), counted.connections("total")) == (1, 1)
             # a flood of bare TCP connections that never start TLS: each closed by the server
             # before any byte (no handshake done), while the gRPC service answers
             flood = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.5", 0))
@@ -470,6 +528,7 @@ def test_connections_past_the_caps_are_closed_at_accept_and_grpc_still_answers(
                     assert await reader.read() == b""
                 writer.close()
             assert await _health(grpc_port) == health_pb2.HealthCheckResponse.SERVING
+            assert counted.connections("total") == 101  # the flood, counted where it is seen
             # a client admitted before is still served
             reader, writer = held[0]
             writer.write(b"GET / HTTP/1.1\r\nHost: d1\r\nConnection: close\r\n\r\n")
@@ -484,5 +543,6 @@ def test_connections_past_the_caps_are_closed_at_accept_and_grpc_still_answers(
                 writer.close()
             await grpc_server.stop(None)
 
+    counted = _Counted()
     _run(pki, scenario, WebConfig(listen="127.0.0.1:0", connections=4,
-                                  connections_per_address=2))
+                                  connections_per_address=2), refusals=counted.refusals)

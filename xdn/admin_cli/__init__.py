@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xdn.admin_cli import _inbox, _ontology, _policy, _provenance
+from xdn.admin_cli import _inbox, _ontology, _policy, _provenance, _site
 from xdn.admin_cli._common import DEFAULT_ONTOLOGY
 from xdn.admin_cli._ontology import cmd_mapping_test, cmd_ontology_check, cmd_ontology_show
 from xdn.admin_cli._policy import (
@@ -68,6 +68,7 @@ def register(subparsers: Any) -> None:
     _policy.register(subparsers)
     _provenance.register(subparsers)
     _inbox.register(subparsers)
+    _site.register(subparsers)
     p = subparsers.add_parser("generate", help="generate a realistic enterprise XML document")
     p.add_argument("--schema", choices=("production-dept", "qa-company"), required=True)
     p.add_argument("--size", type=parse_size, default=parse_size("1MB"), help="e.g. 10MB")

@@ -4,7 +4,9 @@
 following the pages' ``rel="next"`` links; ``--first-page`` for the first only),
 ``show`` one notification (TriG by default, or ``--as`` another offered type), ``post`` sends
 a notification file (its media type from ``--type`` or its extension) and prints where the
-inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`xdn.admin_cli._web`).
+inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`xdn.admin_cli._web`), or to the
+site resolved through ``--via`` (any site's endpoint): the site a notification URI names, or
+``--site NAME`` for ``list`` and ``post`` (without it, the site whose endpoint ``--via`` is).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from xdn.admin_cli._web import WebClient, web_args
+from xdn.admin_cli._web import WebClient, client_for, web_args
 from xdn.errors import PeerError, UsageError
 
 __all__ = ["cmd_inbox_list", "cmd_inbox_post", "cmd_inbox_show", "register"]
@@ -43,6 +45,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-pages", type=int, default=100_000, metavar="N",
                    help="stop with an error past N pages (default 100000)")
     web_args(p)
+    _site_arg(p)
     p.set_defaults(func=cmd_inbox_list)
     p = sub.add_parser("show", help="one notification's statements")
     p.add_argument("notification", metavar="URI", help="its URI, URL or path (/inbox/ID)")
@@ -55,11 +58,23 @@ def register(subparsers: Any) -> None:
     p.add_argument("--type", dest="media_type", choices=sorted(set(_BY_EXTENSION.values())),
                    help="its media type (default: from the file's extension)")
     web_args(p)
+    _site_arg(p)
     p.set_defaults(func=cmd_inbox_post)
 
 
-def _client(args: argparse.Namespace) -> WebClient:
-    return WebClient(args.web, certs=args.certs, name=args.name)
+def _site_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--site", metavar="NAME",
+        help="with --via: the site whose inbox to use, found through --via (default: the "
+        "site whose endpoint --via is)",
+    )
+
+
+def _client(args: argparse.Namespace, node: str | None = None) -> WebClient:
+    site = getattr(args, "site", None)
+    if site and not args.via:
+        raise UsageError("--site names a site to find through --via; with --web, give its URL")
+    return client_for(args, node or site)
 
 
 def cmd_inbox_list(args: argparse.Namespace) -> int:
@@ -102,7 +117,11 @@ def _page(client: WebClient, target: str) -> tuple[list[str], str | None]:
 
 def cmd_inbox_show(args: argparse.Namespace) -> int:
     """``xdn inbox show``: the notification, as the site serves it."""
-    reply = _client(args).request("GET", args.notification, accept=args.media_type)
+    node = args.notification if "://" in args.notification else None
+    if args.via and node is None:
+        raise UsageError("with --via, give the notification's URI (https://NAME.xdn.example/"
+                         "inbox/ID): it names the site to ask")
+    reply = _client(args, node).request("GET", args.notification, accept=args.media_type)
     sys.stdout.write(reply.body.decode("utf-8", "replace"))
     return 0
 

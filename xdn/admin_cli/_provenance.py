@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xdn.admin_cli._common import at_arg, read, when
-from xdn.admin_cli._web import WebClient, web_args
+from xdn.admin_cli._web import client_for, web_args
 from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ def _input_args(parser: argparse.ArgumentParser, what: str, *, web: bool = False
     else:  # (a str: Path would fold the // of a URI)
         parser.add_argument(
             "file", metavar="FILE|URI",
-            help=f"{what} ('-' for stdin), or its message URI, fetched over HTTPS from --web",
+            help=f"{what} ('-' for stdin), or its message URI, fetched over HTTPS from --web, or "
+            "from the site that minted it, found through --via",
         )
         web_args(parser, required=False)
     parser.add_argument(
@@ -202,10 +203,11 @@ concept is one of DOC's (of version V's, with --version), the others always."""
 
 
 def _fetch(args: argparse.Namespace) -> bytes:
-    """The message at URI ``args.file``, as N-Quads, from the site at ``args.web``."""
-    if not (args.web and args.certs and args.name):
-        raise UsageError(f"to fetch {args.file}, give --web, --certs and --name")
-    client = WebClient(args.web, certs=args.certs, name=args.name, max_bytes=args.max_bytes)
+    """The message at URI ``args.file``, as N-Quads, from the site at ``args.web`` (or the
+    site that minted it, resolved through ``args.via``)."""
+    if not ((args.web or args.via) and args.certs and args.name):
+        raise UsageError(f"to fetch {args.file}, give --web (or --via), --certs and --name")
+    client = client_for(args, args.file)
     return client.request("GET", args.file, accept="application/n-quads").body
 
 

@@ -2,34 +2,70 @@
 
 Every request is mutual TLS with a certificate of the network (``--certs DIR --name NAME``:
 ``NAME.pem``, ``NAME.key``, ``ca.pem``), as the endpoint requires. Resources are named by node
-URIs (``https://d2.xdn.example/msg/…``), which are names, not addresses: ``--web URL`` (the
-base URL a site's endpoint listens on, as ``xdn cluster status`` prints it) says where to ask,
-and a node URI's path is asked there. Answers are read up to ``--max-bytes``; a status other
-than 2xx is a :class:`~xdn.errors.PeerError` carrying the site's message.
+URIs (``https://d2.xdn.example/msg/…``), which are names, not addresses. Where to ask:
+
+* ``--web URL`` — the base URL of the site's own endpoint (as ``xdn cluster status`` prints
+  it); a node URI's path is asked there, whoever's URI it is.
+* ``--via URL`` — *any* site's endpoint. The site a node URI names is resolved through it
+  (:func:`resolve`): ``GET /nodes/NAME`` answers NAME's signed DHT record, which this client
+  checks itself — the signature under the certificate the record carries, that certificate
+  under the network CA (a site's, in force), that it is NAME's and live — and then asks the
+  endpoint the record names, checking that the server there presents NAME's certificate. So
+  the site asked is trusted with nothing: a forged, altered, stale or someone else's record
+  is refused (:class:`ResolveError`), and so is an endpoint that is not NAME's.
+
+Answers are read up to ``--max-bytes``; a status other than 2xx is a
+:class:`~xdn.errors.PeerError` carrying the site's message.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import ssl
+import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
-from xdn.errors import PeerError, UsageError
+from xdn import certs as xdn_certs
+from xdn.errors import CertificateError, PeerError, UsageError
 
-__all__ = ["Reply", "WebClient", "web_args"]
+__all__ = [
+    "Reply",
+    "ResolveError",
+    "Resolved",
+    "WebClient",
+    "client_for",
+    "node_name",
+    "resolve",
+    "web_args",
+]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+_NODE_SUFFIX = ".xdn.example"
+_RECORD_BYTES = 64 * 1024  # a site record: a certificate, a signature, a few names
+
+
+class ResolveError(PeerError):
+    """The site asked through ``--via`` answered a record that does not check out."""
 
 
 def web_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """Add ``--web``, ``--certs`` and ``--name`` (who asks, and where)."""
-    parser.add_argument(
-        "--web", required=required, metavar="URL",
-        help="the site's HTTPS endpoint, e.g. https://127.0.0.1:8443/ (xdn cluster status "
-        "prints it); a node URI's path is asked there",
+    """Add ``--web`` or ``--via``, ``--certs`` and ``--name`` (who asks, and where)."""
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument(
+        "--web", metavar="URL",
+        help="the HTTPS endpoint of the site to ask, e.g. https://127.0.0.1:8443/ (xdn cluster "
+        "status prints it); a node URI's path is asked there",
+    )
+    where.add_argument(
+        "--via", metavar="URL",
+        help="any site's HTTPS endpoint: the site a node URI names is found through it (its "
+        "DHT record, signed by that site and checked here against the CA) and asked at its own "
+        "endpoint",
     )
     parser.add_argument("--name", required=required, help="your certificate's name (NAME.pem)")
     parser.add_argument(
@@ -52,12 +88,15 @@ class Reply:
 class WebClient:
     """Requests to one site's endpoint as one party of the network."""
 
-    def __init__(self, web: str, *, certs: Path, name: str, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, web: str, *, certs: Path, name: str, max_bytes: int = DEFAULT_MAX_BYTES,
+                 server: str | None = None):
         base = urlsplit(web)
         if base.scheme != "https" or not base.hostname:
             raise UsageError(f"--web must be an https:// URL, got {web!r}")
         self.base = web if web.endswith("/") else web + "/"
         self.max_bytes = max_bytes
+        self.certs, self.name = certs, name
+        self.server = server  # the site whose certificate the server must present (None: any)
         try:
             self._context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
             self._context.load_cert_chain(str(certs / f"{name}.pem"), str(certs / f"{name}.key"))
@@ -73,9 +112,10 @@ class WebClient:
 
     def request(
         self, method: str, target: str, *, accept: str | None = None,
-        body: bytes | None = None, content_type: str | None = None,
+        body: bytes | None = None, content_type: str | None = None, limit: int | None = None,
     ) -> Reply:
-        """Send one request; return the 2xx answer.
+        """Send one request; return the 2xx answer (read up to ``limit`` bytes, by default
+        ``max_bytes``).
 
         Raises:
             PeerError: the site answered with another status (its message), or the
@@ -90,16 +130,19 @@ class WebClient:
         conn = http.client.HTTPSConnection(url.hostname or "", url.port, context=self._context,
                                            timeout=30)
         try:
+            conn.connect()
+            self._check_server(conn)
             conn.request(method, url.path + (f"?{url.query}" if url.query else ""), body=body,
                          headers=headers)
             answer = conn.getresponse()
-            data = answer.read(self.max_bytes + 1)
+            data = answer.read((limit or self.max_bytes) + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise PeerError(f"{self.base}: {exc}") from None
         finally:
             conn.close()
-        if len(data) > self.max_bytes:
-            raise PeerError(f"{url.geturl()}: the answer is larger than {self.max_bytes} bytes")
+        if len(data) > (limit or self.max_bytes):
+            raise PeerError(f"{url.geturl()}: the answer is larger than "
+                            f"{limit or self.max_bytes} bytes")
         if not 200 <= answer.status < 300:
             message = data.decode("utf-8", "replace").strip()
             raise PeerError(f"{method} {url.path}: {answer.status} {answer.reason}: {message}")
@@ -108,3 +151,116 @@ class WebClient:
             location=answer.headers.get("Location"), body=data,
             links=tuple(answer.headers.get_all("Link") or ()),
         )
+
+    def _check_server(self, conn: http.client.HTTPSConnection) -> None:
+        """The server presents :attr:`server`'s certificate (a site's), when one is expected."""
+        if self.server is None:
+            return
+        sock = conn.sock
+        der = sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None
+        try:
+            credential = xdn_certs.credential_from_pem(
+                ssl.DER_cert_to_PEM_cert(der or b"").encode("ascii"))
+        except (CertificateError, ValueError):
+            credential = None
+        if credential is None or credential.name != self.server or credential.role != "site":
+            found = "no certificate" if credential is None else repr(credential.name)
+            raise PeerError(f"{self.base} is not site {self.server!r}'s endpoint: the server "
+                            f"there presents {found}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """Where a site's endpoint is, from its record as checked here."""
+
+    site: str
+    endpoint: str  # https://HOST:PORT/
+    address: str  # its gRPC address
+    block: str
+    issued: datetime
+    expires: datetime
+    serial: int  # of the certificate that signed the record
+    via: str  # the endpoint asked
+
+    def describe(self) -> str:
+        """One line for a person."""
+        return (f"site {self.site} ({xdn_certs.node_uri(self.site)}) is at {self.endpoint}: "
+                f"its DHT record, signed by {self.site} (certificate serial {self.serial:x}) "
+                f"and checked under the CA here, as {self.via} found it")
+
+
+def node_name(uri: str) -> str:
+    """The site a node URI (``https://NAME.xdn.example/…``) or a bare NAME names."""
+    if "://" not in uri:
+        name = uri
+    else:
+        parts = urlsplit(uri)
+        host = parts.netloc
+        if parts.scheme != "https" or not host.endswith(_NODE_SUFFIX):
+            raise UsageError(f"{uri!r} is not a node URI (https://NAME{_NODE_SUFFIX}/…)")
+        name = host.removesuffix(_NODE_SUFFIX)
+    if not name or "/" in name or not name.isprintable():
+        raise UsageError(f"{uri!r} names no site")
+    return name
+
+
+def resolve(via: WebClient, name: str, *, ca_pem: bytes, now: datetime) -> Resolved:
+    """Site ``name``'s endpoint, from the record ``via``'s site answers, checked here.
+
+    Raises:
+        ResolveError: the answer is not a record, not ``name``'s, forged or altered (its
+            signature or certificate does not verify under the CA), expired or withdrawn, or
+            names no endpoint.
+        PeerError: ``via`` answered another status (e.g. 404: the DHT holds no record of it).
+    """
+    from disseminator.dht import CaRecordVerifier, SiteRecord  # the DHT's own checks
+
+    reply = via.request("GET", f"/nodes/{quote(name, safe='')}", accept="application/json",
+                        limit=_RECORD_BYTES)
+    if len(reply.body) > _RECORD_BYTES:
+        raise ResolveError(f"{via.base} answered {len(reply.body)} bytes for a site record")
+    try:
+        record = SiteRecord.from_json(json.loads(reply.body))
+    except (ValueError, PeerError) as exc:  # JSONDecodeError, InvalidRecordError
+        raise ResolveError(f"{via.base} answered no site record for {name!r}: {exc}") from None
+    if record.site != name:
+        raise ResolveError(f"{via.base} answered the record of site {record.site!r} when asked "
+                           f"for {name!r}: refused")
+    try:
+        CaRecordVerifier(ca_pem=ca_pem).verify(record, now_ms=int(now.timestamp() * 1000))
+    except PeerError as exc:
+        raise ResolveError(f"{via.base} answered a record of {name!r} that does not check out "
+                           f"(forged, altered or stale): {exc}; refused") from None
+    if not record.web:
+        raise ResolveError(f"site {name!r} announces no HTTPS endpoint in its DHT record")
+    credential = xdn_certs.credential_from_pem(record.certificate_pem)
+    return Resolved(
+        site=name, endpoint=f"https://{record.web}/", address=record.address,
+        block=record.block, issued=datetime.fromtimestamp(record.issued_at_ms / 1000, UTC),
+        expires=datetime.fromtimestamp(record.expires_at_ms / 1000, UTC),
+        serial=credential.serial, via=via.base,
+    )
+
+
+def client_for(args: argparse.Namespace, node: str | None, *, quiet: bool = False) -> WebClient:
+    """The client to ask about ``node`` (a node URI or a site name; ``None``: the site asked):
+    at ``--web``, or at the endpoint of ``node`` resolved through ``--via`` (said on stderr
+    unless ``quiet``)."""
+    if not (args.certs and args.name and (args.web or args.via)):
+        raise UsageError("give --web (or --via), --certs and --name")
+    max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
+    if args.web:
+        return WebClient(args.web, certs=args.certs, name=args.name, max_bytes=max_bytes)
+    via = WebClient(args.via, certs=args.certs, name=args.name, max_bytes=max_bytes)
+    if node is None:
+        return via
+    name = node_name(node)
+    try:
+        ca_pem = (args.certs / "ca.pem").read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.certs / 'ca.pem'}: {exc.strerror}") from None
+    found = resolve(via, name, ca_pem=ca_pem, now=datetime.now(UTC))
+    if not quiet:
+        print(f"xdn: {found.describe()}", file=sys.stderr)
+    return WebClient(found.endpoint, certs=args.certs, name=args.name, max_bytes=max_bytes,
+                     server=name)

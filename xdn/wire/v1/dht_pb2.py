@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15xdn/wire/v1/dht.proto\x12\x0bxdn.wire.v1\".\n\nDhtContact\x12\x0f\n\x07node_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\x96\x01\n\rDhtSiteRecord\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05\x62lock\x18\x03 \x01(\t\x12\x14\n\x0cissued_at_ms\x18\x04 \x01(\x04\x12\x15\n\rexpires_at_ms\x18\x05 \x01(\x04\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x06 \x01(\x0c\x12\x11\n\tsignature\x18\x07 \x01(\x0c\"7\n\x0e\x44htPingRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\"N\n\x0f\x44htPingResponse\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"<\n\x12\x44htFindNodeRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\x0c\"@\n\x13\x44htFindNodeResponse\x12)\n\x08\x63ontacts\x18\x01 \x03(\x0b\x32\x17.xdn.wire.v1.DhtContact\":\n\x13\x44htFindValueRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"n\n\x14\x44htFindValueResponse\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.xdn.wire.v1.DhtSiteRecord\x12)\n\x08\x63ontacts\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.DhtContact\"b\n\x0f\x44htStoreRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12*\n\x06record\x18\x03 \x01(\x0b\x32\x1a.xdn.wire.v1.DhtSiteRecord\"\"\n\x10\x44htStoreResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x08\x32\xaf\x02\n\x03\x44ht\x12\x41\n\x04Ping\x12\x1b.xdn.wire.v1.DhtPingRequest\x1a\x1c.xdn.wire.v1.DhtPingResponse\x12M\n\x08\x46indNode\x12\x1f.xdn.wire.v1.DhtFindNodeRequest\x1a .xdn.wire.v1.DhtFindNodeResponse\x12P\n\tFindValue\x12 .xdn.wire.v1.DhtFindValueRequest\x1a!.xdn.wire.v1.DhtFindValueResponse\x12\x44\n\x05Store\x12\x1c.xdn.wire.v1.DhtStoreRequest\x1a\x1d.xdn.wire.v1.DhtStoreResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15xdn/wire/v1/dht.proto\x12\x0bxdn.wire.v1\".\n\nDhtContact\x12\x0f\n\x07node_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\xa3\x01\n\rDhtSiteRecord\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05\x62lock\x18\x03 \x01(\t\x12\x14\n\x0cissued_at_ms\x18\x04 \x01(\x04\x12\x15\n\rexpires_at_ms\x18\x05 \x01(\x04\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x06 \x01(\x0c\x12\x11\n\tsignature\x18\x07 \x01(\x0c\x12\x0b\n\x03web\x18\x08 \x01(\t\"7\n\x0e\x44htPingRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\"N\n\x0f\x44htPingResponse\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"<\n\x12\x44htFindNodeRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\x0c\"@\n\x13\x44htFindNodeResponse\x12)\n\x08\x63ontacts\x18\x01 \x03(\x0b\x32\x17.xdn.wire.v1.DhtContact\":\n\x13\x44htFindValueRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"n\n\x14\x44htFindValueResponse\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.xdn.wire.v1.DhtSiteRecord\x12)\n\x08\x63ontacts\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.DhtContact\"b\n\x0f\x44htStoreRequest\x12\x16\n\x0esender_address\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12*\n\x06record\x18\x03 \x01(\x0b\x32\x1a.xdn.wire.v1.DhtSiteRecord\"\"\n\x10\x44htStoreResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x08\x32\xaf\x02\n\x03\x44ht\x12\x41\n\x04Ping\x12\x1b.xdn.wire.v1.DhtPingRequest\x1a\x1c.xdn.wire.v1.DhtPingResponse\x12M\n\x08\x46indNode\x12\x1f.xdn.wire.v1.DhtFindNodeRequest\x1a .xdn.wire.v1.DhtFindNodeResponse\x12P\n\tFindValue\x12 .xdn.wire.v1.DhtFindValueRequest\x1a!.xdn.wire.v1.DhtFindValueResponse\x12\x44\n\x05Store\x12\x1c.xdn.wire.v1.DhtStoreRequest\x1a\x1d.xdn.wire.v1.DhtStoreResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,23 +34,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DHTCONTACT']._serialized_start=38
   _globals['_DHTCONTACT']._serialized_end=84
   _globals['_DHTSITERECORD']._serialized_start=87
-  _globals['_DHTSITERECORD']._serialized_end=237
-  _globals['_DHTPINGREQUEST']._serialized_start=239
-  _globals['_DHTPINGREQUEST']._serialized_end=294
-  _globals['_DHTPINGRESPONSE']._serialized_start=296
-  _globals['_DHTPINGRESPONSE']._serialized_end=374
-  _globals['_DHTFINDNODEREQUEST']._serialized_start=376
-  _globals['_DHTFINDNODEREQUEST']._serialized_end=436
-  _globals['_DHTFINDNODERESPONSE']._serialized_start=438
-  _globals['_DHTFINDNODERESPONSE']._serialized_end=502
-  _globals['_DHTFINDVALUEREQUEST']._serialized_start=504
-  _globals['_DHTFINDVALUEREQUEST']._serialized_end=562
-  _globals['_DHTFINDVALUERESPONSE']._serialized_start=564
-  _globals['_DHTFINDVALUERESPONSE']._serialized_end=674
-  _globals['_DHTSTOREREQUEST']._serialized_start=676
-  _globals['_DHTSTOREREQUEST']._serialized_end=774
-  _globals['_DHTSTORERESPONSE']._serialized_start=776
-  _globals['_DHTSTORERESPONSE']._serialized_end=810
-  _globals['_DHT']._serialized_start=813
-  _globals['_DHT']._serialized_end=1116
+  _globals['_DHTSITERECORD']._serialized_end=250
+  _globals['_DHTPINGREQUEST']._serialized_start=252
+  _globals['_DHTPINGREQUEST']._serialized_end=307
+  _globals['_DHTPINGRESPONSE']._serialized_start=309
+  _globals['_DHTPINGRESPONSE']._serialized_end=387
+  _globals['_DHTFINDNODEREQUEST']._serialized_start=389
+  _globals['_DHTFINDNODEREQUEST']._serialized_end=449
+  _globals['_DHTFINDNODERESPONSE']._serialized_start=451
+  _globals['_DHTFINDNODERESPONSE']._serialized_end=515
+  _globals['_DHTFINDVALUEREQUEST']._serialized_start=517
+  _globals['_DHTFINDVALUEREQUEST']._serialized_end=575
+  _globals['_DHTFINDVALUERESPONSE']._serialized_start=577
+  _globals['_DHTFINDVALUERESPONSE']._serialized_end=687
+  _globals['_DHTSTOREREQUEST']._serialized_start=689
+  _globals['_DHTSTOREREQUEST']._serialized_end=787
+  _globals['_DHTSTORERESPONSE']._serialized_start=789
+  _globals['_DHTSTORERESPONSE']._serialized_end=823
+  _globals['_DHT']._serialized_start=826
+  _globals['_DHT']._serialized_end=1129
 # @@protoc_insertion_point(module_scope)

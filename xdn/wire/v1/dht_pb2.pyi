@@ -15,7 +15,7 @@ class DhtContact(_message.Message):
     def __init__(self, node_id: _Optional[bytes] = ..., address: _Optional[str] = ...) -> None: ...
 
 class DhtSiteRecord(_message.Message):
-    __slots__ = ("site", "address", "block", "issued_at_ms", "expires_at_ms", "certificate_pem", "signature")
+    __slots__ = ("site", "address", "block", "issued_at_ms", "expires_at_ms", "certificate_pem", "signature", "web")
     SITE_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class DhtSiteRecord(_message.Message):
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_PEM_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    WEB_FIELD_NUMBER: _ClassVar[int]
     site: str
     address: str
     block: str
@@ -30,7 +31,8 @@ class DhtSiteRecord(_message.Message):
     expires_at_ms: int
     certificate_pem: bytes
     signature: bytes
-    def __init__(self, site: _Optional[str] = ..., address: _Optional[str] = ..., block: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., certificate_pem: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    web: str
+    def __init__(self, site: _Optional[str] = ..., address: _Optional[str] = ..., block: _Optional[str] = ..., issued_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., certificate_pem: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., web: _Optional[str] = ...) -> None: ...
 
 class DhtPingRequest(_message.Message):
     __slots__ = ("sender_address", "nonce")
