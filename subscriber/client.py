@@ -8,8 +8,10 @@ the client follows such redirects. Each delivery is handed to the session
 receipt; the CRL the site relays (at registration and on each reload) goes to the session,
 which keeps it only if it is the CA's and newer (:mod:`subscriber.revocation`); the path
 refresh requests it raises go back on the stream. A lost stream is resumed after the last
-delivery applied. The failure notices the session signs (its refusals) are handed to the site
-by a call of their own (``Notices``, :func:`send_notices`), from the queue that keeps them
+delivery applied, after a backoff (:class:`xdn.backoff.Backoff`: 0.2 s doubling to 5 s,
+jittered) that starts again from 0.2 s once a stream has worked (the site registered us).
+The failure notices the session signs (its refusals) are handed to the site by a call of
+their own (``Notices``, :func:`send_notices`), from the queue that keeps them
 until the site answered (:mod:`subscriber.outbox`).
 
 Both ends send a heartbeat on an idle stream; a site silent for three of its intervals is
@@ -29,6 +31,7 @@ import grpc
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
 from subscriber.spool import SpooledDissemination, read_spooled
 from xdn import certs, crypto, lease
+from xdn.backoff import Backoff
 from xdn.errors import PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.heartbeat import Heartbeats, PeerSilent
@@ -64,7 +67,13 @@ _REFUSALS = frozenset(
 
 
 class _ConnectionLost(Exception):
-    """The stream to the site broke; reconnect and resume."""
+    """The stream to the site broke; reconnect and resume.
+
+    ``registered``: the stream had worked (the site registered us) before it broke, so the
+    reconnect backoff starts again from its first delay.
+    """
+
+    registered = False
 
 
 async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | None:
@@ -105,6 +114,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
         stopper = asyncio.ensure_future(stop.wait())
         renewer = asyncio.ensure_future(_renew_leases(session, outgoing))
         notices: asyncio.Future[None] | None = None  # started once the site registered us
+        registered = False
         try:
             while True:
                 read = asyncio.ensure_future(watch.receive(call.read()))
@@ -126,11 +136,15 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     elif delivery is not None:
                         _handle_delivery(session, delivery, outgoing, stop)
                 elif message.WhichOneof("kind") == "subscribed":
+                    registered = True
                     if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
                         watch.slow_to(message.subscribed.heartbeat_ms / 1000)
                     _on_subscribed(session, message.subscribed, outgoing)
                     if notices is None:
                         notices = asyncio.ensure_future(send_notices(session, stub))
+        except _ConnectionLost as exc:
+            exc.registered = registered
+            raise
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 for key, value in exc.trailing_metadata() or ():
@@ -138,7 +152,9 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
             if exc.code() not in _REFUSALS:  # the site or the connection went away
-                raise _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}") from None
+                lost = _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}")
+                lost.registered = registered
+                raise lost from None
             raise UsageError(
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None
@@ -395,15 +411,18 @@ async def run_subscriber(
 ) -> SubscriptionReport:
     """Subscribe and process deliveries until ``stop`` is set or max_documents arrived."""
     session = Session(setup, clock)
-    address, redirects, delay = setup.connect, 0, 0.2
+    address, redirects, backoff = setup.connect, 0, Backoff()
     try:
         while not stop.is_set():
             try:
                 redirect = await _stream(session, address, stop)
             except _ConnectionLost as exc:
-                print(f"{setup.name}: connection lost ({exc}); reconnecting", flush=True)
+                if exc.registered:  # it worked: come back quickly (the site may be back)
+                    backoff.reset()
+                delay = backoff.next()
+                print(f"{setup.name}: connection lost ({exc}); reconnecting in {delay:.1f}s",
+                      flush=True)
                 await _sleep_or_stop(stop, delay)
-                delay = min(delay * 2, 5.0)
                 continue
             if redirect is None:
                 break
@@ -412,7 +431,8 @@ async def run_subscriber(
                 raise UsageError(
                     f"more than {_MAX_REDIRECTS} redirects; check the sites' uplinks"
                 )
-            address, delay = redirect, 0.2
+            address = redirect
+            backoff.reset()
         return session.report
     finally:
         session.report.held = session.keyring.held_count()
