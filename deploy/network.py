@@ -292,14 +292,20 @@ class LocalNetwork:
         proc.kill()
         proc.wait()
 
-    def restart_site(self, site: str, timeout: float = 60.0) -> None:
-        """Start a stopped or killed site again on the same port, with its state on disk."""
+    def restart_site(self, site: str, timeout: float = 60.0, *, joined: bool = True) -> None:
+        """Start a stopped or killed site again on the same port, with its state on disk.
+
+        Waits until it has joined the DHT (it writes its port then) unless ``joined`` is
+        False: then returns at once (a site whose bootstrap peers are down answers calls on
+        its port before it can join).
+        """
         spec = self.sites[site]
         for name in ("port", "web_port"):
             (self.workdir / "state" / site / name).unlink(missing_ok=True)
         config = self.site_config(spec, port=self.ports[site])
         self._site_procs[site] = self._spawn(site, self._site_command(spec, config))
-        self._wait_port(site, timeout)
+        if joined:
+            self._wait_port(site, timeout)
 
     def metric(self, site: str, name: str, **labels: str) -> float:
         """A sample of a running site's ``/metrics`` (0 when it has none yet)."""
