@@ -361,6 +361,28 @@ class LocalNetwork:
             ),
         )
 
+    def unsubscribe(self, name: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``xdn unsubscribe`` for subscriber ``name`` at its site (with its state, so
+        that the leave is recorded there too), whatever its exit code."""
+        spec = self.subscribers[name]
+        state = "state" if spec.common_name is None else f"state/{name}"
+        args = self._xdn(
+            "unsubscribe", "--connect", self.address(spec.site),
+            "--name", spec.common_name or name, "--certs", spec.certs, "--state-dir", state,
+        )
+        return subprocess.run(
+            args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def subscriber_exit(self, name: str, timeout: float = 30.0) -> int | None:
+        """Wait until subscriber ``name`` exits on its own; its exit code (None: still running
+        at the deadline)."""
+        proc = self._subscriber_procs[name]
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def wait_subscribed(self, name: str, timeout: float = 30.0) -> dict[str, object]:
         """Wait until subscriber ``name`` reports its registration; return what it wrote."""
         path = self.inbox(name) / "subscription.json"

@@ -25,11 +25,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import grpc
 
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
 from subscriber.spool import SpooledDissemination, read_spooled
+from subscriber.store import Keyring
 from xdn import certs, crypto, lease
 from xdn.backoff import Backoff
 from xdn.errors import PeerError, ProtocolError, UsageError
@@ -64,6 +66,11 @@ _REFUSALS = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
+
+
+class _LeftMeanwhile(Exception):
+    """The site registered us, but our state says we left (``xdn unsubscribe`` ran while we
+    were reconnecting): leave at that site again, and stop."""
 
 
 class _ConnectionLost(Exception):
@@ -137,6 +144,9 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                         _handle_delivery(session, delivery, outgoing, stop)
                 elif message.WhichOneof("kind") == "subscribed":
                     registered = True
+                    if session.keyring.left_at_ms() is not None:
+                        call.cancel()
+                        raise _LeftMeanwhile
                     if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
                         watch.slow_to(message.subscribed.heartbeat_ms / 1000)
                     _on_subscribed(session, message.subscribed, outgoing)
@@ -413,9 +423,21 @@ async def run_subscriber(
     session = Session(setup, clock)
     address, redirects, backoff = setup.connect, 0, Backoff()
     try:
+        _rejoin_or_refuse(session)
         while not stop.is_set():
+            if (left := session.keyring.left_at_ms()) is not None:
+                print(f"{setup.name}: unsubscribed at {_iso(left)} (xdn unsubscribe); "
+                      "not registering again", flush=True)
+                break
             try:
                 redirect = await _stream(session, address, stop)
+            except _LeftMeanwhile:
+                await _leave_again(setup, address)
+                continue
+            except UsageError:
+                if session.keyring.left_at_ms() is not None:
+                    continue  # the site ended it because we left
+                raise
             except _ConnectionLost as exc:
                 if exc.registered:  # it worked: come back quickly (the site may be back)
                     backoff.reset()
@@ -443,6 +465,38 @@ async def run_subscriber(
             print(f"{setup.name}: cannot vouch that nothing of {publisher} was withheld: {why}",
                   flush=True)
         session.close()
+
+
+def _rejoin_or_refuse(session: Session) -> None:
+    """A state that records a leave subscribes again only when asked to (``rejoin``).
+
+    Raises:
+        UsageError: the subscriber left (``xdn unsubscribe``) and is not told to rejoin.
+    """
+    left, setup = session.keyring.left_at_ms(), session.setup
+    if left is None:
+        return
+    if not setup.rejoin:
+        raise UsageError(
+            f"{setup.name} unsubscribed at {_iso(left)} (xdn unsubscribe), as its state in "
+            f"{setup.state_dir} records; pass --rejoin to subscribe again"
+        )
+    session.keyring.clear_leave()
+    print(f"{setup.name}: subscribing again (unsubscribed at {_iso(left)})", flush=True)
+
+
+async def _leave_again(setup: SubscriberSetup, address: str) -> None:
+    """The site at ``address`` registered us after we left: send it our signed leave."""
+    try:
+        site, _ = await unsubscribe(setup.tls, address)
+        print(f"{setup.name}: left again at {site} (it registered us after we unsubscribed)",
+              flush=True)
+    except UsageError as exc:  # (its registration lapses with its lease)
+        print(f"{setup.name}: could not leave again at {address}: {exc}", flush=True)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 async def run_subscribers(
@@ -490,11 +544,26 @@ def _leave(tls: TlsFiles, at: datetime) -> bytes:
 
 
 async def unsubscribe(
-    tls: TlsFiles, address: str, *, at: datetime | None = None
+    tls: TlsFiles, address: str, *, at: datetime | None = None, state_dir: Path | None = None
 ) -> tuple[str, int]:
     """End this credential's subscription at ``address`` with a signed leave; return (site,
-    deliveries dropped)."""
-    leave = _leave(tls, at or datetime.now(UTC))
+    deliveries dropped).
+
+    With ``state_dir`` (the subscriber's), the leave is first recorded there: a subscriber
+    running on that state (reconnecting, say) or started on it later does not register
+    again, even if the site cannot be told now (then its registration lapses with its lease).
+
+    Raises:
+        UsageError: the site refused or could not be reached (the leave stays recorded).
+    """
+    when = at or datetime.now(UTC)
+    if state_dir is not None:
+        keyring = Keyring(state_dir / "keyring.sqlite")
+        try:
+            keyring.record_leave(lease.millis(when))
+        finally:
+            keyring.close()
+    leave = _leave(tls, when)
     credentials = channel_credentials(tls)
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         try:

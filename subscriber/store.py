@@ -342,6 +342,21 @@ class Keyring:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'subscribed_at_ms'").fetchone()
         return int(row[0])
 
+    # ---- whether this subscriber left (xdn unsubscribe) -----------------------------------
+    def record_leave(self, at_ms: int) -> None:
+        """Record that the subscriber left at ``at_ms`` (``xdn unsubscribe``): no run and no
+        reconnect registers it again until it rejoins (:meth:`clear_leave`)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('left_at_ms', ?)", (at_ms,))
+
+    def left_at_ms(self) -> int | None:
+        """When the subscriber left, if it did and has not rejoined since."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'left_at_ms'").fetchone()
+        return None if row is None else int(row[0])
+
+    def clear_leave(self) -> None:
+        """The subscriber subscribes again (``xdn subscribe --rejoin``)."""
+        self._db.execute("DELETE FROM meta WHERE key = 'left_at_ms'")
+
     # ---- key-tree state per group ---------------------------------------------------------
     def group_state(self, publisher: str, concept: str) -> bytes | None:
         """This member's serialised key-tree state in a (publisher, concept) group."""

@@ -57,7 +57,8 @@ class _Session:
     def __init__(self, setup: SubscriberSetup, clock: Any) -> None:
         self.setup = setup
         self.report = SubscriptionReport()
-        self.keyring = type("K", (), {"held_count": staticmethod(lambda: 0)})()
+        held, left = staticmethod(lambda: 0), staticmethod(lambda: None)
+        self.keyring = type("K", (), {"held_count": held, "left_at_ms": left})()
         self.completeness = type("C", (), {"unvouched": staticmethod(lambda *_: {})})()
 
     def close(self) -> None:
