@@ -434,10 +434,11 @@ async def run_subscriber(
             except _LeftMeanwhile:
                 await _leave_again(setup, address)
                 continue
-            except UsageError:
-                if session.keyring.left_at_ms() is not None:
-                    continue  # the site ended it because we left
-                raise
+            except UsageError as exc:
+                if session.keyring.left_at_ms() is None:
+                    raise
+                print(f"{setup.name}: {exc}", flush=True)  # (the site ended it: we left)
+                continue
             except _ConnectionLost as exc:
                 if exc.registered:  # it worked: come back quickly (the site may be back)
                     backoff.reset()
