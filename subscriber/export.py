@@ -45,6 +45,8 @@ __all__ = ["checkpoint", "complete", "reconcile"]
 
 log = logging.getLogger(__name__)
 
+_READ_BYTES = 64 * 1024  # the least kept of a line read
+
 
 def reconcile(keyring: Keyring, inbox: Inbox) -> None:
     """Append to the file the records after the export mark that it lacks; move the mark."""
@@ -82,7 +84,8 @@ def complete(inbox: Inbox, records: Sequence[str], *, start: int) -> int:
         )
         start = 0
     wanted = Counter(record.encode() for record in records)
-    keep = max((len(record) for record in wanted), default=0) + 2  # (longer: no record)
+    # A line is compared by its first ``keep`` bytes (a longer one is no record of ours).
+    keep = max(max((len(record) for record in wanted), default=0) + 2, _READ_BYTES)
     whole = start  # the end of the last whole line
     for end, line, terminated in inbox.received_lines(start, keep=keep):
         if not terminated:
