@@ -292,14 +292,20 @@ class LocalNetwork:
         proc.kill()
         proc.wait()
 
-    def restart_site(self, site: str, timeout: float = 60.0) -> None:
-        """Start a stopped or killed site again on the same port, with its state on disk."""
+    def restart_site(self, site: str, timeout: float = 60.0, *, joined: bool = True) -> None:
+        """Start a stopped or killed site again on the same port, with its state on disk.
+
+        Waits until it has joined the DHT (it writes its port then) unless ``joined`` is
+        False: then returns at once (a site whose bootstrap peers are down answers calls on
+        its port before it can join).
+        """
         spec = self.sites[site]
         for name in ("port", "web_port"):
             (self.workdir / "state" / site / name).unlink(missing_ok=True)
         config = self.site_config(spec, port=self.ports[site])
         self._site_procs[site] = self._spawn(site, self._site_command(spec, config))
-        self._wait_port(site, timeout)
+        if joined:
+            self._wait_port(site, timeout)
 
     def metric(self, site: str, name: str, **labels: str) -> float:
         """A sample of a running site's ``/metrics`` (0 when it has none yet)."""
@@ -354,6 +360,28 @@ class LocalNetwork:
                 "--log", f"logs/{name}.nq", *extra,
             ),
         )
+
+    def unsubscribe(self, name: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``xdn unsubscribe`` for subscriber ``name`` at its site (with its state, so
+        that the leave is recorded there too), whatever its exit code."""
+        spec = self.subscribers[name]
+        state = "state" if spec.common_name is None else f"state/{name}"
+        args = self._xdn(
+            "unsubscribe", "--connect", self.address(spec.site),
+            "--name", spec.common_name or name, "--certs", spec.certs, "--state-dir", state,
+        )
+        return subprocess.run(
+            args, cwd=self.workdir, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def subscriber_exit(self, name: str, timeout: float = 30.0) -> int | None:
+        """Wait until subscriber ``name`` exits on its own; its exit code (None: still running
+        at the deadline)."""
+        proc = self._subscriber_procs[name]
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def wait_subscribed(self, name: str, timeout: float = 30.0) -> dict[str, object]:
         """Wait until subscriber ``name`` reports its registration; return what it wrote."""

@@ -22,6 +22,7 @@ from types import MappingProxyType
 __all__ = [
     "Accept",
     "Destination",
+    "NotReady",
     "Redirect",
     "Refuse",
     "Registration",
@@ -78,13 +79,23 @@ class Refuse:
     reason: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotReady:
+    """The site cannot decide yet: it is not a root and does not know its uplink yet (it is
+    still looking it up, say after a restart while the uplink was down). The subscriber
+    should try again later; nothing about it is final."""
+
+    unserved: frozenset[str]
+
+
 def decide_subscription(
     grants: Grants,
     *,
     requested: frozenset[str],
     served: frozenset[str],
     uplink: str | None,
-) -> Accept | Redirect | Refuse:
+    uplink_pending: bool = False,
+) -> Accept | Redirect | Refuse | NotReady:
     """Decide a subscription request (paper §III.B).
 
     Args:
@@ -93,6 +104,8 @@ def decide_subscription(
             empty means everything granted.
         served: ``served_list`` of this disseminator.
         uplink: address of the uplink, if any, to solicit when this site cannot serve.
+        uplink_pending: this site has an uplink (it is no root) whose address it does not
+            know yet: what it cannot serve is :class:`NotReady`, not refused.
     """
     if requested:
         grants = {p: c & requested for p, c in grants.items()}
@@ -105,6 +118,8 @@ def decide_subscription(
         return Accept(grants=grants)
     if uplink is not None:
         return Redirect(uplink=uplink, unserved=unserved)
+    if uplink_pending:
+        return NotReady(unserved=unserved)
     return Refuse(reason=f"concepts {sorted(unserved)} are not served by this network")
 
 

@@ -15,7 +15,9 @@ learns the status the site sent.
   caller is read to its half-close (for a few seconds at most) before it gets its status.
 * ``Subscribe`` (subscriber): evaluate every publisher's policy for the credential; register
   when ``auth_list ⊆ served_list``, otherwise fail with ``FAILED_PRECONDITION`` carrying the
-  uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B); a new subscriber
+  uplink to solicit in trailing metadata ``xdn-redirect`` (paper §III.B) — or, at a site that
+  is no root and does not know its uplink yet (restarted while it was down), with
+  ``UNAVAILABLE`` "not serving yet", which the subscriber retries; a new subscriber
   that asks for it first gets the retained recent documents it may read (state at subscribe
   time); then stream the subscriber's queue, resuming after what it last applied.
 * ``Unsubscribe``: end the subscription, drop its queue, acknowledge (paper §III.D); the
@@ -77,6 +79,7 @@ from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
     Accept,
     Destination,
+    NotReady,
     Redirect,
     Registration,
     decide_subscription,
@@ -400,8 +403,17 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             seen.add(concept)
             requested |= node.ontology.block(concept)
         decision = decide_subscription(
-            node.grants(pem), requested=requested, served=node.served, uplink=node.uplink_address
+            node.grants(pem), requested=requested, served=node.served, uplink=node.uplink_address,
+            uplink_pending=node.uplink_address is None and bool(
+                node.ontology.parents(node.site.block)
+            ),
         )
+        if isinstance(decision, NotReady):
+            raise _Abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"site {node.site.name} is not serving yet: it does not know its uplink yet "
+                f"(it serves {node.site.block}, not {sorted(decision.unserved)}); try again",
+            )
         if isinstance(decision, Redirect):
             raise _Abort(
                 grpc.StatusCode.FAILED_PRECONDITION,

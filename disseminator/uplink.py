@@ -54,6 +54,7 @@ from disseminator.store import Body
 from disseminator.stored_documents import StagedDelivery
 from disseminator.stored_documents import read_delivery as read_staged
 from xdn import certs, lease
+from xdn.backoff import Backoff
 from xdn.errors import CertificateError, PeerError, ProtocolError
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
@@ -97,6 +98,7 @@ class Uplink:
         self.connected = asyncio.Event()
         self.peer: certs.Credential | None = None  # the uplink's verified certificate
         self.refused: str | None = None  # why the uplink is no longer trusted
+        self.heard = False  # the current link brought something (it worked)
         self._link: asyncio.Task[None] | None = None
 
     def _distrust(self, peer: certs.Credential) -> str | None:
@@ -149,26 +151,30 @@ class Uplink:
     async def run(self) -> None:
         """Stay linked, reconnecting with exponential backoff, while the uplink is trusted.
 
+        The backoff (:class:`xdn.backoff.Backoff`) starts again from its first delay once a
+        link has worked (the uplink sent something on it: :attr:`heard`).
+
         Returns when the uplink's certificate is refused (:attr:`refused` says why).
         """
-        delay = 0.2
+        backoff = Backoff()
         while self.refused is None:
+            self.heard = False
             self._link = asyncio.ensure_future(self._link_once())
             try:
                 await self._link
-                delay = 0.2
             except asyncio.CancelledError:
                 if self.refused is None:  # we are being cancelled, not cutting the link
                     raise
             except (grpc.aio.AioRpcError, PeerError) as exc:
                 details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
-                log.warning("uplink %s: %s; retrying in %.1fs", self._address, details, delay)
+                log.warning("uplink %s: %s; reconnecting", self._address, details)
             finally:
                 self._link = None
                 self.connected.clear()
+            if self.heard:  # the link worked: come back quickly (the uplink may be back)
+                backoff.reset()
             if self.refused is None:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await asyncio.sleep(backoff.next())
         log.error("uplink %s refused: %s", self._address, self.refused)
 
     async def _verify_peer(self) -> None:
@@ -228,6 +234,7 @@ class Uplink:
             )
             try:
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
+                    self.heard = True
                     if (kind := _kind(delivery)) == "heartbeat":
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
                     elif kind == "part":

@@ -38,6 +38,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         concepts=tuple(args.concept),
         max_documents=args.max_documents,
         retained=args.retained,
+        rejoin=args.rejoin,
         heartbeat_s=args.heartbeat,
         max_held_documents=args.max_held,
         max_held_bytes=args.max_held_mib * 1024 * 1024,
@@ -87,11 +88,27 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     import asyncio
 
     from subscriber.client import unsubscribe
+    from xdn.errors import UsageError
     from xdn.grpc_tls import TlsFiles
 
     tls = TlsFiles.from_dir(args.certs, args.name)
-    site, discarded = asyncio.run(unsubscribe(tls, args.connect))
-    print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)")
+    state: Path | None = args.state_dir / args.name
+    if not (args.state_dir / args.name / "keyring.sqlite").exists():
+        print(f"{args.name}: no subscriber state in {state}: the leave is not recorded there "
+              "(only the site is told)")
+        state = None
+    try:
+        site, discarded = asyncio.run(unsubscribe(tls, args.connect, state_dir=state))
+    except UsageError as exc:
+        if state is None:
+            raise
+        raise UsageError(
+            f"{exc}; the leave is recorded in {state} (the subscriber will not register "
+            "again), but the site was not told: run xdn unsubscribe again, or its "
+            "registration lapses with its lease"
+        ) from None
+    print(f"{args.name}: unsubscribed at {site} ({discarded} queued deliveries dropped)"
+          + ("" if state is None else f"; recorded in {state}"))
     return 0
 
 
@@ -222,12 +239,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "unsubscribe",
         help="end a subscription at the site that holds it",
         description="Ends the (durable) subscription of this credential at a site; the site "
-        "drops its queue and the publisher rekeys the groups it leaves at the next publication.",
+        "drops its queue and the publisher rekeys the groups it leaves at the next publication. "
+        "The leave is recorded first in the subscriber's state (STATE/NAME, when it exists): an "
+        "`xdn subscribe` running on it (reconnecting, say) stops without registering again, "
+        "and a later one refuses to start until given --rejoin.",
     )
     unsub.add_argument("--connect", required=True, help="the site it is registered at")
     unsub.add_argument("--name", required=True, help="subscriber name (certificate CN)")
     unsub.add_argument(
         "--certs", type=Path, required=True, help="directory with NAME.pem, NAME.key and ca.pem"
+    )
+    unsub.add_argument(
+        "--state-dir", type=Path, default=Path("state"),
+        help="the subscriber's state location, where the leave is recorded (default ./state)",
     )
     unsub.set_defaults(func=_unsubscribe)
     parser = subparsers.add_parser(
@@ -259,6 +283,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when first registering, also receive the recent documents the site retains "
         "(state at subscribe time; their keys come with the publisher's next key update: "
         "`xdn publish` with no DOC, or the next publication)",
+    )
+    parser.add_argument(
+        "--rejoin", action="store_true",
+        help="subscribe again after an `xdn unsubscribe` (recorded in the state, which "
+        "otherwise refuses to register again)",
     )
     for flag, kind, default, metavar, text in _TUNING:
         parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)

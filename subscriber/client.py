@@ -8,8 +8,10 @@ the client follows such redirects. Each delivery is handed to the session
 receipt; the CRL the site relays (at registration and on each reload) goes to the session,
 which keeps it only if it is the CA's and newer (:mod:`subscriber.revocation`); the path
 refresh requests it raises go back on the stream. A lost stream is resumed after the last
-delivery applied. The failure notices the session signs (its refusals) are handed to the site
-by a call of their own (``Notices``, :func:`send_notices`), from the queue that keeps them
+delivery applied, after a backoff (:class:`xdn.backoff.Backoff`: 0.2 s doubling to 5 s,
+jittered) that starts again from 0.2 s once a stream has worked (the site registered us).
+The failure notices the session signs (its refusals) are handed to the site by a call of
+their own (``Notices``, :func:`send_notices`), from the queue that keeps them
 until the site answered (:mod:`subscriber.outbox`).
 
 Both ends send a heartbeat on an idle stream; a site silent for three of its intervals is
@@ -23,12 +25,15 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import grpc
 
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
 from subscriber.spool import SpooledDissemination, read_spooled
+from subscriber.store import Keyring
 from xdn import certs, crypto, lease
+from xdn.backoff import Backoff
 from xdn.errors import PeerError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.heartbeat import Heartbeats, PeerSilent
@@ -63,8 +68,19 @@ _REFUSALS = frozenset(
 )
 
 
+class _LeftMeanwhile(Exception):
+    """The site registered us, but our state says we left (``xdn unsubscribe`` ran while we
+    were reconnecting): leave at that site again, and stop."""
+
+
 class _ConnectionLost(Exception):
-    """The stream to the site broke; reconnect and resume."""
+    """The stream to the site broke; reconnect and resume.
+
+    ``registered``: the stream had worked (the site registered us) before it broke, so the
+    reconnect backoff starts again from its first delay.
+    """
+
+    registered = False
 
 
 async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | None:
@@ -105,6 +121,7 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
         stopper = asyncio.ensure_future(stop.wait())
         renewer = asyncio.ensure_future(_renew_leases(session, outgoing))
         notices: asyncio.Future[None] | None = None  # started once the site registered us
+        registered = False
         try:
             while True:
                 read = asyncio.ensure_future(watch.receive(call.read()))
@@ -126,11 +143,18 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     elif delivery is not None:
                         _handle_delivery(session, delivery, outgoing, stop)
                 elif message.WhichOneof("kind") == "subscribed":
+                    registered = True
+                    if session.keyring.left_at_ms() is not None:
+                        call.cancel()
+                        raise _LeftMeanwhile
                     if message.subscribed.heartbeat_ms:  # a busy site asks for fewer
                         watch.slow_to(message.subscribed.heartbeat_ms / 1000)
                     _on_subscribed(session, message.subscribed, outgoing)
                     if notices is None:
                         notices = asyncio.ensure_future(send_notices(session, stub))
+        except _ConnectionLost as exc:
+            exc.registered = registered
+            raise
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 for key, value in exc.trailing_metadata() or ():
@@ -138,7 +162,9 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
             if exc.code() not in _REFUSALS:  # the site or the connection went away
-                raise _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}") from None
+                lost = _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}")
+                lost.registered = registered
+                raise lost from None
             raise UsageError(
                 f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
             ) from None
@@ -395,15 +421,31 @@ async def run_subscriber(
 ) -> SubscriptionReport:
     """Subscribe and process deliveries until ``stop`` is set or max_documents arrived."""
     session = Session(setup, clock)
-    address, redirects, delay = setup.connect, 0, 0.2
+    address, redirects, backoff = setup.connect, 0, Backoff()
     try:
+        _rejoin_or_refuse(session)
         while not stop.is_set():
+            if (left := session.keyring.left_at_ms()) is not None:
+                print(f"{setup.name}: unsubscribed at {_iso(left)} (xdn unsubscribe); "
+                      "not registering again", flush=True)
+                break
             try:
                 redirect = await _stream(session, address, stop)
+            except _LeftMeanwhile:
+                await _leave_again(setup, address)
+                continue
+            except UsageError as exc:
+                if session.keyring.left_at_ms() is None:
+                    raise
+                print(f"{setup.name}: {exc}", flush=True)  # (the site ended it: we left)
+                continue
             except _ConnectionLost as exc:
-                print(f"{setup.name}: connection lost ({exc}); reconnecting", flush=True)
+                if exc.registered:  # it worked: come back quickly (the site may be back)
+                    backoff.reset()
+                delay = backoff.next()
+                print(f"{setup.name}: connection lost ({exc}); reconnecting in {delay:.1f}s",
+                      flush=True)
                 await _sleep_or_stop(stop, delay)
-                delay = min(delay * 2, 5.0)
                 continue
             if redirect is None:
                 break
@@ -412,7 +454,8 @@ async def run_subscriber(
                 raise UsageError(
                     f"more than {_MAX_REDIRECTS} redirects; check the sites' uplinks"
                 )
-            address, delay = redirect, 0.2
+            address = redirect
+            backoff.reset()
         return session.report
     finally:
         session.report.held = session.keyring.held_count()
@@ -423,6 +466,38 @@ async def run_subscriber(
             print(f"{setup.name}: cannot vouch that nothing of {publisher} was withheld: {why}",
                   flush=True)
         session.close()
+
+
+def _rejoin_or_refuse(session: Session) -> None:
+    """A state that records a leave subscribes again only when asked to (``rejoin``).
+
+    Raises:
+        UsageError: the subscriber left (``xdn unsubscribe``) and is not told to rejoin.
+    """
+    left, setup = session.keyring.left_at_ms(), session.setup
+    if left is None:
+        return
+    if not setup.rejoin:
+        raise UsageError(
+            f"{setup.name} unsubscribed at {_iso(left)} (xdn unsubscribe), as its state in "
+            f"{setup.state_dir} records; pass --rejoin to subscribe again"
+        )
+    session.keyring.clear_leave()
+    print(f"{setup.name}: subscribing again (unsubscribed at {_iso(left)})", flush=True)
+
+
+async def _leave_again(setup: SubscriberSetup, address: str) -> None:
+    """The site at ``address`` registered us after we left: send it our signed leave."""
+    try:
+        site, _ = await unsubscribe(setup.tls, address)
+        print(f"{setup.name}: left again at {site} (it registered us after we unsubscribed)",
+              flush=True)
+    except UsageError as exc:  # (its registration lapses with its lease)
+        print(f"{setup.name}: could not leave again at {address}: {exc}", flush=True)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 async def run_subscribers(
@@ -470,11 +545,26 @@ def _leave(tls: TlsFiles, at: datetime) -> bytes:
 
 
 async def unsubscribe(
-    tls: TlsFiles, address: str, *, at: datetime | None = None
+    tls: TlsFiles, address: str, *, at: datetime | None = None, state_dir: Path | None = None
 ) -> tuple[str, int]:
     """End this credential's subscription at ``address`` with a signed leave; return (site,
-    deliveries dropped)."""
-    leave = _leave(tls, at or datetime.now(UTC))
+    deliveries dropped).
+
+    With ``state_dir`` (the subscriber's), the leave is first recorded there: a subscriber
+    running on that state (reconnecting, say) or started on it later does not register
+    again, even if the site cannot be told now (then its registration lapses with its lease).
+
+    Raises:
+        UsageError: the site refused or could not be reached (the leave stays recorded).
+    """
+    when = at or datetime.now(UTC)
+    if state_dir is not None:
+        keyring = Keyring(state_dir / "keyring.sqlite")
+        try:
+            keyring.record_leave(lease.millis(when))
+        finally:
+            keyring.close()
+    leave = _leave(tls, when)
     credentials = channel_credentials(tls)
     async with grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS) as channel:
         try:

@@ -115,6 +115,7 @@ class SubscriberSetup:
     concepts: tuple[str, ...] = ()
     max_documents: int | None = None
     retained: bool = False  # ask for the retained recent documents when first registering
+    rejoin: bool = False  # subscribe again after an `xdn unsubscribe` recorded in the state
     heartbeat_s: float = 5.0
     max_held_documents: int = 256  # per publisher: documents held until their keys arrive
     max_held_bytes: int = 64 * 1024 * 1024  # per publisher, likewise

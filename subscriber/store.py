@@ -18,7 +18,8 @@ Output layout under ``OUT`` (the application's view of what arrived)::
     subscription.json                 grants reported by the disseminator at registration
     views/PUBLISHER/DOCUMENT.vN.xml   each verified, reassembled view (names escaped by
                                       xdn.ids.file_stem: no separators, no leading dot)
-    received.jsonl                    one line per accepted document: fragment id → concept
+    received.jsonl                    one line per accepted document version (append-only):
+                                      fragment id → concept
     refused.jsonl                     one line per refusal, with its kind and reason: a
                                       document refused ("document"), a forged or unverifiable
                                       one ("unverified"), a revoked publisher's ("revoked"), a
@@ -27,18 +28,19 @@ Output layout under ``OUT`` (the application's view of what arrived)::
                                       ("checkpoint", "entitlement"), a key message (with
                                       "key_message": rekey, enrolment or document-keys)
 
-``received.jsonl`` is an export: the database keeps only the lines accepted since the file was
-last synced, and at start-up the file's tail after that point is checked and, if a crash left
-them apart, rewritten (:mod:`subscriber.export`).
+``received.jsonl`` is an append-only export (every version ever accepted stays): the database
+keeps only the lines accepted since the file was last synced, and at start-up the file's tail
+after that point is read and the lines a crash lost are appended (:mod:`subscriber.export`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,6 +342,21 @@ class Keyring:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'subscribed_at_ms'").fetchone()
         return int(row[0])
 
+    # ---- whether this subscriber left (xdn unsubscribe) -----------------------------------
+    def record_leave(self, at_ms: int) -> None:
+        """Record that the subscriber left at ``at_ms`` (``xdn unsubscribe``): no run and no
+        reconnect registers it again until it rejoins (:meth:`clear_leave`)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('left_at_ms', ?)", (at_ms,))
+
+    def left_at_ms(self) -> int | None:
+        """When the subscriber left, if it did and has not rejoined since."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'left_at_ms'").fetchone()
+        return None if row is None else int(row[0])
+
+    def clear_leave(self) -> None:
+        """The subscriber subscribes again (``xdn subscribe --rejoin``)."""
+        self._db.execute("DELETE FROM meta WHERE key = 'left_at_ms'")
+
     # ---- key-tree state per group ---------------------------------------------------------
     def group_state(self, publisher: str, concept: str) -> bytes | None:
         """This member's serialised key-tree state in a (publisher, concept) group."""
@@ -505,41 +522,65 @@ class Inbox:
         (out_dir / "views").mkdir(parents=True, exist_ok=True)
 
     def _append(self, name: str, record: Mapping[str, Any], *, sync: bool) -> None:
-        with open(self.out_dir / name, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-            out.flush()
-            if sync:
-                os.fsync(out.fileno())
+        """Append one line; a write that fails (a full disk) leaves no part of it behind."""
+        line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        with open(self.out_dir / name, "ab") as out:
+            before = out.seek(0, os.SEEK_END)
+            try:
+                out.write(line)
+                out.flush()
+                if sync:
+                    os.fsync(out.fileno())
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(out.fileno(), before)
+                raise
 
     @property
     def received_path(self) -> Path:
         return self.out_dir / "received.jsonl"
 
-    def received_from(self, offset: int) -> bytes | None:
-        """``received.jsonl`` from byte ``offset`` on; None if it is shorter than that."""
+    def received_size(self) -> int:
+        """The size of ``received.jsonl`` (0 while there is none)."""
         try:
-            with open(self.received_path, "rb") as export:
-                if export.seek(0, os.SEEK_END) < offset:
-                    return None
-                export.seek(offset)
-                return export.read()
+            return self.received_path.stat().st_size
         except FileNotFoundError:
-            return b"" if offset == 0 else None
+            return 0
 
-    def rewrite_received(self, offset: int, data: bytes) -> int:
-        """Replace ``received.jsonl`` from byte ``offset`` on with ``data`` (from the end of
-        its last whole line if it is shorter than that), synced; return its new size."""
-        with open(self.received_path, "ab+") as export:
-            size = export.seek(0, os.SEEK_END)
-            if size < offset:
-                export.seek(0)
-                offset = export.read().rfind(b"\n") + 1
-            export.truncate(offset)
+    def received_lines(
+        self, offset: int, *, keep: int = 1 << 20
+    ) -> Iterator[tuple[int, bytes, bool]]:
+        """The lines of ``received.jsonl`` from byte ``offset`` on, one at a time: (offset
+        after the line, its first ``keep`` bytes at most, whether it ends with a newline).
+
+        Memory is bounded by ``keep`` however long the file or a line is.
+        """
+        try:
+            export = open(self.received_path, "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            return
+        with export:
             export.seek(offset)
+            position = offset
+            while chunk := export.readline(keep):
+                line, position = chunk, position + len(chunk)
+                while not chunk.endswith(b"\n"):  # a long line: skip the rest of it
+                    chunk = export.readline(keep)
+                    if not chunk:
+                        break
+                    position += len(chunk)
+                yield position, line[:keep], chunk.endswith(b"\n")
+
+    def append_received(self, data: bytes, *, after: int) -> int:
+        """Append ``data`` to ``received.jsonl`` at byte ``after`` (only a torn last line lies
+        beyond it: it is cut), synced; return the new size."""
+        with open(self.received_path, "ab+") as export:
+            if export.seek(0, os.SEEK_END) > after:
+                export.truncate(after)
             export.write(data)
             export.flush()
             os.fsync(export.fileno())
-            return offset + len(data)
+            return export.seek(0, os.SEEK_END)
 
     def sync_received(self) -> int:
         """Sync ``received.jsonl`` to disk; return its size."""

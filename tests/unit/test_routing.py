@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from disseminator.routing import (
     Accept,
     Destination,
+    NotReady,
     Redirect,
     Refuse,
     Registration,
@@ -39,6 +40,27 @@ def test_subscription_decisions(
 ) -> None:
     decision = decide_subscription(grants, requested=requested, served=SERVED, uplink=uplink)
     assert type(decision) is expected
+
+
+def test_a_site_that_does_not_know_its_uplink_yet_is_not_ready() -> None:
+    """Not a refusal: a site restarted while its uplink was down says "not yet" (issue #18)."""
+    grants = {"p": frozenset({"Production", "Machine"})}
+    decision = decide_subscription(
+        grants, requested=frozenset(), served=SERVED, uplink=None, uplink_pending=True
+    )
+    assert decision == NotReady(unserved=frozenset({"Machine"}))
+    # What it serves is accepted, what no policy grants refused, ready or not ...
+    served = {"p": frozenset({"Production"})}
+    assert type(decide_subscription(
+        served, requested=frozenset(), served=SERVED, uplink=None, uplink_pending=True
+    )) is Accept  # fmt: skip
+    assert type(decide_subscription(
+        {}, requested=frozenset(), served=SERVED, uplink=None, uplink_pending=True
+    )) is Refuse  # fmt: skip
+    # ... and a root (no uplink to wait for) refuses what nothing serves.
+    assert type(decide_subscription(
+        grants, requested=frozenset(), served=SERVED, uplink=None, uplink_pending=False
+    )) is Refuse  # fmt: skip
 
 
 def test_redirect_names_uplink_and_unserved_concepts() -> None:

@@ -159,9 +159,9 @@ def test_session_records_refusal_and_writes_no_view(  # type: ignore[no-untyped-
         session.close()
 
 
-def test_received_jsonl_is_rewritten_from_the_database_after_a_crash(tmp_path: Path) -> None:
+def test_received_jsonl_is_completed_from_the_database_after_a_crash(tmp_path: Path) -> None:
     """received.jsonl is an export (appended without fsync): the keyring database keeps the
-    lines not yet synced, and start-up reconciles the file's tail with them."""
+    lines not yet synced, and start-up appends those the file lacks."""
     from subscriber.export import reconcile
     from subscriber.store import Inbox, Keyring
 
