@@ -667,6 +667,17 @@ class Store:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (name,)).fetchone()
         return 0 if row is None else int(row[0])
 
+    def adopt_counter(self, old: str, new: str) -> int:
+        """Counter ``new``'s value, after moving counter ``old`` into it if ``new`` was never
+        stored (``old`` is deleted either way): the upgrade of a counter to a finer key."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta SELECT ?, value FROM meta WHERE key = ?", (new, old)
+            )
+            self._db.execute("DELETE FROM meta WHERE key = ?", (old,))
+        return self.counter(new)
+
     def take_log_outbox(self) -> list[tuple[int, bytes]]:
         return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]
 

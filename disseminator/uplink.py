@@ -61,11 +61,18 @@ from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wire_parts import DeliveryJoiner
 
-__all__ = ["Uplink", "interest_chunks", "read_delivery"]
+__all__ = ["Uplink", "applied_counter", "interest_chunks", "read_delivery"]
 
 log = logging.getLogger(__name__)
 
-_APPLIED = "uplink_applied"
+_LEGACY_APPLIED = "uplink_applied"  # one counter for any uplink (stores before per-uplink)
+
+
+def applied_counter(uplink: str) -> str:
+    """The name of the counter holding the last delivery applied from ``uplink`` (its site
+    name when verified, else its address): each uplink numbers its queue for us on its own, so
+    a resume point belongs to one uplink and is never sent to another."""
+    return f"{_LEGACY_APPLIED}/{uplink}"
 
 _Token = tuple[Registration, frozenset[Group]]  # what a member's wire form is made of
 
@@ -98,6 +105,25 @@ class Uplink:
         self.peer: certs.Credential | None = None  # the uplink's verified certificate
         self.refused: str | None = None  # why the uplink is no longer trusted
         self._link: asyncio.Task[None] | None = None
+        self._applied = applied_counter(address)  # set per connection (see resume_after)
+
+    @property
+    def address(self) -> str:
+        """The address this uplink is dialled at."""
+        return self._address
+
+    def resume_after(self) -> int:
+        """The last delivery applied from this uplink (0: none), for ``LinkHello``.
+
+        Keyed by the uplink's verified site name (its address before it is known), so a
+        resume point learnt from one uplink never acknowledges anything at another. A store
+        written before resume points were per uplink has one counter for whichever uplink it
+        had: the first uplink this site links to adopts it (its uplink, unless it moved while
+        it was being upgraded).
+        """
+        self._applied = applied_counter(self.peer.name if self.peer is not None else self._address)
+        store = self._node.store
+        return store.adopt_counter(_LEGACY_APPLIED, self._applied)
 
     def _distrust(self, peer: certs.Credential) -> str | None:
         if peer.serial in self._node.revoked:
@@ -196,13 +222,14 @@ class Uplink:
             while not self._outgoing.empty():  # superseded by the whole set sent below
                 self._outgoing.get_nowait()
             self._interest_due = False
+            resume_after = self.resume_after()
 
             async def outgoing() -> AsyncIterator[pb.LinkMessage]:
                 yield pb.LinkMessage(
                     hello=pb.LinkHello(
                         site=node.site.name,
                         block=node.site.block,
-                        resume_after=node.store.counter(_APPLIED),
+                        resume_after=resume_after,
                     )
                 )
                 for message in self._interest(whole=True):
@@ -259,7 +286,7 @@ class Uplink:
                 self._node.store.let_go(stored)
 
     def _apply(self, delivery: pb.Delivery | ReceivedDocument | StagedDelivery) -> None:
-        counter = (_APPLIED, delivery.sequence)
+        counter = (self._applied, delivery.sequence)
         try:
             if isinstance(delivery, ReceivedDocument):
                 self._node.route(
