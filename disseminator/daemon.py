@@ -275,7 +275,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         ontology=ontology,
         config=config.dht,
         revoked=lambda: node.revoked,
+        archive=store.dht_records,
     )
+    dht.restore()  # what it stored before a restart, verified again: never serve from nothing
     add_dht_to_server(server, dht)
     await server.start()
     await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
@@ -394,8 +396,7 @@ async def _discovery(
     delay = 0.2
     while True:
         try:
-            if config.dht.bootstrap:
-                await dht.bootstrap()
+            await dht.bootstrap()  # (and the sites of the records restored)
             await dht.announce(config.block)
             on_joined()
             break

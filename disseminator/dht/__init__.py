@@ -13,6 +13,7 @@ Edges: :class:`GrpcTransport` and :func:`add_dht_to_server` (gRPC),
 :mod:`disseminator.dht.testing` (in-memory network, fake clock).
 """
 
+from disseminator.dht._archive import MemoryArchive, RecordArchive
 from disseminator.dht._client import GrpcTransport, create_grpc_node
 from disseminator.dht._config import DhtConfig
 from disseminator.dht._errors import (
@@ -65,6 +66,7 @@ __all__ = [
     "LookupEvent",
     "LookupResult",
     "LookupStateError",
+    "MemoryArchive",
     "NodeId",
     "Observation",
     "Outcome",
@@ -72,6 +74,7 @@ __all__ = [
     "PeerUnavailableError",
     "PingProof",
     "PutOutcome",
+    "RecordArchive",
     "RecordAuthenticationError",
     "RecordStore",
     "RecordVerifier",

@@ -52,6 +52,18 @@ class DhtNode(KademliaNode):
         """The record this node currently announces (``None``: none, or withdrawn)."""
         return self._announced
 
+    def restore(self) -> int:
+        """Load the archived records (see :meth:`KademliaNode.restore`); anything we sign
+        from now on is issued after the newest record of ours among them."""
+        kept = super().restore()
+        if self.credentials is not None:
+            name, now = self.credentials.name, self.now_ms()
+            for key in {key for key, site in self.store.held() if site == name}:
+                for record in self.store.get(key, now):
+                    if record.site == name:
+                        self._last_issued_ms = max(self._last_issued_ms, record.issued_at_ms)
+        return kept
+
     def _signer(self) -> SiteCredentials:
         if self.credentials is None:
             raise DhtUsageError("this DHT node has no site credentials to sign with")
@@ -114,7 +126,7 @@ class DhtNode(KademliaNode):
     async def _retract(self, record: SiteRecord) -> None:
         key = key_for_concept(record.block)
         withdrawal = self._withdrawal_of(record)
-        self.store.put(key, withdrawal, self.now_ms())
+        self.keep(key, withdrawal, self.now_ms())
         result, replies = await self.find_value_replies(key)
         holders = {
             p for p, records in replies.items() if any(r.site == record.site for r in records)
@@ -124,7 +136,7 @@ class DhtNode(KademliaNode):
 
     async def _publish(self, record: SiteRecord) -> int:
         key = key_for_concept(record.block)
-        self.store.put(key, record, self.now_ms())
+        self.keep(key, record, self.now_ms())
         nearest = await self.lookup(key)
         stored = await asyncio.gather(*(self._store_at(p, key, record) for p in nearest.closest))
         return sum(stored)
@@ -203,8 +215,9 @@ class DhtNode(KademliaNode):
     async def maintain(self) -> None:
         """One upkeep pass: expire, rejoin if alone, republish if due, refresh idle buckets."""
         now = self.now_ms()
-        self.store.expire(now)
-        if len(self.table) == 0 and self._bootstrap_peers:
+        if self.store.expire(now):
+            self.sync_archive()
+        if len(self.table) == 0 and (self._bootstrap_peers or self.known_addresses()):
             try:
                 await self.bootstrap(self._bootstrap_peers)
             except BootstrapError as exc:

@@ -149,6 +149,7 @@ def test_public_api_is_pinned() -> None:
             "LookupEvent",
             "LookupResult",
             "LookupStateError",
+            "MemoryArchive",
             "NodeId",
             "Observation",
             "Outcome",
@@ -156,6 +157,7 @@ def test_public_api_is_pinned() -> None:
             "PeerUnavailableError",
             "PingProof",
             "PutOutcome",
+            "RecordArchive",
             "RecordAuthenticationError",
             "RecordStore",
             "RecordVerifier",
@@ -184,4 +186,6 @@ def test_public_api_is_pinned() -> None:
         assert getattr(dht, name) is not None
     from disseminator.dht import testing
 
-    assert sorted(testing.__all__) == ["FakeClock", "MemoryNetwork", "MemoryTransport"]
+    assert sorted(testing.__all__) == [
+        "FakeClock", "MemoryArchive", "MemoryNetwork", "MemoryTransport",
+    ]
