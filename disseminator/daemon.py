@@ -43,9 +43,12 @@ from disseminator.dht import (
     DHT_SERVICE_NAME,
     DhtNode,
     RecordAuthenticationError,
+    SiteRecord,
     add_dht_to_server,
     create_grpc_node,
+    is_fallback,
 )
+from disseminator.discovery import describe_choice, watch_uplink
 from disseminator.drain import DrainReport, drain
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
@@ -412,30 +415,69 @@ async def _discovery(
         except RecordAuthenticationError as exc:
             raise CertificateError(str(exc)) from None
 
-    while True:  # until cancelled: an uplink whose certificate is refused is replaced
-        address = await _find_uplink(config, node, dht)
-        if address is None:
-            return  # a root site
+    chosen: SiteRecord | None = None  # (a better uplink the re-check found)
+    while True:  # until cancelled: a refused uplink is replaced, a fallback re-checked
+        if chosen is None:
+            found = await _find_uplink(config, node, dht)
+            if found is None:
+                return  # a root site
+            address, chosen = found
+        else:
+            address = chosen.address
         node.uplink_address = address
         uplink = Uplink(
             node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
             limits=config.limits, receipts=receipts,
         )
         uplinks[:] = [uplink]
-        await uplink.run()
-        await asyncio.sleep(1.0)  # the uplink was refused: look for another one
+        if chosen is None:  # configured: kept whatever the DHT says
+            await uplink.run()
+        else:
+            (log.warning if is_fallback(config.block, chosen.block, node.ontology) else log.info)(
+                "%s", describe_choice(config.block, chosen, dht)
+            )
+            chosen = await _linked(uplink, config.block, dht)
+        if chosen is None:
+            await asyncio.sleep(1.0)  # the uplink was refused: look for another one
 
 
-async def _find_uplink(config: SiteConfig, node: SiteNode, dht: DhtNode) -> str | None:
-    """The configured uplink, else the one the DHT names (``None``: we are a root)."""
-    if config.uplink is not None or not node.ontology.parents(config.block):
-        return config.uplink
+async def _linked(uplink: Uplink, block: str, dht: DhtNode) -> SiteRecord | None:
+    """Run the link while re-checking the choice; return the uplink to move to (``None``:
+    the uplink was refused)."""
+    run = asyncio.ensure_future(uplink.run())
+    watch = asyncio.ensure_future(watch_uplink(dht, block, uplink))
+    try:
+        await asyncio.wait((run, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (run, watch):
+            task.cancel()
+        await asyncio.gather(run, watch, return_exceptions=True)
+    if watch.done() and not watch.cancelled() and watch.exception() is None:
+        better = watch.result()
+        log.warning(
+            "leaving uplink %s for %s at %s (block %s): nearer, or the one in use is gone",
+            uplink.peer.name if uplink.peer is not None else uplink.address,
+            better.site, better.address, better.block,
+        )
+        return better
+    if run.done() and not run.cancelled() and (error := run.exception()) is not None:
+        raise error
+    return None
+
+
+async def _find_uplink(
+    config: SiteConfig, node: SiteNode, dht: DhtNode
+) -> tuple[str, SiteRecord | None] | None:
+    """The configured uplink (no record), else the one the DHT names (``None``: a root)."""
+    if config.uplink is not None:
+        return config.uplink, None
+    if not node.ontology.parents(config.block):
+        return None
     delay = 0.2
     while True:
         record = await dht.find_uplink(config.block)
         if record is not None:
-            log.info("uplink found through the DHT: %s at %s", record.site, record.address)
-            return record.address
+            return record.address, record
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
 

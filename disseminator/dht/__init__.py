@@ -32,7 +32,15 @@ from disseminator.dht._kademlia import Clock, KademliaNode
 from disseminator.dht._lookup import CandidateState, Lookup, LookupEvent, LookupResult
 from disseminator.dht._node import DhtNode
 from disseminator.dht._proof import PingProof, make_ping_proof, verify_ping_proof
-from disseminator.dht._queries import choose_uplink, serving_keys, serving_sites, sites_within
+from disseminator.dht._queries import (
+    choose_uplink,
+    is_fallback,
+    recheck_uplink,
+    serving_keys,
+    serving_sites,
+    sites_within,
+    uplink_candidates,
+)
 from disseminator.dht._records import (
     CaRecordVerifier,
     RecordVerifier,
@@ -87,14 +95,17 @@ __all__ = [
     "add_dht_to_server",
     "choose_uplink",
     "create_grpc_node",
+    "is_fallback",
     "key_for_concept",
     "make_ping_proof",
     "node_id_of_certificate",
+    "recheck_uplink",
     "record_payload",
     "serving_keys",
     "serving_sites",
     "sign_site_record",
     "sites_within",
     "status_for",
+    "uplink_candidates",
     "verify_ping_proof",
 ]

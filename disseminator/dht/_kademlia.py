@@ -103,6 +103,9 @@ class KademliaNode:
             max_tasks=self.config.max_background_tasks,
         )
         self.archive = archive  # where the store's records outlive a restart (see restore)
+        # Set whenever the store takes a new or newer record (a site appeared or moved):
+        # a downlink re-checks its uplink at once (disseminator.discovery).
+        self.records_changed = asyncio.Event()
         self._bootstrap_peers = self.config.bootstrap
         self._verified: OrderedDict[SiteRecord, int] = OrderedDict()
 
@@ -179,8 +182,10 @@ class KademliaNode:
             StoreFullError: no room left for this key.
         """
         outcome = self.store.put(key, record, now)
-        if outcome is not PutOutcome.STALE and self.archive is not None:
-            self.archive.save(key.to_bytes(), record.site, convert.record_to_bytes(record))
+        if outcome is not PutOutcome.STALE:
+            self.records_changed.set()
+            if self.archive is not None:
+                self.archive.save(key.to_bytes(), record.site, convert.record_to_bytes(record))
         return outcome
 
     def sync_archive(self) -> None:

@@ -193,9 +193,17 @@ class DhtNode(KademliaNode):
         ``None`` when no site serves any ancestor (a root block). Any node may ask on behalf
         of any block; for our own block the answer is never ourselves.
         """
+        candidates = await self.uplink_candidates(block_concept, ontology)
+        return candidates[0] if candidates else None
+
+    async def uplink_candidates(
+        self, block_concept: str, ontology: Ontology | None = None
+    ) -> list[SiteRecord]:
+        """Every live site serving a block strictly containing ``block_concept``'s block,
+        nearest first (:meth:`find_uplink` is the first)."""
         onto = ontology or self.ontology
         records = await self._records_for(onto.ancestors(block_concept))
-        return queries.choose_uplink(records, block_concept, onto, now_ms=self.now_ms())
+        return queries.uplink_candidates(records, block_concept, onto, now_ms=self.now_ms())
 
     async def identify(self, address: str) -> certs.Credential:
         """The verified certificate of the site answering at ``address`` (a signed ping).

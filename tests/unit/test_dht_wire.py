@@ -170,15 +170,18 @@ def test_public_api_is_pinned() -> None:
             "add_dht_to_server",
             "choose_uplink",
             "create_grpc_node",
+            "is_fallback",
             "key_for_concept",
             "make_ping_proof",
             "node_id_of_certificate",
+            "recheck_uplink",
             "record_payload",
             "serving_keys",
             "serving_sites",
             "sign_site_record",
             "sites_within",
             "status_for",
+            "uplink_candidates",
             "verify_ping_proof",
         ]
     )
