@@ -47,14 +47,17 @@ class LinkState(Protocol):
 
 def describe_choice(block: str, uplink: SiteRecord, dht: DhtNode) -> str:
     """The log line for a chosen uplink; says when it is a fallback (and that it is re-checked)."""
-    where = f"uplink {uplink.site} at {uplink.address} (block {uplink.block})"
+    where = (
+        f"uplink found through the DHT: {uplink.site} at {uplink.address} "
+        f"(block {uplink.block})"
+    )
     if is_fallback(block, uplink.block, dht.ontology):
         parents = ", ".join(sorted(dht.ontology.parents(block)))
         return (
             f"{where} is a FALLBACK: no site serving a parent of {block} ({parents}) is known "
             f"now; re-checked every {dht.config.uplink_recheck_s:g}s and as records change"
         )
-    return f"{where} found through the DHT"
+    return where
 
 
 async def watch_uplink(dht: DhtNode, block: str, link: LinkState) -> SiteRecord:
