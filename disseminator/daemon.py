@@ -416,6 +416,7 @@ async def _discovery(
             raise CertificateError(str(exc)) from None
 
     chosen: SiteRecord | None = None  # (a better uplink the re-check found)
+    leaving: _Leaving | None = None  # the uplink we move from, handing us over
     while True:  # until cancelled: a refused uplink is replaced, a fallback re-checked
         if chosen is None:
             found = await _find_uplink(config, node, dht)
@@ -425,44 +426,89 @@ async def _discovery(
         else:
             address = chosen.address
         node.uplink_address = address
+        hold = None if leaving is None else asyncio.Event()
         uplink = Uplink(
             node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
-            limits=config.limits, receipts=receipts,
+            limits=config.limits, receipts=receipts, hold=hold,
         )
-        uplinks[:] = [uplink]
-        if chosen is None:  # configured: kept whatever the DHT says
-            await uplink.run()
-        else:
-            (log.warning if is_fallback(config.block, chosen.block, node.ontology) else log.info)(
-                "%s", describe_choice(config.block, chosen, dht)
+        uplinks[:] = [uplink] if leaving is None else [uplink, leaving[0]]
+        handing = None
+        if leaving is not None and hold is not None:
+            handing = asyncio.ensure_future(
+                _hand_over(leaving, hold, uplinks, max(10.0, 3 * config.heartbeat_seconds))
             )
-            chosen = await _linked(uplink, config.block, dht)
+        leaving = None
+        try:
+            if chosen is None:  # configured: kept whatever the DHT says
+                await uplink.run()
+            else:
+                (log.warning if is_fallback(config.block, chosen.block, node.ontology)
+                 else log.info)("%s", describe_choice(config.block, chosen, dht))
+                chosen, leaving = await _linked(uplink, config.block, dht)
+        finally:
+            if handing is not None:
+                handing.cancel()
         if chosen is None:
             await asyncio.sleep(1.0)  # the uplink was refused: look for another one
 
 
-async def _linked(uplink: Uplink, block: str, dht: DhtNode) -> SiteRecord | None:
-    """Run the link while re-checking the choice; return the uplink to move to (``None``:
-    the uplink was refused)."""
+_Leaving = tuple[Uplink, "asyncio.Task[None]"]  # an uplink we move from, and its run()
+
+
+async def _linked(
+    uplink: Uplink, block: str, dht: DhtNode
+) -> tuple[SiteRecord, _Leaving] | tuple[None, None]:
+    """Run the link while re-checking the choice. Return the uplink to move to, with this one
+    (still running: it hands us over), or ``(None, None)`` once this one was refused."""
     run = asyncio.ensure_future(uplink.run())
     watch = asyncio.ensure_future(watch_uplink(dht, block, uplink))
     try:
         await asyncio.wait((run, watch), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        run.cancel()
+        raise
     finally:
-        for task in (run, watch):
-            task.cancel()
-        await asyncio.gather(run, watch, return_exceptions=True)
-    if watch.done() and not watch.cancelled() and watch.exception() is None:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    if not run.done() and not watch.cancelled() and watch.exception() is None:
         better = watch.result()
         log.warning(
             "leaving uplink %s for %s at %s (block %s): nearer, or the one in use is gone",
             uplink.peer.name if uplink.peer is not None else uplink.address,
             better.site, better.address, better.block,
         )
-        return better
-    if run.done() and not run.cancelled() and (error := run.exception()) is not None:
+        return better, (uplink, run)
+    if not run.done():
+        run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    if not run.cancelled() and (error := run.exception()) is not None:
         raise error
-    return None
+    return None, None
+
+
+async def _hand_over(
+    leaving: _Leaving, hold: asyncio.Event, uplinks: list[Uplink], timeout: float
+) -> None:
+    """Let the uplink we leave send what it still holds for us, until it ends the link
+    (handed over: everything acknowledged) or ``timeout``; then the new link reads."""
+    old, run = leaving
+    try:
+        if old.connected.is_set():
+            await asyncio.wait((run,), timeout=timeout)
+            if old.refused is not None and old.refused.startswith("handed over"):
+                log.info("uplink %s handed us over: nothing left queued there", old.address)
+            else:
+                log.warning(
+                    "uplink %s did not hand us over within %.0fs: what it still holds for us "
+                    "stays queued there (until we link to it again or its lease runs out)",
+                    old.address, timeout,
+                )
+    finally:
+        run.cancel()
+        hold.set()
+        if old in uplinks:
+            uplinks.remove(old)
+        await asyncio.gather(run, return_exceptions=True)
 
 
 async def _find_uplink(

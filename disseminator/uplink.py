@@ -31,6 +31,13 @@ whose certificate is not the CA's, has expired or is revoked by the CRL in force
 :meth:`Uplink.check_peer` repeats the check whenever the CRL changes and on every housekeeping
 pass, and cuts the link at once when it fails. :meth:`Uplink.run` then returns, so that the
 daemon looks for another uplink (the DHT refuses records of revoked or expired sites).
+
+Moving to another uplink (:mod:`disseminator.discovery`). The new link opens with ``hold``:
+it states our members at once (so the uplink we leave sees them relayed by another downlink
+and stops queueing for us, :mod:`disseminator.moves`) but reads nothing until the old link
+ended, handed over once we acknowledged all it had queued for us: deliveries routed before the
+move are applied before those routed after it. The hand-over ends the old :meth:`Uplink.run`
+(``refused`` says ``handed over``); it is not retried.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from disseminator.body_chunks import StoredBytes
 from disseminator.interest import InterestSender, interest_chunks
 from disseminator.limits import Limits
 from disseminator.members import to_pb_member
+from disseminator.moves import HANDED_OVER
 from disseminator.node import SiteNode
 from disseminator.payloads import ReceivedDocument, read_document
 from disseminator.receipts import ReceiptSender, SiteReceipts
@@ -89,8 +97,12 @@ class Uplink:
         identify: Callable[[str], Awaitable[certs.Credential]] | None = None,
         limits: Limits | None = None,
         receipts: SiteReceipts | None = None,
+        hold: asyncio.Event | None = None,
     ) -> None:
         self._node = node
+        # Set: read what the uplink sends (until then the stream is open, our members are
+        # stated, nothing is read: the uplink we leave hands us over first).
+        self._hold = hold
         self._receipts = None if receipts is None else ReceiptSender(receipts, node)
         self._address = address
         self._heartbeat_s = heartbeat_s
@@ -254,6 +266,10 @@ class Uplink:
                 self._limits.document_bytes, f"uplink {self._address}", node.store.stage
             )
             try:
+                if self._hold is not None and not self._hold.is_set():
+                    log.info("uplink %s: waiting for the uplink we leave to hand us over",
+                             self._address)
+                    await self._hold.wait()
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
                     if (kind := _kind(delivery)) == "heartbeat":
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
@@ -263,6 +279,12 @@ class Uplink:
                     else:
                         parts.check_whole(delivery)
                         self._apply(delivery)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is grpc.StatusCode.PERMISSION_DENIED and HANDED_OVER in (
+                    exc.details() or ""
+                ):
+                    self.refused = f"handed over: {exc.details()}"  # (run() ends: not retried)
+                raise
             finally:
                 parts.reset()  # (a delivery partly staged goes)
                 if receipts is not None:  # what was not acknowledged stays queued

@@ -10,6 +10,7 @@ the leaf's uplink: d4 linked to d1 and d2 kept d4's queue for a day.
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,51 @@ def test_a_leaf_restarted_after_the_root_returns_to_its_uplink(tmp_path: Path) -
         # Once a later marker is in, anything due (and any duplicate) has arrived.
         network.publish_marker("production-dept", ["carl"], timeout=90)
         assert _versions(network) == [1, 2, 3, 4, 5, 6], network.output("carl")
+
+
+def test_a_leaf_that_fell_back_to_the_root_moves_to_its_uplink_when_it_returns(
+    tmp_path: Path,
+) -> None:
+    """d2 stops (politely: its record is withdrawn) and d4 restarts meanwhile: the DHT names
+    d1 only, a fallback, logged as such. d2 comes back: d4 re-checks, moves to d2, and d1 hands
+    d4 over once d4 acknowledged all d1 queued for it. carl gets every version once, in order."""
+    order = tmp_path / "order.xml"
+    shutil.copyfile(SAMPLE_DOCUMENTS["production-dept"], order)
+    with LocalNetwork(
+        tmp_path / "net", sites=SITES, subscribers=(CARL,), verbose=True
+    ) as network:
+        network.workdir.mkdir(parents=True)
+        network.prepare()
+        network.start_sites()
+        network.start_subscriber("carl")
+        assert network.wait_subscribed("carl")["served_by"] == "d4"
+
+        def publish(version: int) -> None:
+            network.publish("production-dept", [order], wait_for=("carl",))
+            assert wait_until(lambda: len(_versions(network)) >= version, 60), (
+                network.output("carl")
+            )
+
+        publish(1)
+        network.signal_site("d2", signal.SIGTERM)
+        assert network.wait_site("d2") == 0
+        network.kill_site("d4")
+        network.restart_site("d4")
+        assert wait_until(lambda: "FALLBACK" in network.full_output("d4")), network.output("d4")
+        assert wait_until(lambda: "downlink d4 connected" in network.full_output("d1"))
+        publish(2)
+        publish(3)
+
+        network.restart_site("d2")
+        assert wait_until(lambda: "leaving uplink d1" in network.full_output("d4"), 60), (
+            network.output("d4")
+        )
+        assert wait_until(lambda: "handed over" in network.full_output("d1"), 60), (
+            network.output("d1")
+        )
+        publish(4)
+        publish(5)
+        network.publish_marker("production-dept", ["carl"], timeout=90)
+        assert _versions(network) == [1, 2, 3, 4, 5], network.output("carl")
+        d2 = network.full_output("d2")
+        assert d2.count("downlink d4 connected") == 2, d2  # before, and after the move
