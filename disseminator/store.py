@@ -682,6 +682,10 @@ class Store:
             self._db.execute("DELETE FROM meta WHERE key = ?", (old,))
         return self.counter(new)
 
+    def forget_counter(self, name: str) -> None:
+        """Delete counter ``name`` (it reads 0 again)."""
+        self._db.execute("DELETE FROM meta WHERE key = ?", (name,))
+
     def take_log_outbox(self) -> list[tuple[int, bytes]]:
         return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]
 

@@ -284,6 +284,8 @@ class Uplink:
                     exc.details() or ""
                 ):
                     self.refused = f"handed over: {exc.details()}"  # (run() ends: not retried)
+                    # It freed our queue: a queue it makes for us anew numbers from 1 again.
+                    node.store.forget_counter(self._applied)
                 raise
             finally:
                 parts.reset()  # (a delivery partly staged goes)

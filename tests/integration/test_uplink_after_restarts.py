@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,11 @@ def test_a_leaf_that_fell_back_to_the_root_moves_to_its_uplink_when_it_returns(
         assert _versions(network) == [1, 2, 3, 4, 5], network.output("carl")
         d2 = network.full_output("d2")
         assert d2.count("downlink d4 connected") == 2, d2  # before, and after the move
+        # Resume points per uplink; d1's went with the queue d1 freed (a queue d1 makes for
+        # d4 anew numbers from 1 again: the old point would acknowledge what was not applied).
+        db = sqlite3.connect(network.workdir / "state" / "d4" / "site.sqlite")
+        try:
+            points = {k for (k,) in db.execute("SELECT key FROM meta WHERE key LIKE 'uplink%'")}
+        finally:
+            db.close()
+        assert points == {"uplink_applied/d2"}

@@ -74,3 +74,4 @@ def test_the_single_counter_of_an_older_store_goes_to_the_first_uplink(
     assert node.store.counter("uplink_applied") == 0  # adopted once, not by every uplink
     d1 = _site(tmp_path, "d1", "ProductionProcess")
     assert _identified(node, "127.0.0.1:1001", d1).resume_after() == 0
+
