@@ -48,7 +48,7 @@ from disseminator.dht import (
     create_grpc_node,
     is_fallback,
 )
-from disseminator.discovery import describe_choice, watch_uplink
+from disseminator.discovery import describe_choice, uplink_other_than, watch_uplink
 from disseminator.drain import DrainReport, drain
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
@@ -417,12 +417,16 @@ async def _discovery(
 
     chosen: SiteRecord | None = None  # (a better uplink the re-check found)
     leaving: _Leaving | None = None  # the uplink we move from, handing us over
+    handed_by: str | None = None  # the uplink that handed us over (not taken again at once)
     while True:  # until cancelled: a refused uplink is replaced, a fallback re-checked
         if chosen is None:
             found = await _find_uplink(config, node, dht)
             if found is None:
                 return  # a root site
             address, chosen = found
+            if chosen is not None and chosen.site == handed_by:
+                chosen = await uplink_other_than(dht, config.block, handed_by)
+                address = chosen.address
         else:
             address = chosen.address
         node.uplink_address = address
@@ -448,6 +452,9 @@ async def _discovery(
         finally:
             if handing is not None:
                 handing.cancel()
+        handed_by = None
+        if chosen is None and (uplink.refused or "").startswith("handed over"):
+            handed_by = uplink.peer.name if uplink.peer is not None else None
         if chosen is None:
             await asyncio.sleep(1.0)  # the uplink was refused: look for another one
 

@@ -11,7 +11,9 @@ itself: perhaps the nearer ancestor), and returns the uplink to move to as soon 
 :func:`disseminator.dht.recheck_uplink` says so — a strictly nearer one, or any when the one in
 use is no longer listed and its link is down. The daemon then ends the link and links to it;
 the per-uplink resume points (:func:`disseminator.uplink.applied_counter`) keep the two
-uplinks' sequence numbers apart.
+uplinks' sequence numbers apart. An uplink that hands us over (we moved below one of its
+downlinks, :mod:`disseminator.moves`) is not taken again until the DHT names another
+(:func:`uplink_other_than`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from disseminator.dht import DhtNode, SiteRecord, is_fallback, recheck_uplink
 from xdn import certs
 from xdn.errors import XdnError
 
-__all__ = ["LinkState", "describe_choice", "watch_uplink"]
+__all__ = ["LinkState", "describe_choice", "uplink_other_than", "watch_uplink"]
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,39 @@ def describe_choice(block: str, uplink: SiteRecord, dht: DhtNode) -> str:
     return where
 
 
+async def _changed_or_due(dht: DhtNode) -> None:
+    """Wait until our DHT node stores a new record, or ``uplink_recheck_s`` passed."""
+    dht.records_changed.clear()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(dht.config.uplink_recheck_s):
+            await dht.records_changed.wait()
+
+
+async def uplink_other_than(dht: DhtNode, block: str, site: str) -> SiteRecord:
+    """The nearest uplink once it is not ``site`` — the uplink that just handed us over to a
+    downlink of its own, which our DHT view does not show yet: linking to ``site`` again would
+    only be handed over again. Asks again as records change and every ``uplink_recheck_s``."""
+    while True:
+        try:
+            candidates = await dht.uplink_candidates(block)
+        except XdnError as exc:
+            log.info("uplink lookup failed: %s", exc)
+            candidates = []
+        if candidates and candidates[0].site != site:
+            return candidates[0]
+        log.warning(
+            "uplink %s handed us over, and the DHT names no other uplink yet: asking again "
+            "as records change (at least every %gs)", site, dht.config.uplink_recheck_s,
+        )
+        await _changed_or_due(dht)
+        await asyncio.sleep(min(_MIN_GAP_S, dht.config.uplink_recheck_s))
+
+
 async def watch_uplink(dht: DhtNode, block: str, link: LinkState) -> SiteRecord:
     """Return the uplink to move to, once there is one (runs until then, or until cancelled)."""
     every = dht.config.uplink_recheck_s
     while True:
-        dht.records_changed.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(every):
-                await dht.records_changed.wait()
+        await _changed_or_due(dht)
         try:
             candidates = await dht.uplink_candidates(block)
         except XdnError as exc:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from disseminator.dht import CaRecordVerifier, DhtConfig, MemoryArchive
 from disseminator.dht.testing import FakeClock, MemoryNetwork
-from disseminator.discovery import describe_choice, watch_uplink
+from disseminator.discovery import describe_choice, uplink_other_than, watch_uplink
 from tests.unit.test_dht_network import ONTOLOGY, ca, clock_start, site
 from tests.unit.test_dht_persistence import Site
 from xdn import certs
@@ -80,6 +80,34 @@ def test_the_proper_uplink_is_kept(ca: tuple[bytes, bytes], site: Site) -> None:
         done, _ = await asyncio.wait([watching], timeout=0.5)  # ten re-checks, no move
         assert not done
         watching.cancel()
+        await net.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_the_uplink_that_handed_us_over_is_not_taken_again_until_another_is_named(
+    ca: tuple[bytes, bytes], site: Site
+) -> None:
+    """root handed prod over (prod's members come through wo now), but prod's DHT view names
+    root only: prod waits for wo's record instead of linking to root again (to be handed over
+    again, and again)."""
+
+    async def scenario() -> None:
+        net = _network(ca, recheck_s=3600)
+        root = net.add_node(credentials=site("root"), address="root.sites.test:7000")
+        await root.announce("ProductionProcess")
+        prod = net.add_node(credentials=site("prod"), address="prod.sites.test:7000")
+        await prod.bootstrap([root.address])
+        waiting = asyncio.ensure_future(uplink_other_than(prod, "Production", "root"))
+        done, _ = await asyncio.wait([waiting], timeout=0.3)
+        assert not done
+        wo = net.add_node(credentials=site("wo"), address="wo.sites.test:7000")
+        await wo.bootstrap([root.address])
+        await wo.announce("WorkOrder")
+        async with asyncio.timeout(10):
+            assert (await waiting).site == "wo"
+        async with asyncio.timeout(10):  # and at once when root is not the one to avoid
+            assert (await uplink_other_than(prod, "Production", "qi")).site == "wo"
         await net.stop_all()
 
     asyncio.run(scenario())
