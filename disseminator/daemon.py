@@ -43,9 +43,12 @@ from disseminator.dht import (
     DHT_SERVICE_NAME,
     DhtNode,
     RecordAuthenticationError,
+    SiteRecord,
     add_dht_to_server,
     create_grpc_node,
+    is_fallback,
 )
+from disseminator.discovery import describe_choice, uplink_other_than, watch_uplink
 from disseminator.drain import DrainReport, drain
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
@@ -275,7 +278,9 @@ async def serve(config: SiteConfig) -> DrainReport:
         ontology=ontology,
         config=config.dht,
         revoked=lambda: node.revoked,
+        archive=store.dht_records,
     )
+    dht.restore()  # what it stored before a restart, verified again: never serve from nothing
     add_dht_to_server(server, dht)
     await server.start()
     await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
@@ -396,8 +401,7 @@ async def _discovery(
     delay = 0.2
     while True:
         try:
-            if config.dht.bootstrap:
-                await dht.bootstrap()
+            await dht.bootstrap()  # (and the sites of the records restored)
             await dht.announce(config.block)
             on_joined()
             break
@@ -413,30 +417,122 @@ async def _discovery(
         except RecordAuthenticationError as exc:
             raise CertificateError(str(exc)) from None
 
-    while True:  # until cancelled: an uplink whose certificate is refused is replaced
-        address = await _find_uplink(config, node, dht)
-        if address is None:
-            return  # a root site
+    chosen: SiteRecord | None = None  # (a better uplink the re-check found)
+    leaving: _Leaving | None = None  # the uplink we move from, handing us over
+    handed_by: str | None = None  # the uplink that handed us over (not taken again at once)
+    while True:  # until cancelled: a refused uplink is replaced, a fallback re-checked
+        if chosen is None:
+            found = await _find_uplink(config, node, dht)
+            if found is None:
+                return  # a root site
+            address, chosen = found
+            if chosen is not None and chosen.site == handed_by:
+                chosen = await uplink_other_than(dht, config.block, handed_by)
+                address = chosen.address
+        else:
+            address = chosen.address
         node.uplink_address = address
+        hold = None if leaving is None else asyncio.Event()
         uplink = Uplink(
             node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
-            limits=config.limits, receipts=receipts,
+            limits=config.limits, receipts=receipts, hold=hold,
         )
-        uplinks[:] = [uplink]
-        await uplink.run()
-        await asyncio.sleep(1.0)  # the uplink was refused: look for another one
+        uplinks[:] = [uplink] if leaving is None else [uplink, leaving[0]]
+        handing = None
+        if leaving is not None and hold is not None:
+            handing = asyncio.ensure_future(
+                _hand_over(leaving, hold, uplinks, max(10.0, 3 * config.heartbeat_seconds))
+            )
+        leaving = None
+        try:
+            if chosen is None:  # configured: kept whatever the DHT says
+                await uplink.run()
+            else:
+                (log.warning if is_fallback(config.block, chosen.block, node.ontology)
+                 else log.info)("%s", describe_choice(config.block, chosen, dht))
+                chosen, leaving = await _linked(uplink, config.block, dht)
+        finally:
+            if handing is not None:
+                handing.cancel()
+        handed_by = None
+        if chosen is None and (uplink.refused or "").startswith("handed over"):
+            handed_by = uplink.peer.name if uplink.peer is not None else None
+        if chosen is None:
+            await asyncio.sleep(1.0)  # the uplink was refused: look for another one
 
 
-async def _find_uplink(config: SiteConfig, node: SiteNode, dht: DhtNode) -> str | None:
-    """The configured uplink, else the one the DHT names (``None``: we are a root)."""
-    if config.uplink is not None or not node.ontology.parents(config.block):
-        return config.uplink
+_Leaving = tuple[Uplink, "asyncio.Task[None]"]  # an uplink we move from, and its run()
+
+
+async def _linked(
+    uplink: Uplink, block: str, dht: DhtNode
+) -> tuple[SiteRecord, _Leaving] | tuple[None, None]:
+    """Run the link while re-checking the choice. Return the uplink to move to, with this one
+    (still running: it hands us over), or ``(None, None)`` once this one was refused."""
+    run = asyncio.ensure_future(uplink.run())
+    watch = asyncio.ensure_future(watch_uplink(dht, block, uplink))
+    try:
+        await asyncio.wait((run, watch), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        run.cancel()
+        raise
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    if not run.done() and not watch.cancelled() and watch.exception() is None:
+        better = watch.result()
+        log.warning(
+            "leaving uplink %s for %s at %s (block %s): nearer, or the one in use is gone",
+            uplink.peer.name if uplink.peer is not None else uplink.address,
+            better.site, better.address, better.block,
+        )
+        return better, (uplink, run)
+    if not run.done():
+        run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    if not run.cancelled() and (error := run.exception()) is not None:
+        raise error
+    return None, None
+
+
+async def _hand_over(
+    leaving: _Leaving, hold: asyncio.Event, uplinks: list[Uplink], timeout: float
+) -> None:
+    """Let the uplink we leave send what it still holds for us, until it ends the link
+    (handed over: everything acknowledged) or ``timeout``; then the new link reads."""
+    old, run = leaving
+    try:
+        if old.connected.is_set():
+            await asyncio.wait((run,), timeout=timeout)
+            if old.refused is not None and old.refused.startswith("handed over"):
+                log.info("uplink %s handed us over: nothing left queued there", old.address)
+            else:
+                log.warning(
+                    "uplink %s did not hand us over within %.0fs: what it still holds for us "
+                    "stays queued there (until we link to it again or its lease runs out)",
+                    old.address, timeout,
+                )
+    finally:
+        run.cancel()
+        hold.set()
+        if old in uplinks:
+            uplinks.remove(old)
+        await asyncio.gather(run, return_exceptions=True)
+
+
+async def _find_uplink(
+    config: SiteConfig, node: SiteNode, dht: DhtNode
+) -> tuple[str, SiteRecord | None] | None:
+    """The configured uplink (no record), else the one the DHT names (``None``: a root)."""
+    if config.uplink is not None:
+        return config.uplink, None
+    if not node.ontology.parents(config.block):
+        return None
     delay = 0.2
     while True:
         record = await dht.find_uplink(config.block)
         if record is not None:
-            log.info("uplink found through the DHT: %s at %s", record.site, record.address)
-            return record.address
+            return record.address, record
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
 

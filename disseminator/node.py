@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from disseminator import leases, replay
+from disseminator import leases, moves, replay
 from disseminator.delivery import StreamCursor, resume_point
 from disseminator.fingerprints import Fingerprints
 from disseminator.grant_changes import (
@@ -132,6 +132,7 @@ class SiteNode:
         self._link_serials: dict[str, int] = {}  # certificate serial of each linked downlink
         self.refreshes = RefreshRequests()
         self._ended: dict[str, str] = {}
+        self._moving: dict[str, str] = {}  # downlink moved below another → that one
         self._ending: dict[str, Ending] = {}  # see disseminator.grant_changes
         self._acks: dict[Destination, int] = {}  # acknowledged, not yet committed
         self._ack_flush: asyncio.TimerHandle | None = None
@@ -533,6 +534,10 @@ class SiteNode:
         if cursor.on_ack(seq):
             self.metrics.acks.labels(kind=destination.kind).inc()
             self._acks[destination] = max(seq, self._acks.get(destination, 0))
+            if destination.kind == "link" and destination.name in self._moving:
+                self._hand_over_if_drained(destination.name)
+                if destination.name not in self._moving:
+                    return
             ending = self._ending.get(destination.name)
             if destination.kind == "subscriber" and ending and seq >= ending.sequence:
                 self.flush_acks()
@@ -1022,13 +1027,22 @@ class SiteNode:
         self._ended.pop(site, None)
 
     def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
-        """Put the (verified) whole set of the members behind downlink ``site`` in force."""
+        """Put the (verified) whole set of the members behind downlink ``site`` in force
+        (less those it moved below another downlink, see :mod:`disseminator.moves`)."""
+        stale = moves.claimed_elsewhere(
+            self.table.links, site, members, connected=self._connected_links()
+        )
+        members = [m for m in members if m.subscriber not in stale]
         self.table.set_link_members(site, members)
         now = self.now_ms()
         self.store.save_registrations(
             "link", site, [to_stored("link", site, r, now) for r in members]
         )
         self._on_interest_change()
+        self._take_over(site, members)
+        if stale and not members:  # it states (again) only members it moved elsewhere
+            self._moving.setdefault(site, "another downlink")
+            self._hand_over_if_drained(site)
 
     def change_link_members(
         self, site: str, added: Sequence[Registration], *, removed: Iterable[str] = ()
@@ -1037,6 +1051,10 @@ class SiteNode:
         go, then the (verified) ``added`` come in (a changed member is in both). The routing
         table, the store and the membership journal change by those members only."""
         gone = set(removed)
+        stale = moves.claimed_elsewhere(
+            self.table.links, site, added, connected=self._connected_links()
+        )
+        added = [m for m in added if m.subscriber not in stale]
         if not added and not gone:
             return
         self.table.change_link_members(site, added, removed=gone)
@@ -1047,6 +1065,41 @@ class SiteNode:
             delete=sorted(gone - {r.subscriber for r in added}),
         )
         self._on_interest_change()
+        self._take_over(site, added)
+
+    def _connected_links(self) -> list[str]:
+        return [d.name for d in self._online if d.kind == "link"]
+
+    def _take_over(self, via: str, members: Sequence[Registration]) -> None:
+        """Downlink ``via`` now relays members of direct downlinks (they moved below it):
+        take them off those links, and hand each link over once it holds no member and has
+        acknowledged everything (see :mod:`disseminator.moves`)."""
+        for site, names in sorted(moves.moved_below(self.table.links, via, members).items()):
+            log.warning(
+                "downlink %s moved below %s: %d of its members now come through %s",
+                site, via, len(names), via,
+            )
+            self.change_link_members(site, [], removed=names)
+            if not self.table.links.get(site):
+                self._moving[site] = via
+                self._hand_over_if_drained(site)
+
+    def _hand_over_if_drained(self, site: str) -> None:
+        """End a moved downlink's link once it acknowledged all that was queued for it."""
+        via = self._moving.get(site)
+        if via is None:
+            return
+        if self.table.links.get(site):  # members again (it came back): no longer moving
+            del self._moving[site]
+            return
+        destination = Destination("link", site)
+        assigned, acked = self.store.cursor("link", site)
+        if max(acked, self._acks.get(destination, 0)) < assigned:
+            return  # what it still has to acknowledge is sent first
+        del self._moving[site]
+        self.flush_acks()
+        self.cut_link(site, f"{moves.HANDED_OVER} {via}; all it was sent was acknowledged")
+        log.warning("downlink %s handed over to %s: its link ended, nothing left queued", site, via)
 
     def cut_link(self, site: str, reason: str) -> None:
         """End a downlink's link for ``reason`` (its stream ends saying so) and free it."""

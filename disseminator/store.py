@@ -53,8 +53,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import body_chunks, messages, notifications, routed
+from disseminator import body_chunks, dht_records, messages, notifications, routed
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
+from disseminator.dht_records import StoredDhtRecords
 from disseminator.messages import MessageArchive
 from disseminator.notifications import Notifications, StoredNotification
 from disseminator.routed import RoutedWindow, Window
@@ -356,7 +357,9 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
-        self._db.executescript(_SCHEMA + routed.SCHEMA + notifications.SCHEMA + messages.SCHEMA)
+        self._db.executescript(
+            _SCHEMA + routed.SCHEMA + notifications.SCHEMA + messages.SCHEMA + dht_records.SCHEMA
+        )
         if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
             self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
         self._db.executescript(body_chunks.SCHEMA)
@@ -381,6 +384,7 @@ class Store:
         self.routed = RoutedWindow(self._db, routed_window or Window())
         notifications.upgrade(self._db)
         self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
+        self.dht_records = StoredDhtRecords(self._db)  # what the DHT node stores, kept
         # the messages this site mints, for their URIs to dereference (messages_of: its node)
         self.messages = None if messages_of is None else MessageArchive(self._db, messages_of)
         seen = {row[1] for row in self._db.execute("PRAGMA table_info(receipts_seen)")}
@@ -666,6 +670,21 @@ class Store:
         """A value stored with :meth:`commit_routing` (0 if never stored)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (name,)).fetchone()
         return 0 if row is None else int(row[0])
+
+    def adopt_counter(self, old: str, new: str) -> int:
+        """Counter ``new``'s value, after moving counter ``old`` into it if ``new`` was never
+        stored (``old`` is deleted either way): the upgrade of a counter to a finer key."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta SELECT ?, value FROM meta WHERE key = ?", (new, old)
+            )
+            self._db.execute("DELETE FROM meta WHERE key = ?", (old,))
+        return self.counter(new)
+
+    def forget_counter(self, name: str) -> None:
+        """Delete counter ``name`` (it reads 0 again)."""
+        self._db.execute("DELETE FROM meta WHERE key = ?", (name,))
 
     def take_log_outbox(self) -> list[tuple[int, bytes]]:
         return [(i, bytes(d)) for i, d in self._db.execute("SELECT id, data FROM log_outbox")]

@@ -31,6 +31,13 @@ whose certificate is not the CA's, has expired or is revoked by the CRL in force
 :meth:`Uplink.check_peer` repeats the check whenever the CRL changes and on every housekeeping
 pass, and cuts the link at once when it fails. :meth:`Uplink.run` then returns, so that the
 daemon looks for another uplink (the DHT refuses records of revoked or expired sites).
+
+Moving to another uplink (:mod:`disseminator.discovery`). The new link opens with ``hold``:
+it states our members at once (so the uplink we leave sees them relayed by another downlink
+and stops queueing for us, :mod:`disseminator.moves`) but reads nothing until the old link
+ended, handed over once we acknowledged all it had queued for us: deliveries routed before the
+move are applied before those routed after it. The hand-over ends the old :meth:`Uplink.run`
+(``refused`` says ``handed over``); it is not retried.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from disseminator.body_chunks import StoredBytes
 from disseminator.interest import InterestSender, interest_chunks
 from disseminator.limits import Limits
 from disseminator.members import to_pb_member
+from disseminator.moves import HANDED_OVER
 from disseminator.node import SiteNode
 from disseminator.payloads import ReceivedDocument, read_document
 from disseminator.receipts import ReceiptSender, SiteReceipts
@@ -62,11 +70,18 @@ from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wire_parts import DeliveryJoiner
 
-__all__ = ["Uplink", "interest_chunks", "read_delivery"]
+__all__ = ["Uplink", "applied_counter", "interest_chunks", "read_delivery"]
 
 log = logging.getLogger(__name__)
 
-_APPLIED = "uplink_applied"
+_LEGACY_APPLIED = "uplink_applied"  # one counter for any uplink (stores before per-uplink)
+
+
+def applied_counter(uplink: str) -> str:
+    """The name of the counter holding the last delivery applied from ``uplink`` (its site
+    name when verified, else its address): each uplink numbers its queue for us on its own, so
+    a resume point belongs to one uplink and is never sent to another."""
+    return f"{_LEGACY_APPLIED}/{uplink}"
 
 _Token = tuple[Registration, frozenset[Group]]  # what a member's wire form is made of
 
@@ -83,8 +98,12 @@ class Uplink:
         identify: Callable[[str], Awaitable[certs.Credential]] | None = None,
         limits: Limits | None = None,
         receipts: SiteReceipts | None = None,
+        hold: asyncio.Event | None = None,
     ) -> None:
         self._node = node
+        # Set: read what the uplink sends (until then the stream is open, our members are
+        # stated, nothing is read: the uplink we leave hands us over first).
+        self._hold = hold
         self._receipts = None if receipts is None else ReceiptSender(receipts, node)
         self._address = address
         self._heartbeat_s = heartbeat_s
@@ -100,6 +119,25 @@ class Uplink:
         self.refused: str | None = None  # why the uplink is no longer trusted
         self.heard = False  # the current link brought something (it worked)
         self._link: asyncio.Task[None] | None = None
+        self._applied = applied_counter(address)  # set per connection (see resume_after)
+
+    @property
+    def address(self) -> str:
+        """The address this uplink is dialled at."""
+        return self._address
+
+    def resume_after(self) -> int:
+        """The last delivery applied from this uplink (0: none), for ``LinkHello``.
+
+        Keyed by the uplink's verified site name (its address before it is known), so a
+        resume point learnt from one uplink never acknowledges anything at another. A store
+        written before resume points were per uplink has one counter for whichever uplink it
+        had: the first uplink this site links to adopts it (its uplink, unless it moved while
+        it was being upgraded).
+        """
+        self._applied = applied_counter(self.peer.name if self.peer is not None else self._address)
+        store = self._node.store
+        return store.adopt_counter(_LEGACY_APPLIED, self._applied)
 
     def _distrust(self, peer: certs.Credential) -> str | None:
         if peer.serial in self._node.revoked:
@@ -202,13 +240,14 @@ class Uplink:
             while not self._outgoing.empty():  # superseded by the whole set sent below
                 self._outgoing.get_nowait()
             self._interest_due = False
+            resume_after = self.resume_after()
 
             async def outgoing() -> AsyncIterator[pb.LinkMessage]:
                 yield pb.LinkMessage(
                     hello=pb.LinkHello(
                         site=node.site.name,
                         block=node.site.block,
-                        resume_after=node.store.counter(_APPLIED),
+                        resume_after=resume_after,
                     )
                 )
                 for message in self._interest(whole=True):
@@ -233,6 +272,10 @@ class Uplink:
                 self._limits.document_bytes, f"uplink {self._address}", node.store.stage
             )
             try:
+                if self._hold is not None and not self._hold.is_set():
+                    log.info("uplink %s: waiting for the uplink we leave to hand us over",
+                             self._address)
+                    await self._hold.wait()
                 while (delivery := await watch.receive(call.read())) is not grpc.aio.EOF:
                     self.heard = True
                     if (kind := _kind(delivery)) == "heartbeat":
@@ -243,6 +286,14 @@ class Uplink:
                     else:
                         parts.check_whole(delivery)
                         self._apply(delivery)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is grpc.StatusCode.PERMISSION_DENIED and HANDED_OVER in (
+                    exc.details() or ""
+                ):
+                    self.refused = f"handed over: {exc.details()}"  # (run() ends: not retried)
+                    # It freed our queue: a queue it makes for us anew numbers from 1 again.
+                    node.store.forget_counter(self._applied)
+                raise
             finally:
                 parts.reset()  # (a delivery partly staged goes)
                 if receipts is not None:  # what was not acknowledged stays queued
@@ -266,7 +317,7 @@ class Uplink:
                 self._node.store.let_go(stored)
 
     def _apply(self, delivery: pb.Delivery | ReceivedDocument | StagedDelivery) -> None:
-        counter = (_APPLIED, delivery.sequence)
+        counter = (self._applied, delivery.sequence)
         try:
             if isinstance(delivery, ReceivedDocument):
                 self._node.route(

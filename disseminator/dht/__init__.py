@@ -15,6 +15,7 @@ Edges: :class:`GrpcTransport` and :func:`add_dht_to_server` (gRPC),
 :mod:`disseminator.dht.testing` (in-memory network, fake clock).
 """
 
+from disseminator.dht._archive import MemoryArchive, RecordArchive
 from disseminator.dht._client import GrpcTransport, create_grpc_node
 from disseminator.dht._config import DhtConfig
 from disseminator.dht._errors import (
@@ -39,7 +40,15 @@ from disseminator.dht._kademlia import Clock, KademliaNode
 from disseminator.dht._lookup import CandidateState, Lookup, LookupEvent, LookupResult
 from disseminator.dht._node import DhtNode
 from disseminator.dht._proof import PingProof, make_ping_proof, verify_ping_proof
-from disseminator.dht._queries import choose_uplink, serving_keys, serving_sites, sites_within
+from disseminator.dht._queries import (
+    choose_uplink,
+    is_fallback,
+    recheck_uplink,
+    serving_keys,
+    serving_sites,
+    sites_within,
+    uplink_candidates,
+)
 from disseminator.dht._records import (
     CaRecordVerifier,
     RecordVerifier,
@@ -73,6 +82,7 @@ __all__ = [
     "LookupEvent",
     "LookupResult",
     "LookupStateError",
+    "MemoryArchive",
     "NodeId",
     "Observation",
     "Outcome",
@@ -80,6 +90,7 @@ __all__ = [
     "PeerUnavailableError",
     "PingProof",
     "PutOutcome",
+    "RecordArchive",
     "RecordAuthenticationError",
     "RecordStore",
     "RecordVerifier",
@@ -92,15 +103,18 @@ __all__ = [
     "add_dht_to_server",
     "choose_uplink",
     "create_grpc_node",
+    "is_fallback",
     "key_for_concept",
     "key_for_site",
     "make_ping_proof",
     "node_id_of_certificate",
+    "recheck_uplink",
     "record_payload",
     "serving_keys",
     "serving_sites",
     "sign_site_record",
     "sites_within",
     "status_for",
+    "uplink_candidates",
     "verify_ping_proof",
 ]

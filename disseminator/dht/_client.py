@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from disseminator.dht import _convert as convert
+from disseminator.dht._archive import RecordArchive
 from disseminator.dht._config import DhtConfig
 from disseminator.dht._errors import PeerRefusedError, PeerUnavailableError
 from disseminator.dht._ids import Contact, NodeId
@@ -173,6 +174,7 @@ def create_grpc_node(
     config: DhtConfig | None = None,
     clock: Clock = _utc_now,
     revoked: Callable[[], frozenset[int]] = nothing_revoked,
+    archive: RecordArchive | None = None,
 ) -> DhtNode:
     """A :class:`DhtNode` for a site: id from its certificate, gRPC transport, CA verifier.
 
@@ -184,6 +186,7 @@ def create_grpc_node(
         clock: returns the current aware datetime.
         revoked: the serials revoked by the CRL in force now: records, ping answers and
             callers with such a certificate are refused.
+        archive: where stored records outlive a restart (:meth:`DhtNode.restore` loads them).
     """
     config = config or DhtConfig()
     credentials = SiteCredentials.from_pem(tls.cert_pem, tls.key_pem)
@@ -199,4 +202,5 @@ def create_grpc_node(
         credentials=credentials,
         clock=clock,
         revoked=revoked,
+        archive=archive,
     )

@@ -12,6 +12,7 @@ Proposed site configuration (all keys optional)::
     republish_interval_s = 600
     refresh_interval_s = 900 # refresh buckets no lookup touched for this long
     maintenance_interval_s = 30
+    uplink_recheck_s = 30    # a downlink asks again which uplink is nearest this often
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class DhtConfig:
     republish_interval_s: float = 600.0
     refresh_interval_s: float = 900.0
     maintenance_interval_s: float = 30.0
+    uplink_recheck_s: float = 30.0
     stale_after_failures: int = 2
     max_records_per_key: int = 64
     max_keys: int = 4096
@@ -58,6 +60,7 @@ class DhtConfig:
             "republish_interval_s",
             "refresh_interval_s",
             "maintenance_interval_s",
+            "uplink_recheck_s",
         ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from disseminator.dht._errors import DhtProtocolError, InvalidRecordError
 from disseminator.dht._ids import Contact, NodeId, check_address
 from disseminator.dht._proof import PingProof
@@ -27,7 +29,9 @@ __all__ = [
     "node_id_from_pb",
     "proof_from_pb",
     "proof_to_pb",
+    "record_from_bytes",
     "record_from_pb",
+    "record_to_bytes",
     "record_to_pb",
     "sender_address_from_pb",
     "value_reply_from_pb",
@@ -101,6 +105,22 @@ def record_from_pb(message: Any) -> SiteRecord:
         )
     except (TypeError, ValueError) as exc:
         raise InvalidRecordError(f"malformed site record: {exc}") from None
+
+
+def record_to_bytes(record: SiteRecord) -> bytes:
+    """A record's serialized wire form (what a node archives)."""
+    data: bytes = record_to_pb(record).SerializeToString()
+    return data
+
+
+def record_from_bytes(data: bytes) -> SiteRecord:
+    """Raises:
+    InvalidRecordError: the bytes are not a well-formed record."""
+    try:
+        message = pb.DhtSiteRecord.FromString(data)
+    except DecodeError:
+        raise InvalidRecordError("malformed archived site record") from None
+    return record_from_pb(message)
 
 
 def value_reply_to_pb(reply: ValueReply) -> Any:

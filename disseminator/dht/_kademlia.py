@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from disseminator.dht import _convert as convert
+from disseminator.dht._archive import RecordArchive
 from disseminator.dht._config import DhtConfig
 from disseminator.dht._contacts import ContactKeeper, with_timeout
 from disseminator.dht._errors import (
@@ -73,6 +75,7 @@ class KademliaNode:
         clock: Clock = _utc_now,
         rng: random.Random | None = None,
         revoked: Callable[[], frozenset[int]] = nothing_revoked,
+        archive: RecordArchive | None = None,
     ) -> None:
         if credentials is not None and credentials.node_id != contact.node_id:
             raise DhtUsageError("the node id must be the SHA-256 of the site certificate")
@@ -99,6 +102,10 @@ class KademliaNode:
             timeout_s=self.config.rpc_timeout_s,
             max_tasks=self.config.max_background_tasks,
         )
+        self.archive = archive  # where the store's records outlive a restart (see restore)
+        # Set whenever the store takes a new or newer record (a site appeared or moved):
+        # a downlink re-checks its uplink at once (disseminator.discovery).
+        self.records_changed = asyncio.Event()
         self._bootstrap_peers = self.config.bootstrap
         self._verified: OrderedDict[SiteRecord, int] = OrderedDict()
 
@@ -164,9 +171,59 @@ class KademliaNode:
             )
         now = self.now_ms()
         self.check_record(record, now, allow_withdrawal=True)
-        outcome = self.store.put(key, record, now)
+        outcome = self.keep(key, record, now)
         self.contacts.heard_from(sender)
         return outcome
+
+    def keep(self, key: NodeId, record: SiteRecord, now: int) -> PutOutcome:
+        """Put a verified record in the store, and in the archive when the store kept it.
+
+        Raises:
+            StoreFullError: no room left for this key.
+        """
+        outcome = self.store.put(key, record, now)
+        if outcome is not PutOutcome.STALE:
+            self.records_changed.set()
+            if self.archive is not None:
+                self.archive.save(key.to_bytes(), record.site, convert.record_to_bytes(record))
+        return outcome
+
+    def sync_archive(self) -> None:
+        """Forget in the archive what the store no longer holds (expired, purged)."""
+        if self.archive is not None:
+            self.archive.retain((key.to_bytes(), site) for key, site in self.store.held())
+
+    def restore(self) -> int:
+        """Load the archived records into the store, verified again as if a peer offered them
+        (a record whose certificate was revoked or expired meanwhile, or that expired, is
+        dropped); return how many were kept. Call before the node answers anyone."""
+        if self.archive is None:
+            return 0
+        now, kept = self.now_ms(), 0
+        for key_bytes, site, data in self.archive.load():
+            try:
+                key, record = NodeId.from_bytes(key_bytes), convert.record_from_bytes(data)
+                if record.site != site or key not in record_keys(record.site, record.block):
+                    raise InvalidRecordError(f"archived record of {site!r} under a wrong key")
+                if self.ontology.resolve(record.block) != record.block:
+                    raise InvalidRecordError(f"archived record of {site!r}: unknown block")
+                self.check_record(record, now, allow_withdrawal=True)
+                kept += self.store.put(key, record, now) is not PutOutcome.STALE
+            except (PeerError, ValueError) as exc:
+                log.info("archived DHT record of %r dropped: %s", site, exc)
+        self.store.expire(now)
+        self.sync_archive()
+        log.info("restored %d DHT records from the archive", len(self.store))
+        return kept
+
+    def known_addresses(self) -> list[str]:
+        """Addresses of the other sites whose live records we hold (a restarted node pings
+        them to fill its routing table when it knows no bootstrap peer that answers)."""
+        now, keys = self.now_ms(), {key for key, _ in self.store.held()}
+        return sorted({
+            r.address for key in keys for r in self.store.live(key, now)
+            if r.address != self.address
+        })
 
     def check_record(self, record: SiteRecord, now: int, *, allow_withdrawal: bool = False) -> None:
         """Verify a record (cached for live records already verified)."""
@@ -196,6 +253,7 @@ class KademliaNode:
             return False
 
         dropped = self.store.drop_where(untrusted)
+        self.sync_archive()
         if dropped:
             log.warning("dropped %d stored records of revoked or expired sites", dropped)
         return dropped
@@ -293,26 +351,31 @@ class KademliaNode:
     async def bootstrap(self, addresses: Iterable[str] | None = None) -> int:
         """Join through ``addresses`` (default: ``config.bootstrap``); return how many answered.
 
-        Pings each bootstrap peer, looks up our own id (filling the buckets near us), then
-        refreshes every bucket. No addresses: we are the first node and there is nothing to do.
+        Pings each bootstrap peer and the sites whose records we hold (restored from the
+        archive after a restart: so a restarted root knows the others again at once), looks up
+        our own id (filling the buckets near us), then refreshes every bucket. Nobody to ask:
+        we are the first node and there is nothing to do.
 
         Raises:
             BootstrapError: addresses were given and none answered.
         """
         peers = tuple(addresses) if addresses is not None else self.config.bootstrap
         self._bootstrap_peers = peers
+        known = [a for a in self.known_addresses() if a not in peers]  # (restored records)
         answers = await asyncio.gather(
-            *(self.contacts.ping(a) for a in peers), return_exceptions=True
+            *(self.contacts.ping(a) for a in (*peers, *known)), return_exceptions=True
         )
         joined = 0
-        for address, answer in zip(peers, answers, strict=True):
+        for i, (address, answer) in enumerate(zip((*peers, *known), answers, strict=True)):
             if isinstance(answer, Contact):
                 self.contacts.admit(answer)
                 joined += answer.node_id != self.node_id
-            elif isinstance(answer, PeerError):
+            elif not isinstance(answer, PeerError):
+                raise answer
+            elif i < len(peers):
                 log.warning("bootstrap peer %s did not answer: %s", address, answer)
             else:
-                raise answer
+                log.info("site at %s (a record we hold) did not answer: %s", address, answer)
         if peers and not joined:
             raise BootstrapError(f"none of the bootstrap peers answered ({', '.join(peers)})")
         if joined:

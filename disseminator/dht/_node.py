@@ -57,6 +57,18 @@ class DhtNode(KademliaNode):
         """The record this node currently announces (``None``: none, or withdrawn)."""
         return self._announced
 
+    def restore(self) -> int:
+        """Load the archived records (see :meth:`KademliaNode.restore`); anything we sign
+        from now on is issued after the newest record of ours among them."""
+        kept = super().restore()
+        if self.credentials is not None:
+            name, now = self.credentials.name, self.now_ms()
+            for key in {key for key, site in self.store.held() if site == name}:
+                for record in self.store.get(key, now):
+                    if record.site == name:
+                        self._last_issued_ms = max(self._last_issued_ms, record.issued_at_ms)
+        return kept
+
     def _signer(self) -> SiteCredentials:
         if self.credentials is None:
             raise DhtUsageError("this DHT node has no site credentials to sign with")
@@ -127,7 +139,7 @@ class DhtNode(KademliaNode):
         )
 
     async def _retract_at(self, key: NodeId, withdrawal: SiteRecord) -> None:
-        self.store.put(key, withdrawal, self.now_ms())
+        self.keep(key, withdrawal, self.now_ms())
         result, replies = await self.find_value_replies(key)
         holders = {
             p for p, records in replies.items() if any(r.site == withdrawal.site for r in records)
@@ -144,7 +156,7 @@ class DhtNode(KademliaNode):
         return by_block
 
     async def _publish_at(self, key: NodeId, record: SiteRecord) -> int:
-        self.store.put(key, record, self.now_ms())
+        self.keep(key, record, self.now_ms())
         nearest = await self.lookup(key)
         stored = await asyncio.gather(*(self._store_at(p, key, record) for p in nearest.closest))
         return sum(stored)
@@ -216,9 +228,17 @@ class DhtNode(KademliaNode):
         ``None`` when no site serves any ancestor (a root block). Any node may ask on behalf
         of any block; for our own block the answer is never ourselves.
         """
+        candidates = await self.uplink_candidates(block_concept, ontology)
+        return candidates[0] if candidates else None
+
+    async def uplink_candidates(
+        self, block_concept: str, ontology: Ontology | None = None
+    ) -> list[SiteRecord]:
+        """Every live site serving a block strictly containing ``block_concept``'s block,
+        nearest first (:meth:`find_uplink` is the first)."""
         onto = ontology or self.ontology
         records = await self._records_for(onto.ancestors(block_concept))
-        return queries.choose_uplink(records, block_concept, onto, now_ms=self.now_ms())
+        return queries.uplink_candidates(records, block_concept, onto, now_ms=self.now_ms())
 
     async def identify(self, address: str) -> certs.Credential:
         """The verified certificate of the site answering at ``address`` (a signed ping).
@@ -238,8 +258,9 @@ class DhtNode(KademliaNode):
     async def maintain(self) -> None:
         """One upkeep pass: expire, rejoin if alone, republish if due, refresh idle buckets."""
         now = self.now_ms()
-        self.store.expire(now)
-        if len(self.table) == 0 and self._bootstrap_peers:
+        if self.store.expire(now):
+            self.sync_archive()
+        if len(self.table) == 0 and (self._bootstrap_peers or self.known_addresses()):
             try:
                 await self.bootstrap(self._bootstrap_peers)
             except BootstrapError as exc:

@@ -55,6 +55,10 @@ class RecordStore:
         """Every key holding at least one record or tombstone."""
         return iter(tuple(self._records))
 
+    def held(self) -> list[tuple[NodeId, str]]:
+        """Every (key, site) holding a record or tombstone (expired ones too, until expiry)."""
+        return [(key, site) for key, by_site in self._records.items() for site in by_site]
+
     def put(self, key: NodeId, record: SiteRecord, now_ms: int) -> PutOutcome:
         """Keep ``record`` unless a record of its site at least as new is held.
 

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from disseminator.dht._archive import MemoryArchive, RecordArchive
 from disseminator.dht._config import DhtConfig
 from disseminator.dht._errors import PeerRefusedError, PeerUnavailableError
 from disseminator.dht._ids import ID_BITS, Contact, NodeId
@@ -34,7 +35,7 @@ from xdn import certs
 from xdn.errors import PeerError
 from xdn.ontology import Ontology
 
-__all__ = ["FakeClock", "MemoryNetwork", "MemoryTransport"]
+__all__ = ["FakeClock", "MemoryArchive", "MemoryNetwork", "MemoryTransport"]
 
 
 class FakeClock:
@@ -129,8 +130,10 @@ class MemoryNetwork:
         credentials: SiteCredentials | None = None,
         address: str | None = None,
         config: DhtConfig | None = None,
+        archive: RecordArchive | None = None,
     ) -> DhtNode:
-        """Create a node (id from ``credentials``, else random) and register it."""
+        """Create a node (id from ``credentials``, else random) and register it; with an
+        ``archive``, it loads the records archived there before it answers anyone."""
         address = address or f"node{len(self.nodes)}.dht.test:7000"
         if address in self.nodes:
             raise ValueError(f"address {address} is taken")
@@ -147,9 +150,20 @@ class MemoryNetwork:
             credentials=credentials,
             clock=self.clock,
             rng=random.Random(self._rng.getrandbits(64)),
+            archive=archive,
         )
+        node.restore()
         self.nodes[address] = node
         return node
+
+    async def restart(self, address: str) -> DhtNode:
+        """Crash the node at ``address`` and start a new one there with the same identity,
+        configuration and archive (what survives a process: only the archive)."""
+        old = self.remove(address)
+        await old.stop(leave=False)
+        return self.add_node(
+            credentials=old.credentials, address=address, config=old.config, archive=old.archive
+        )
 
     def reachable(self, address: str) -> DhtNode:
         """The node answering at ``address``; :class:`PeerUnavailableError` if none."""

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from disseminator.dht import SiteRecord, choose_uplink, serving_keys, serving_sites, sites_within
+from disseminator.dht import (
+    SiteRecord,
+    choose_uplink,
+    is_fallback,
+    recheck_uplink,
+    serving_keys,
+    serving_sites,
+    sites_within,
+    uplink_candidates,
+)
 from disseminator.dht._queries import newest_per_site
 from xdn.ontology import Ontology
 
@@ -104,3 +113,51 @@ def test_uplink_ties_are_broken_the_same_way_everywhere() -> None:
     assert uplink is not None and uplink.site == "a"
     uplink = choose_uplink(list(reversed(records)), "Production", ONTO, now_ms=NOW)
     assert uplink is not None and uplink.site == "a"
+
+
+# ---- re-checking the uplink in use (issue #18, finding 1) ----------------------------------
+def _candidates(*records: SiteRecord) -> list[SiteRecord]:
+    return uplink_candidates(records, "Spec", ONTO, now_ms=NOW)
+
+
+def test_uplink_candidates_are_nearest_first_and_the_choice_is_the_first() -> None:
+    records = [rec("p", "Process"), rec("r", "Resources"), rec("o", "Order"), rec("s", "Spec")]
+    assert [r.site for r in _candidates(*records)] == ["r", "o", "p"]
+    assert choose_uplink(records, "Spec", ONTO, now_ms=NOW) == _candidates(*records)[0]
+
+
+def test_a_fallback_moves_to_a_nearer_ancestor_once_it_appears() -> None:
+    # Linked to the root "p" (a fallback: Process is no parent of Spec) while nothing nearer
+    # was known: stay; once "r" is listed, move there, connected or not.
+    assert is_fallback("Spec", "Process", ONTO) and not is_fallback("Spec", "Resources", ONTO)
+    alone = _candidates(rec("p", "Process"))
+    assert recheck_uplink(alone, current="p", connected=True, ontology=ONTO) is None
+    both = _candidates(rec("p", "Process"), rec("r", "Resources"))
+    for connected in (True, False):
+        moved = recheck_uplink(both, current="p", connected=connected, ontology=ONTO)
+        assert moved is not None and moved.site == "r"
+
+
+def test_the_proper_uplink_is_kept_even_while_down_or_tied() -> None:
+    both = _candidates(rec("p", "Process"), rec("r", "Resources"))
+    # down, but still listed (it restarts): no move to a farther ancestor
+    assert recheck_uplink(both, current="r", connected=False, ontology=ONTO) is None
+    # a site of a block of the same size (ties go to the smaller name) is no reason to move
+    tied = _candidates(rec("a", "Resources"), rec("r", "Resources"))
+    assert [r.site for r in tied] == ["a", "r"]
+    assert recheck_uplink(tied, current="r", connected=True, ontology=ONTO) is None
+
+
+def test_an_uplink_no_longer_listed_is_left_only_when_its_link_is_down() -> None:
+    others = _candidates(rec("p", "Process"))
+    assert recheck_uplink(others, current="gone", connected=True, ontology=ONTO) is None
+    moved = recheck_uplink(others, current="gone", connected=False, ontology=ONTO)
+    assert moved is not None and moved.site == "p"
+    assert recheck_uplink([], current="gone", connected=False, ontology=ONTO) is None
+
+
+def test_the_uplink_in_use_is_recognised_by_its_address_before_it_is_verified() -> None:
+    both = _candidates(rec("p", "Process"), rec("r", "Resources"))
+    assert recheck_uplink(both, current="r.test:7000", connected=False, ontology=ONTO) is None
+    moved = recheck_uplink(both, current="p.test:7000", connected=True, ontology=ONTO)
+    assert moved is not None and moved.site == "r"

@@ -160,6 +160,7 @@ def test_public_api_is_pinned() -> None:
             "LookupEvent",
             "LookupResult",
             "LookupStateError",
+            "MemoryArchive",
             "NodeId",
             "Observation",
             "Outcome",
@@ -167,6 +168,7 @@ def test_public_api_is_pinned() -> None:
             "PeerUnavailableError",
             "PingProof",
             "PutOutcome",
+            "RecordArchive",
             "RecordAuthenticationError",
             "RecordStore",
             "RecordVerifier",
@@ -179,16 +181,19 @@ def test_public_api_is_pinned() -> None:
             "add_dht_to_server",
             "choose_uplink",
             "create_grpc_node",
+            "is_fallback",
             "key_for_concept",
             "key_for_site",
             "make_ping_proof",
             "node_id_of_certificate",
+            "recheck_uplink",
             "record_payload",
             "serving_keys",
             "serving_sites",
             "sign_site_record",
             "sites_within",
             "status_for",
+            "uplink_candidates",
             "verify_ping_proof",
         ]
     )
@@ -196,4 +201,6 @@ def test_public_api_is_pinned() -> None:
         assert getattr(dht, name) is not None
     from disseminator.dht import testing
 
-    assert sorted(testing.__all__) == ["FakeClock", "MemoryNetwork", "MemoryTransport"]
+    assert sorted(testing.__all__) == [
+        "FakeClock", "MemoryArchive", "MemoryNetwork", "MemoryTransport",
+    ]
