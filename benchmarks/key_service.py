@@ -15,7 +15,8 @@ PUBLISHER = DEFAULT_PUBLISHERS[0]
 
 def key_service(net: LocalNetwork, ontology: Ontology, address: str) -> Publisher:
     """``PUBLISHER``'s key service (its signed policy as the network prepared it), publishing
-    to the site at ``address``, its state in the network's work directory."""
+    to the site at ``address``, its state in the network's work directory. Each publication
+    is a new version, whatever its content (benchmarks publish the same documents again)."""
     tls = TlsFiles.from_dir(net.certs, PUBLISHER.name)
     policy = load_signed_policy(
         net.workdir / "policies" / PUBLISHER.policy.name, ontology,
@@ -26,4 +27,5 @@ def key_service(net: LocalNetwork, ontology: Ontology, address: str) -> Publishe
         name=PUBLISHER.name, tls=tls, ontology=ontology,
         mapping=load_mapping(PUBLISHER.mapping, ontology), policy=policy,
         state_dir=state, provenance_log=state / "provenance.nq", connect=address,
+        republish=True,
     ))

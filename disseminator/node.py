@@ -47,6 +47,7 @@ from disseminator.notifications import StoredNotification
 from disseminator.payloads import Outgoing
 from disseminator.planning import DocumentPlan, Planner, Received
 from disseminator.policy_notices import Checked, SitePolicyNotices
+from disseminator.publications import Publication
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
 from disseminator.store import Append, History, Retained, Store
@@ -296,6 +297,7 @@ class SiteNode:
         entitlements: Sequence[pb.Entitlement] = (),
         counter: tuple[str, int] | None = None,
         came_from: str | None = None,
+        publish_id: bytes | None = None,
     ) -> Reach:
         """Queue group rekeys, key messages (and members' entitlements), a document and the
         publisher's checkpoint (after the document) for every destination, atomically.
@@ -308,9 +310,27 @@ class SiteNode:
         ``wire``, the bytes ``dissemination`` was read from, if at hand, is what is forwarded
         (see :class:`~disseminator.payloads.DocumentParts`).
 
+        ``publish_id`` (a publisher's request: ``b""`` when it sent none) names the publication:
+        one routed before as its document's newest version is not routed again, nor is its
+        checkpoint (which names the sequence number of a document that will never come); the
+        key messages and entitlements are (:mod:`disseminator.publications`).
+
         Returns:
-            What the document reached (all zero without a document, or for a retransmission).
+            What the document reached (all zero without a document, or for a retransmission;
+            with ``before`` set for a publication routed before).
         """
+        before = None
+        if publish_id and dissemination is not None:
+            manifest = dissemination.manifest
+            before = self.store.publications.routed_before(
+                manifest.publisher, manifest.document_id, publish_id
+            )
+            if before is not None:
+                log.info(
+                    "publication of %s by %s routed before as v%d; not routed again",
+                    manifest.document_id, manifest.publisher, before.version,
+                )
+                dissemination, checkpoint = None, None
         appends = [a for rekey in rekeys for a in self.planner.rekey(rekey)]
         checked = [self.policy_notices.check(e, at=self.now()) for e in entitlements]
         addressed: list[pb.KeyMessage | pb.DocumentKeys | pb.Entitlement] = [
@@ -351,6 +371,12 @@ class SiteNode:
             at_ms=self.now_ms(),
             chain=None if planned is None else planned.chain,
             notices=notices,
+            publication=None if planned is None or publish_id is None else Publication(
+                publisher=planned.identity[0], document=planned.identity[1],
+                publish_id=publish_id, version=planned.identity[2],
+                sequence=dissemination.manifest.sequence if dissemination is not None else 0,
+                provenance=b"" if planned.chain is None else planned.chain[1],
+            ),
         )
         self.log_soon()
         for kind, name in full:
@@ -361,7 +387,7 @@ class SiteNode:
         if any(refreshed):
             self._on_interest_change()
         if planned is None:
-            return Reach()
+            return Reach(before=before)
         self._record_dissemination(planned)
         return Reach(
             fragments=planned.fragments,

@@ -9,7 +9,9 @@ learns the status the site sent.
 * ``Publish`` (publisher → root): queue the key messages and the document's fragments (a
   request may carry key messages only). Refused with ``FAILED_PRECONDITION`` at a site that is
   not a root or enforces no policy of the publisher (:mod:`xdn.publication`); the
-  acknowledgement says what the document reached and where the site stands.
+  acknowledgement says what the document reached and where the site stands. A publication
+  routed before as its document's newest version (its ``publish_id``) is not routed again: the
+  acknowledgement says ``published_before`` (:mod:`disseminator.publications`).
   ``PublishParts`` is the same for a request too large for one message, sent in parts
   (:mod:`disseminator.publish_parts`); its caller is checked at the first part, and a refused
   caller is read to its half-close (for a few seconds at most) before it gets its status.
@@ -74,6 +76,7 @@ from disseminator.node import SiteNode
 from disseminator.notices import SiteNotices
 from disseminator.payloads import Outgoing
 from disseminator.planning import Received
+from disseminator.publications import MAX_PUBLISH_ID_BYTES
 from disseminator.publish_parts import WHAT, joined_request
 from disseminator.receipts import SiteReceipts
 from disseminator.routing import (
@@ -96,7 +99,7 @@ from xdn.notices import is_notice
 from xdn.publication import site_refusal
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
-from xdn.wireconv import standing_to_pb
+from xdn.wireconv import published_before_to_pb, standing_to_pb
 
 __all__ = ["REDIRECT_METADATA", "DisseminatorService", "Malformed", "add_to_server"]
 
@@ -320,6 +323,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         checkpoint = request.checkpoint if request.HasField("checkpoint") else None
         if checkpoint is not None and checkpoint.publisher != publisher.name:
             raise ProtocolError("a checkpoint names another publisher")
+        if len(request.publish_id) > MAX_PUBLISH_ID_BYTES:
+            raise ProtocolError(
+                f"a publish id is at most {MAX_PUBLISH_ID_BYTES} bytes, "
+                f"got {len(request.publish_id)}"
+            )
         if not has_document and not addressed and checkpoint is None:
             raise ProtocolError("a PublishRequest carries neither a document nor keys")
         reach = self._node.route(
@@ -329,6 +337,7 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             document_keys=list(request.document_keys),
             checkpoint=checkpoint,
             entitlements=list(request.entitlements),
+            publish_id=request.publish_id,
         )
         return pb.PublishAck(
             document_id=manifest.document_id,
@@ -337,6 +346,9 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             subscribers_reached=reach.subscribers,
             retained=reach.retained,
             standing=standing_to_pb(standing),
+            published_before=(
+                None if reach.before is None else published_before_to_pb(reach.before)
+            ),
         )
 
     def _asking_publisher(

@@ -53,11 +53,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disseminator import body_chunks, dht_records, messages, notifications, routed
+from disseminator import (
+    body_chunks,
+    dht_records,
+    messages,
+    notifications,
+    publications,
+    routed,
+)
 from disseminator.body_chunks import Staging, StoredBytes, StoredSpan
 from disseminator.dht_records import StoredDhtRecords
 from disseminator.messages import MessageArchive
 from disseminator.notifications import Notifications, StoredNotification
+from disseminator.publications import Publication, Publications
 from disseminator.routed import RoutedWindow, Window
 
 __all__ = [
@@ -358,7 +366,8 @@ class Store:
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
         self._db.executescript(
-            _SCHEMA + routed.SCHEMA + notifications.SCHEMA + messages.SCHEMA + dht_records.SCHEMA
+            _SCHEMA + routed.SCHEMA + publications.SCHEMA + notifications.SCHEMA + messages.SCHEMA
+            + dht_records.SCHEMA
         )
         if "chunked_size" not in {row[1] for row in self._db.execute("PRAGMA table_info(bodies)")}:
             self._db.execute("ALTER TABLE bodies ADD COLUMN chunked_size INTEGER")
@@ -382,6 +391,7 @@ class Store:
         self._max_queue = max_queue
         self.retain = retain
         self.routed = RoutedWindow(self._db, routed_window or Window())
+        self.publications = Publications(self._db)  # publish ids: routed before? (a root's)
         notifications.upgrade(self._db)
         self.notifications = Notifications(self._db)  # the LDN inbox (disseminator.web)
         self.dht_records = StoredDhtRecords(self._db)  # what the DHT node stores, kept
@@ -448,6 +458,7 @@ class Store:
         """Drop the routed entries past the window (see :mod:`disseminator.routed`), and the
         messages kept for as long (:mod:`disseminator.messages`)."""
         pruned = self.routed.prune(now_ms)
+        self.publications.prune(now_ms - self.routed.window.retention_ms)
         if self.messages is not None:
             self.messages.prune(now_ms - self.routed.window.retention_ms)
         return pruned
@@ -465,6 +476,7 @@ class Store:
         at_ms: int = 0,
         chain: tuple[str, bytes] | None = None,
         notices: Sequence[StoredNotification] = (),
+        publication: Publication | None = None,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
@@ -476,7 +488,9 @@ class Store:
         is the document's number in its publisher's signed sequence (0: unsequenced) and
         ``at_ms`` the time it is routed, for the routed window. ``chain`` (its outermost message
         URI, its N-Quads) is the provenance the document came with, kept for the hops signed
-        over it when the store keeps messages (:mod:`disseminator.messages`).
+        over it when the store keeps messages (:mod:`disseminator.messages`). ``publication``:
+        the document routed as a publisher's, remembered under its publish id
+        (:mod:`disseminator.publications`).
 
         Returns:
             (last sequence appended per destination, destinations whose queue was full).
@@ -506,6 +520,8 @@ class Store:
             )  # fmt: skip
             if document is not None:
                 self.routed.mark(*document, sequence=sequence, at_ms=at_ms)
+            if publication is not None:
+                self.publications.record(publication, at_ms=at_ms)
             self._db.executemany(
                 "INSERT INTO log_outbox (data) VALUES (?)", [(g,) for g in log_graphs]
             )

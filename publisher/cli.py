@@ -44,6 +44,7 @@ def _publish(args: argparse.Namespace) -> int:
         allow_older_policy=args.allow_older_policy,
         crl=_crl(args),
         part_bytes=args.part_bytes,
+        republish=args.again,
     )
 
     def warn(message: str) -> None:
@@ -74,6 +75,14 @@ def _publish(args: argparse.Namespace) -> int:
                 args.documents, pace=pace, document_ids=named
             ):
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
+                if result.published_before:
+                    print(
+                        f"already published {result.document_id} v{result.version}: "
+                        f"this content is its newest version; {result.describe()} "
+                        f"(rekeyed: {rekeyed}, {result.key_messages} key messages)",
+                        flush=True,
+                    )
+                    continue
                 print(
                     f"published {result.document_id} v{result.version}: "
                     f"{result.fragments} fragments, {len(result.concepts)} concepts, "
@@ -122,7 +131,13 @@ _DESCRIPTION = (
     "keys) and rekey after leaves.",
     "Each 'published' line says whom the document reached. Reaching no subscriber is not an "
     "error (the site may retain the document for subscribers who join later); the line says "
-    "so.",
+    "so. Each line is printed as soon as the site acknowledged the document and the key "
+    "service recorded it, before the next document is sent.",
+    "Publishing is idempotent per content: a document whose content (and id) is that of its "
+    "newest version the root site routed — a retry after a crash or a failed run — is not "
+    "published again: the line says 'already published DOC vN' and the key service records "
+    "that version. The root remembers publications for its routed window's retention (7 days "
+    "by default). --again publishes the same content as a new version anyway.",
     "Publishing is refused, with exit status 1 and nothing sent, when the site is not a root "
     "site (publish at the root; the error names the site's uplink), when it enforces no "
     "policy of this publisher (add the publisher to the sites' configuration), or when it "
@@ -200,5 +215,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--part-bytes", type=int, default=DEFAULT_PART_BYTES, metavar="N",
         help="largest message sent; a larger document goes in parts of this size "
         "(default 4 MiB)",
+    )
+    parser.add_argument(
+        "--again", action="store_true",
+        help="publish each DOC as a new version even when its content is its newest version "
+        "already (by default that is answered 'already published' and nothing is sent again)",
     )
     parser.set_defaults(func=_publish)

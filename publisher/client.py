@@ -38,6 +38,17 @@ Theory of operation, per document:
 Several documents are pipelined (:meth:`Publisher.publish_each`): steps 1 to 3 of the next run
 while the network takes the previous one. Only one ``Publish`` is in flight, and its request
 takes the outbox when it is sent, so order and outbox semantics are those of a serial loop.
+Each document is reported as soon as it is recorded, while the next one is being prepared:
+a failure preparing the next (its ``GetMembership`` refused, say) no longer hides it.
+
+Publishing is idempotent per content (:mod:`publisher.idempotence`): each request names its
+publication (``publish_id``: a keyed digest of document id and content), each attempt is
+recorded in the key store before it is sent, and a root that routed the same publication as the
+document's newest version answers so instead of routing it again. The publisher then records
+that version (with the attempt's document keys), logs the provenance message the root routed
+(checked to be its own) and reports "already published": publishing again after a crash or a
+lost acknowledgement never makes the same content a new version, nor logs a message no hop
+references. ``PublisherSetup.republish`` publishes the same content as a new version anyway.
 
 State at subscribe time: sites retain the last few documents. The key service keeps the same
 documents' per-document keys and, with each enrolment of a joiner, sends it a sealed grant of
@@ -67,6 +78,7 @@ from typing import TypeVar
 
 import grpc
 
+from publisher.idempotence import own_message, publish_id
 from publisher.keystore import DocumentKey, Entitled, KeyStore
 from publisher.leases import LeaseBook
 from publisher.lkh_store import LkhStore, Outgoing
@@ -84,7 +96,7 @@ from xdn.completeness import (
     sign_entitlement,
     stateful_concepts,
 )
-from xdn.errors import CertificateError, UsageError
+from xdn.errors import CertificateError, ProtocolError, UsageError
 from xdn.grpc_tls import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, TlsFiles, channel_credentials
 from xdn.lkh import (
     DocumentKeyGrant,
@@ -100,7 +112,7 @@ from xdn.ontology import Ontology
 from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES, ReadableChunk, cut
 from xdn.policy import Policy, auth_list
 from xdn.policy_notices import policy_change, sign_policy_notice
-from xdn.publication import Reach, check_standing, describe_reach
+from xdn.publication import PublishedBefore, Reach, check_standing, describe_reach
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 from xdn.wire_write import request_framing
@@ -145,6 +157,7 @@ class PublisherSetup:
     allow_older_policy: bool = False  # publish even if the site enforces a newer policy
     crl: Path | None = None  # the CA's CRL: never seal a key to a revoked member
     part_bytes: int = DEFAULT_PART_BYTES  # largest message sent; larger requests go in parts
+    republish: bool = False  # content published as its document's newest: a new version anyway
 
     def __post_init__(self) -> None:
         if isinstance(self.part_bytes, bool) or not isinstance(self.part_bytes, int):
@@ -168,6 +181,8 @@ class PublishResult:
     key_messages: int
     site: str
     reach: Reach  # what the document reached at the site
+    sequence: int = 0  # in the publisher's signed sequence
+    published_before: bool = False  # the site had routed this content as ``version`` already
 
     def describe(self) -> str:
         """Who the document reached, in words (see :func:`xdn.publication.describe_reach`)."""
@@ -192,6 +207,7 @@ class _Prepared:
     sequence: int  # in the publisher's signed sequence
     checkpoint: pb.Checkpoint  # signed, naming this document as its concepts' newest
     entitlements: list[pb.Entitlement]  # new or changed since last sent
+    publish_id: bytes  # names the publication (b"": none, a new version whatever the content)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,6 +248,14 @@ def _split(request: pb.PublishRequest) -> list[pb.PublishRequest]:
 
 def _millis(at: datetime) -> int:
     return int(at.timestamp() * 1000)
+
+
+async def _abandon(preparing: asyncio.Future[_Prepared]) -> None:
+    """Stop preparing a document that will not be sent; delete its file if it was made."""
+    preparing.cancel()  # (no-op when it is done)
+    (outcome,) = await asyncio.gather(preparing, return_exceptions=True)
+    if isinstance(outcome, _Prepared):
+        outcome.dissemination.delete()
 
 
 def _document_id(path: Path, document_id: str | None) -> str:
@@ -284,6 +308,7 @@ class Publisher:
             setup.state_dir / "keys.sqlite", ca_pem=setup.tls.ca_pem, ontology=setup.ontology
         )
         self._groups = self._lkh.load_all()
+        self._publish_secret = self._keys.publish_secret()
         setup.provenance_log.parent.mkdir(parents=True, exist_ok=True)
         self._log = provenance.ProvenanceLog(
             setup.provenance_log, node_uri=self._signer.node_uri, cert_pem=setup.tls.cert_pem
@@ -485,22 +510,25 @@ class Publisher:
         previous acknowledgement left it, so the network receives what a serial loop sends, in
         the same order. ``pace(i)`` is awaited before document ``i`` is prepared.
         ``document_ids`` names the documents (default: each file's stem).
+
+        Each result is yielded as soon as the site acknowledged it and it is recorded, while
+        the next document is being prepared: if preparing that one fails (its ``GetMembership``
+        refused, say), what was published before is reported all the same.
         """
         if document_ids is not None and len(document_ids) != len(paths):
             raise UsageError(f"{len(document_ids)} document ids for {len(paths)} documents")
         sending: asyncio.Task[PublishResult] | None = None
         try:
             for index, path in enumerate(paths):
-                if pace is not None:
-                    await pace(index)
                 named = None if document_ids is None else document_ids[index]
-                prepared = await self._prepare(path, document_id=named)
+                preparing = asyncio.ensure_future(self._paced(index, path, named, pace))
                 try:
                     if sending is not None:
                         previous, sending = sending, None
-                        yield await previous
+                        yield await previous  # reported while the next one is prepared
+                    prepared = await preparing
                 except BaseException:  # (the previous one refused, or the caller stopped)
-                    prepared.dissemination.delete()
+                    await _abandon(preparing)
                     raise
                 sending = self._send(prepared)
             if sending is not None:
@@ -510,10 +538,20 @@ class Publisher:
             if sending is not None:  # preparing the next one failed: finish this one's bookkeeping
                 await sending
 
+    async def _paced(
+        self, index: int, path: Path, document_id: str | None,
+        pace: Callable[[int], Awaitable[None]] | None,
+    ) -> _Prepared:
+        """Document ``index`` prepared once ``pace(index)`` allows it."""
+        if pace is not None:
+            await pace(index)
+        return await self._prepare(path, document_id=document_id)
+
     async def _prepare(self, path: Path, *, document_id: str | None = None) -> _Prepared:
         """Map, rekey where membership changed, encrypt, sign: everything but the sending."""
         setup = self._setup
         document_id = _document_id(path, document_id)
+        named = b"" if setup.republish else publish_id(self._publish_secret, document_id, path)
         # Ask first: while waiting, the loop starts sending the previous document.
         site = await self._members()
         document = read_document(path, setup.mapping, self._staging, streaming=self._streaming)
@@ -570,6 +608,7 @@ class Publisher:
                 sequence=sequencing.sequence,
                 checkpoint=self._checkpoint(now_ms),
                 entitlements=self._entitlements(),
+                publish_id=named,
             )
         except BaseException:
             dissemination.delete()
@@ -756,12 +795,19 @@ class Publisher:
         :func:`_split` makes carries it, and the document's bytes take its place there.
         """
         try:
+            # Before any byte is sent: a version the root routes before we record it is then
+            # recorded with the keys it was encrypted with (see _record_before).
+            self._keys.record_attempt(
+                prepared.document_id, prepared.version, prepared.document_keys,
+                sequence=prepared.sequence,
+            )
             *keys_first, last = _split(request)
             for part in keys_first:  # (key messages too many for one request)
                 await self._publish(
                     f"sending key messages before {prepared.document_id!r}", part
                 )
             last.ClearField("dissemination")
+            last.publish_id = prepared.publish_id
             before, after = request_framing(last, len(prepared.dissemination))
             ack = await self._publish_chunks(
                 f"publishing {prepared.document_id!r}", [before, prepared.dissemination, after]
@@ -771,29 +817,77 @@ class Publisher:
             for concept in prepared.concepts:
                 if self._inflight.get(concept) == prepared.sequence:
                     del self._inflight[concept]
-        for sent in outbox:
+        try:
+            reach = reach_from_pb(ack)
+        except ProtocolError as exc:
+            raise UsageError(f"publishing {prepared.document_id!r}: {exc}") from None
+        for sent in outbox:  # (routed, whether the document was or had been before)
             self._lkh.delivered(sent.concept, sent.epoch)
-        self._keys.commit(
-            prepared.document_id,
-            prepared.version,
-            prepared.document_keys,
-            sequence=prepared.sequence,
-            concepts=prepared.concepts,
-        )
+        if reach.before is not None:
+            version, sequence = self._record_before(prepared, reach.before)
+        else:
+            version, sequence = prepared.version, prepared.sequence
+            self._keys.commit(
+                prepared.document_id,
+                prepared.version,
+                prepared.document_keys,
+                sequence=prepared.sequence,
+                concepts=prepared.concepts,
+            )
+            if prepared.message is not None:
+                self._log.append(prepared.message)
         if self._unsent.get(prepared.document_id) == prepared.version:
             del self._unsent[prepared.document_id]
-        if prepared.message is not None:
-            self._log.append(prepared.message)
         return PublishResult(
             document_id=prepared.document_id,
-            version=prepared.version,
+            version=version,
+            sequence=sequence,
+            published_before=reach.before is not None,
             fragments=prepared.fragments,
             concepts=prepared.concepts,
             rekeyed=prepared.rekeyed,
             key_messages=len(request.keys) + len(request.rekeys) + len(request.document_keys),
             site=prepared.site,
-            reach=reach_from_pb(ack),
+            reach=reach,
         )
+
+    def _record_before(self, prepared: _Prepared, before: PublishedBefore) -> tuple[int, int]:
+        """Record a publication the site had routed before ``prepared`` (an attempt of the same
+        content): the version and sequence number it routed, with the document keys of the
+        attempt it routed, and log the message it routed (checked to be ours) — unless an
+        earlier acknowledgement recorded it already. Returns (version, sequence)."""
+        document_id = prepared.document_id
+        message = None
+        if before.provenance:
+            try:
+                message = own_message(
+                    before, node_uri=self._signer.node_uri,
+                    public_key=certs.public_key_of(self._setup.tls.cert_pem),
+                    document_id=document_id,
+                )
+            except ProtocolError as exc:
+                raise UsageError(
+                    f"publishing {document_id!r} at {self._setup.connect}: {exc}"
+                ) from None
+        if self._keys.next_version(document_id) > before.version:
+            log.info("%s v%d was recorded already", document_id, before.version)
+            return before.version, before.sequence
+        attempt = self._keys.attempt(document_id, sequence=before.sequence)
+        if attempt is None or attempt[0] != before.version:
+            self._warn(
+                f"{document_id} v{before.version} was routed by an attempt this publisher kept "
+                "no record of: joiners are not granted its keys"
+            )
+            keys: list[DocumentKey] = []
+        else:
+            keys = attempt[1]
+        self._keys.commit(
+            document_id, before.version, keys, sequence=before.sequence,
+            concepts=prepared.concepts,
+        )
+        if message is not None:
+            self._log.append(message)
+        return before.version, before.sequence
 
     def _path_refreshes(self) -> list[Signed[Enrolment]]:
         """Members that missed epochs get their current path (after any rekey just planned)."""

@@ -16,11 +16,18 @@ its concepts is stored with its version (:meth:`KeyStore.commit`): the back poin
 next document and the publisher's checkpoints are read from there. The concepts of every
 version are kept too (:meth:`KeyStore.version_concepts`): who should have received a version is
 read from them (``xdn provenance receipts``).
+
+Idempotent publishing (:mod:`publisher.idempotence`): the secret that keys publication ids
+(:meth:`KeyStore.publish_secret`, made once) and each attempt to publish a version, recorded
+before it is sent (:meth:`KeyStore.record_attempt`) and dropped when a version of its document is
+committed: a version the root routed before the publisher could commit it is committed later
+with the document keys it was encrypted with (:meth:`KeyStore.attempt`).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +65,12 @@ CREATE TABLE IF NOT EXISTS entitled (
     member TEXT PRIMARY KEY, certificate TEXT NOT NULL, policy_version INTEGER NOT NULL,
     concepts TEXT NOT NULL, notice BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    document_id TEXT NOT NULL, sequence INTEGER NOT NULL, version INTEGER NOT NULL,
+    keys TEXT NOT NULL,
+    PRIMARY KEY (document_id, sequence)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS retained_keys (
     seq INTEGER NOT NULL, concept TEXT NOT NULL, epoch INTEGER NOT NULL,
     key_name TEXT NOT NULL, key BLOB NOT NULL,
@@ -159,6 +172,44 @@ class KeyStore:
                 )
             if self._retain > 0:
                 self._retain_keys(document_id, version, keys)
+            self._db.execute(
+                "DELETE FROM attempts WHERE document_id = ? AND version <= ?",
+                (document_id, version),
+            )
+
+    def publish_secret(self) -> bytes:
+        """The secret that keys this publisher's publication ids (made on first use, kept)."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT OR IGNORE INTO secrets VALUES ('publish_id', ?)",
+                (secrets.token_bytes(32),),
+            )
+            row = self._db.execute("SELECT value FROM secrets WHERE name = 'publish_id'").fetchone()
+        return bytes(row[0])
+
+    def record_attempt(
+        self, document_id: str, version: int, keys: Iterable[DocumentKey], *, sequence: int
+    ) -> None:
+        """Remember, durably and before it is sent, an attempt to publish ``version`` numbered
+        ``sequence``: the document keys it is encrypted with."""
+        data = json.dumps([[c, e, n, k.hex()] for c, e, n, k in keys])
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?)",
+                (document_id, sequence, version, data),
+            )
+
+    def attempt(self, document_id: str, *, sequence: int) -> tuple[int, list[DocumentKey]] | None:
+        """(version, document keys) of the attempt numbered ``sequence`` (``None``: none kept)."""
+        row = self._db.execute(
+            "SELECT version, keys FROM attempts WHERE document_id = ? AND sequence = ?",
+            (document_id, sequence),
+        ).fetchone()
+        if row is None:
+            return None
+        keys = [(str(c), int(e), str(n), bytes.fromhex(k)) for c, e, n, k in json.loads(row[1])]
+        return int(row[0]), keys
 
     def version_concepts(self, document_id: str) -> dict[int, frozenset[str]]:
         """Version → the concepts it held, of every version of ``document_id`` published

@@ -21,6 +21,14 @@ publisher (:class:`Standing`) in its ``Membership`` and ``PublishAck`` replies, 
   operator allows it explicitly, which makes it a warning. A copy newer than the site's is
   only a warning: the site reloads signed policies when their files change.
 
+Publishing is idempotent per publication. The publisher names each one by a ``publish_id`` (a
+keyed digest of its document id and content) and the root site remembers, per document, the id
+of the newest version it routed (:mod:`disseminator.publications`). The same content published
+again — a retry after a crash, a lost acknowledgement, an operator's second try — is answered
+:class:`PublishedBefore` (the version routed, its sequence number and the publisher's signed
+message routed) instead of becoming a new version that every subscriber would receive again;
+the publisher records and reports that version, and logs that message, not one it signed anew.
+
 A document that reaches no subscriber now is not an error (the site may retain it for
 subscribers who join later): :func:`describe_reach` says so in the publisher's output.
 
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from xdn.errors import UsageError
 
 __all__ = [
+    "PublishedBefore",
     "Reach",
     "Refusal",
     "Standing",
@@ -70,6 +79,34 @@ class Standing:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedBefore:
+    """A publication a site had routed already: what it routed then.
+
+    Attributes:
+        version: the document version routed.
+        sequence: its number in the publisher's signed sequence (0: unsequenced).
+        provenance: the publisher's signed provenance message routed (canonical N-Quads; empty
+            when provenance was switched off).
+    """
+
+    version: int
+    sequence: int = 0
+    provenance: bytes = b""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.version, bool) or not isinstance(self.version, int):
+            raise TypeError("version must be an int")
+        if self.version < 1:
+            raise ValueError("version must be at least 1")
+        if isinstance(self.sequence, bool) or not isinstance(self.sequence, int):
+            raise TypeError("sequence must be an int")
+        if self.sequence < 0:
+            raise ValueError("sequence must not be negative")
+        if not isinstance(self.provenance, bytes):
+            raise TypeError("provenance must be bytes")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refusal:
     """Why a site refuses a publication, and where to publish instead (when known)."""
 
@@ -86,12 +123,14 @@ class Reach:
         destinations: downlink sites and local subscribers a part of it was queued for.
         subscribers: registered subscribers (here or behind downlinks) granted a fragment.
         retained: the site keeps the document for subscribers who join later.
+        before: the request's publication was routed before (nothing of it routed again).
     """
 
     fragments: int = 0
     destinations: int = 0
     subscribers: int = 0
     retained: bool = False
+    before: PublishedBefore | None = None
 
 
 def site_refusal(standing: Standing, publisher: str) -> Refusal | None:
@@ -172,6 +211,11 @@ def describe_reach(reach: Reach, site: str) -> str:
     >>> describe_reach(Reach(fragments=5, destinations=2, subscribers=3), "d1")
     'reached 3 subscribers (2 destinations at d1)'
     """
+    if reach.before is not None:
+        return (
+            f"{site} had routed this content as v{reach.before.version} already; "
+            "nothing new was queued"
+        )
     if reach.fragments == 0:
         return f"{site} had routed this version before; nothing new was queued"
     if reach.subscribers:

@@ -35,7 +35,7 @@ from xdn.completeness import Checkpoint, Entitlement, SignedCheckpoint, SignedEn
 from xdn.errors import ProtocolError, SignatureError
 from xdn.lkh import DocumentKeyGrant, Enrolment, RekeyMessage, Signed
 from xdn.provenance import LeafRanges
-from xdn.publication import Reach, Standing
+from xdn.publication import PublishedBefore, Reach, Standing
 from xdn.wire.v1 import dissemination_pb2 as pb
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "leaf_runs",
     "manifest_from_pb",
     "manifest_to_pb",
+    "published_before_to_pb",
     "range_proof_to_pb",
     "ranges_of_runs",
     "reach_from_pb",
@@ -572,10 +573,31 @@ def standing_from_pb(site: str, message: pb.SiteStanding) -> Standing:
 
 
 def reach_from_pb(ack: pb.PublishAck) -> Reach:
-    """What a ``PublishAck`` says the document reached."""
+    """What a ``PublishAck`` says the document reached.
+
+    Raises:
+        ProtocolError: ``published_before`` names no version.
+    """
+    before = None
+    if ack.HasField("published_before"):
+        if ack.published_before.version < 1:
+            raise ProtocolError("a PublishAck's published_before names no version")
+        before = PublishedBefore(
+            version=ack.published_before.version,
+            sequence=ack.published_before.sequence,
+            provenance=ack.published_before.provenance,
+        )
     return Reach(
         fragments=ack.fragments_accepted,
         destinations=ack.links_reached,
         subscribers=ack.subscribers_reached,
         retained=ack.retained,
+        before=before,
+    )
+
+
+def published_before_to_pb(before: PublishedBefore) -> pb.PublishedBefore:
+    """The wire form of what a site routed before under a publish id."""
+    return pb.PublishedBefore(
+        version=before.version, sequence=before.sequence, provenance=before.provenance
     )

@@ -17,12 +17,14 @@ pytestmark = pytest.mark.integration
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 
 
-def test_one_run_publishing_a_document_thrice_sends_three_versions_in_order(
+def test_one_run_publishing_a_document_thrice_again_sends_three_versions_in_order(
     network: LocalNetwork,
 ) -> None:
     network.start_subscriber("alice")
     network.wait_subscribed("alice")
-    out = network.publish("production-dept", [SAMPLE] * 3, wait_for=("alice",))
+    out = network.publish(
+        "production-dept", [SAMPLE] * 3, wait_for=("alice",), extra=("--again",)
+    )
     published = re.findall(r"published \S+ v(\d+): .* (\d+) key messages", out)
     versions = [int(v) for v, _ in published]
     keys = [int(k) for _, k in published]
@@ -35,3 +37,21 @@ def test_one_run_publishing_a_document_thrice_sends_three_versions_in_order(
         time.sleep(0.1)
     records = [json.loads(line) for line in inbox.read_text().splitlines()]
     assert [r["version"] for r in records] == [1, 2, 3]
+
+
+def test_one_run_publishing_the_same_content_thrice_publishes_it_once(
+    network: LocalNetwork,
+) -> None:
+    network.start_subscriber("alice")
+    network.wait_subscribed("alice")
+    out = network.publish("production-dept", [SAMPLE] * 3, wait_for=("alice",))
+    lines = out.splitlines()
+    assert lines[0].startswith("published production-dept-order v1:"), out
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "already published production-dept-order v1"
+    ] * 2, out
+    network.publish_marker("production-dept", ["alice"])
+    versions = [
+        r["version"] for r in network.received("alice") if r["document"] == SAMPLE.stem
+    ]
+    assert versions == [1]

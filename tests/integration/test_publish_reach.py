@@ -36,7 +36,7 @@ def test_the_output_says_whom_a_document_reached_none_being_no_error(
     ) in alone.stdout
     network.start_subscriber("alice")
     network.wait_subscribed("alice")
-    out = network.publish(PUBLISHER, [SAMPLE], wait_for=("alice",))
+    out = network.publish(PUBLISHER, [SAMPLE], wait_for=("alice",), extra=("--again",))
     assert "published production-dept-order v2:" in out
     assert "reached 1 subscriber (1 destination at d1)" in out  # alice, behind the link to d2
 

@@ -76,7 +76,7 @@ def test_a_document_published_in_parts_gives_the_view_it_gives_published_whole(
     before = net.metric("d1", PARTS_METRIC)
     _published(net, document)  # version 1: whole (the default part size is 4 MiB)
     assert net.metric("d1", PARTS_METRIC) == before
-    _published(net, document, extra=("--part-bytes", "65536"))  # version 2: in parts
+    _published(net, document, extra=("--part-bytes", "65536", "--again"))  # v2: in parts
     parts = net.metric("d1", PARTS_METRIC) - before
     assert parts >= 1_000_000 // 65536  # at least 15 parts of 64 KiB each
 
@@ -107,7 +107,7 @@ def _still_publishes(net: LocalNetwork, tmp_path: Path) -> None:
     copy = tmp_path / f"after-{tmp_path.name}.xml"
     shutil.copyfile(SAMPLE, copy)
     _published(net, copy)
-    _published(net, copy, extra=("--part-bytes", "1024"))
+    _published(net, copy, extra=("--part-bytes", "1024", "--again"))
 
 
 _GARBAGE = b"\x0a\x10abc" + b"\xff" * 3000  # field 1 announces 16 bytes, then no valid tag

@@ -52,7 +52,7 @@ def test_leave_rekeys_and_the_leaver_gets_no_new_key(network: LocalNetwork) -> N
     assert "unsubscribed at d2" in done.stdout
     assert wait_until(lambda: not network.subscriber_running("carol"))
 
-    out = network.publish("production-dept", [SAMPLE], wait_for=("alice",))
+    out = network.publish("production-dept", [SAMPLE], wait_for=("alice",), extra=("--again",))
     assert "rekeyed: " in out and "rekeyed: none" not in out
     assert wait_until(lambda: len(network.received("alice")) == 2)
     after_alice = _keys(network, "alice") - before

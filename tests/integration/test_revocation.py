@@ -56,7 +56,7 @@ def test_revoking_a_certificate_ends_its_live_subscription_at_once(
     assert "subscription ended by the site: its certificate was revoked" in output
     assert "CRL reloaded" in network.output("d2")
 
-    network.publish("production-dept", [SAMPLE], wait_for=("carol",))
+    network.publish("production-dept", [SAMPLE], wait_for=("carol",), extra=("--again",))
     assert wait_until(lambda: len(network.received("carol")) == 2)
     # Her process has ended, so her view is final: nothing published afterwards reached her.
     assert len(network.received("alice")) == 1
@@ -108,7 +108,7 @@ def test_revoking_a_site_certificate_cuts_its_link_at_once(network: LocalNetwork
 
     refusal = "certificate of 'd2' was revoked; retrying"  # d1 refused d2's link again
     refused_before = network.full_output("d2").count(refusal)
-    network.publish("production-dept", [SAMPLE], wait_for=("carol",))
+    network.publish("production-dept", [SAMPLE], wait_for=("carol",), extra=("--again",))
     assert wait_until(lambda: len(network.received("carol")) == 2)
     # d1 has routed the document (carol has it). The link was cut before it was published, and
     # once d1 has refused d2 again after that, no link could have carried it to d2.

@@ -91,7 +91,7 @@ def test_a_revoked_publishers_document_is_refused_by_the_subscriber(
                       network.output("alice"), timeout=30)
 
     # d1 still takes the publisher (its CRL is the old one) and routes the next version.
-    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]])
+    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]], extra=("--again",))
     assert wait_until(lambda: _refusals(network, "alice"), timeout=60), network.output("alice")
     (refusal,) = _refusals(network, "alice")
     assert refusal["kind"] == "revoked" and refusal["publisher"] == PUBLISHER
@@ -111,7 +111,7 @@ def test_a_site_refuses_the_chain_of_a_publisher_its_crl_revokes(network: LocalN
     _revoke_publisher(network)
     assert wait_until(lambda: "from the site in force (1 certificates revoked" in
                       network.output("alice"), timeout=30)  # d2 has the new CRL in force
-    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]])  # d1 still takes it
+    network.publish(PUBLISHER, [SAMPLE_DOCUMENTS[PUBLISHER]], extra=("--again",))  # d1 takes it
     assert wait_until(
         lambda: network.metric("d2", "xdn_documents_refused_total", kind="provenance") >= 1,
         timeout=60,

@@ -375,8 +375,11 @@ def test_a_document_prepared_but_never_sent_leaves_no_file(
         publisher = Publisher(_setup(network, state, port), warn=lambda _: None)
         try:
             results = publisher.publish_each(documents)
-            first = await anext(results)
-            assert len(_outgoing(state)) == 1  # the second one, prepared
+            first = await anext(results)  # reported while the second one is prepared
+            deadline = asyncio.get_running_loop().time() + 30
+            while len(_outgoing(state)) != 1:  # the second one, prepared
+                assert asyncio.get_running_loop().time() < deadline, "never prepared"
+                await asyncio.sleep(0.01)
             await results.aclose()
             return [first.document_id]
         finally:

@@ -282,36 +282,50 @@ class RevocationList(_message.Message):
     def __init__(self, crl: _Optional[bytes] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("dissemination", "keys", "rekeys", "document_keys", "checkpoint", "entitlements")
+    __slots__ = ("dissemination", "keys", "rekeys", "document_keys", "checkpoint", "entitlements", "publish_id")
     DISSEMINATION_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     REKEYS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_KEYS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     ENTITLEMENTS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_ID_FIELD_NUMBER: _ClassVar[int]
     dissemination: Dissemination
     keys: _containers.RepeatedCompositeFieldContainer[KeyMessage]
     rekeys: _containers.RepeatedCompositeFieldContainer[GroupRekey]
     document_keys: _containers.RepeatedCompositeFieldContainer[DocumentKeys]
     checkpoint: Checkpoint
     entitlements: _containers.RepeatedCompositeFieldContainer[Entitlement]
-    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., entitlements: _Optional[_Iterable[_Union[Entitlement, _Mapping]]] = ...) -> None: ...
+    publish_id: bytes
+    def __init__(self, dissemination: _Optional[_Union[Dissemination, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyMessage, _Mapping]]] = ..., rekeys: _Optional[_Iterable[_Union[GroupRekey, _Mapping]]] = ..., document_keys: _Optional[_Iterable[_Union[DocumentKeys, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., entitlements: _Optional[_Iterable[_Union[Entitlement, _Mapping]]] = ..., publish_id: _Optional[bytes] = ...) -> None: ...
+
+class PublishedBefore(_message.Message):
+    __slots__ = ("version", "sequence", "provenance")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    sequence: int
+    provenance: bytes
+    def __init__(self, version: _Optional[int] = ..., sequence: _Optional[int] = ..., provenance: _Optional[bytes] = ...) -> None: ...
 
 class PublishAck(_message.Message):
-    __slots__ = ("document_id", "fragments_accepted", "links_reached", "standing", "subscribers_reached", "retained")
+    __slots__ = ("document_id", "fragments_accepted", "links_reached", "standing", "subscribers_reached", "retained", "published_before")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     FRAGMENTS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     LINKS_REACHED_FIELD_NUMBER: _ClassVar[int]
     STANDING_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_REACHED_FIELD_NUMBER: _ClassVar[int]
     RETAINED_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     fragments_accepted: int
     links_reached: int
     standing: SiteStanding
     subscribers_reached: int
     retained: bool
-    def __init__(self, document_id: _Optional[str] = ..., fragments_accepted: _Optional[int] = ..., links_reached: _Optional[int] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ..., subscribers_reached: _Optional[int] = ..., retained: _Optional[bool] = ...) -> None: ...
+    published_before: PublishedBefore
+    def __init__(self, document_id: _Optional[str] = ..., fragments_accepted: _Optional[int] = ..., links_reached: _Optional[int] = ..., standing: _Optional[_Union[SiteStanding, _Mapping]] = ..., subscribers_reached: _Optional[int] = ..., retained: _Optional[bool] = ..., published_before: _Optional[_Union[PublishedBefore, _Mapping]] = ...) -> None: ...
 
 class SiteStanding(_message.Message):
     __slots__ = ("root", "policy_version", "uplink")
