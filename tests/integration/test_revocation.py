@@ -106,7 +106,7 @@ def test_revoking_a_site_certificate_cuts_its_link_at_once(network: LocalNetwork
         lambda: "link ended by the site: its certificate was revoked" in network.output("d2"), 10
     )
 
-    refusal = "certificate of 'd2' was revoked; retrying"  # d1 refused d2's link again
+    refusal = "certificate of 'd2' was revoked; reconnecting"  # d1 refused d2's link again
     refused_before = network.full_output("d2").count(refusal)
     network.publish("production-dept", [SAMPLE], wait_for=("carol",), extra=("--again",))
     assert wait_until(lambda: len(network.received("carol")) == 2)
