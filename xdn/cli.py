@@ -9,9 +9,11 @@ dependencies (grpc, Spark) inside the command function, so ``xdn --help`` stays 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,6 +62,23 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class _QuietCancelledRequests(logging.Filter):
+    """Drop grpc.aio's debug traceback of a request iterator cancelled at shutdown.
+
+    Ending a stream (Ctrl-C, ``xdn unsubscribe``, ``--max-documents``) cancels the iterator that
+    writes our side of it; grpc.aio logs that as an exception with a traceback at DEBUG. It is
+    the normal way a stream ends, not an error.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        return not (
+            record.name == "grpc.aio._call"
+            and info is not None
+            and isinstance(info[1], asyncio.CancelledError)
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(
@@ -90,7 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.log_json
         else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
     )
+    handler.addFilter(_QuietCancelledRequests())
     logging.basicConfig(level=level, handlers=[handler])
+    if args.verbose < 2:  # gRPC's own C-core lines (TLS handshakes...) only with -vv
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
