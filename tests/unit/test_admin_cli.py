@@ -106,8 +106,8 @@ def test_ontology_show_without_graphviz(
     assert "built-in layout; Graphviz not found — install Graphviz: apt-get install graphviz" in out
     assert dot.read_text(encoding="utf-8").startswith("digraph ontology {")
     assert svg.read_text(encoding="utf-8").startswith("<svg")
-    code, _, err = run(capsys, "ontology", "show", "--png", str(tmp_path / "o.png"))
-    assert code == 1
+    code, out, err = run(capsys, "ontology", "show", "--png", str(tmp_path / "o.png"))
+    assert code == 1 and out == ""  # said before printing the tree
     assert "drawing PNG needs Graphviz 'dot', which is not installed" in err
     assert "apt-get install graphviz" in err and not (tmp_path / "o.png").exists()
 

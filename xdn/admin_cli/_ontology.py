@@ -97,6 +97,11 @@ def cmd_ontology_show(args: argparse.Namespace) -> int:
     """``xdn ontology show``: print the tree; write DOT / SVG / PNG when asked."""
     from xdn.ontology import dot_text, svg_text, tree_lines
 
+    if getattr(args, "png", None) and shutil.which("dot") is None:  # before printing anything
+        raise UsageError(
+            f"drawing PNG needs Graphviz 'dot', which is not installed; {GRAPHVIZ_HINT}; "
+            "or use --svg (built-in layout, no Graphviz needed)"
+        )
     ontology = load_ontology(args)
     print(ontology.iri)
     for line in tree_lines(ontology):
@@ -116,11 +121,6 @@ def cmd_ontology_show(args: argparse.Namespace) -> int:
             )
             print(f"wrote {args.svg} (built-in layout{note})")
     if getattr(args, "png", None):
-        if shutil.which("dot") is None:
-            raise UsageError(
-                f"drawing PNG needs Graphviz 'dot', which is not installed; {GRAPHVIZ_HINT}; "
-                "or use --svg (built-in layout, no Graphviz needed)"
-            )
         _graphviz(dot, "png", args.png)
         print(f"wrote {args.png} (Graphviz)")
     return 0
