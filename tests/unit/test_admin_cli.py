@@ -140,9 +140,9 @@ def test_mapping_test_lists_lines_and_concepts(capsys: pytest.CaptureFixture[str
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["line", "element", "→", "concept"]
-    assert lines[1].split() == ["4", "qa:InspectionReport", "(no", "concept)"]
+    assert lines[1].split() == ["4", "qa:InspectionReport", "not", "published"]
     assert any(line.split() == ["10", "qa:Scope", "→", "ProductionProcess"] for line in lines)
-    assert "14 mapped element(s), 8 element(s) with no concept" in out
+    assert "14 mapped element(s)\n8 element(s) and 5 attribute(s) outside every mapped" in out
     assert "concepts this mapping never produces: MachineSetting, Production, ProductionStep" in out
 
 
