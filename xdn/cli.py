@@ -123,11 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"xdn: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     except PeerError as exc:
-        print(f"xdn: refused: {exc}", file=sys.stderr)
+        print(f"xdn: refused: {exc}{_hint(exc)}", file=sys.stderr)
         return 2
     except XdnError as exc:
-        print(f"xdn: error: {exc}", file=sys.stderr)
+        print(f"xdn: error: {exc}{_hint(exc)}", file=sys.stderr)
         return 1
+
+
+def _hint(exc: Exception) -> str:
+    """What is likely wrong when the error tells of a TLS handshake failed over a certificate
+    (a line to add), else nothing."""
+    from xdn.grpc_tls import handshake_hint  # (loads grpc: only once something failed)
+
+    hint = handshake_hint(str(exc))
+    return "" if hint is None or hint in str(exc) else f"\nxdn: hint: {hint}"
 
 
 if __name__ == "__main__":

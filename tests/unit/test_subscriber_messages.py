@@ -85,3 +85,12 @@ def test_shutdown_cancellation_traceback_is_dropped() -> None:
     assert not quiet.filter(_record("grpc.aio._call", asyncio.CancelledError()))
     assert quiet.filter(_record("grpc.aio._call", ValueError("real")))
     assert quiet.filter(_record("subscriber.client", asyncio.CancelledError()))
+
+
+def test_any_command_failing_a_handshake_gets_the_hint() -> None:
+    from xdn.cli import _hint
+    from xdn.errors import UsageError
+
+    assert _hint(UsageError(f"unsubscribe at 127.0.0.1:1: UNAVAILABLE: {_BAD_SIGNATURE}")) \
+        .startswith("\nxdn: hint: TLS handshake failed: the site's certificate is not signed")
+    assert _hint(UsageError("cannot read x")) == ""
