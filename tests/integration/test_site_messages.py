@@ -96,3 +96,35 @@ def test_a_policy_reload_is_no_warning(network: LocalNetwork) -> None:
 def test_a_downlink_says_which_uplink_it_found(network: LocalNetwork) -> None:
     uplink = f"site d2: uplink at {network.address('d1')}"
     assert wait_until(lambda: uplink in network.output("d2")), network.output("d2")
+
+
+def test_unsubscribe_ends_a_debugging_subscriber_cleanly(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
+    """``xdn -vv subscribe`` ended by ``xdn unsubscribe``: exit 0, a clean message, and no
+    traceback among the debug lines."""
+    out = tmp_path / "alice"
+    subscriber = subprocess.Popen(
+        [sys.executable, "-m", "xdn.cli", "-vv", "subscribe", "--connect", network.address("d2"),
+         "--name", "alice", "--certs", str(network.certs), "--out", str(out / "inbox"),
+         "--state-dir", str(out / "state")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert wait_until(lambda: (out / "inbox" / "subscription.json").exists()
+                          or subscriber.poll() is not None)
+        done = subprocess.run(
+            [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d2"),
+             "--name", "alice", "--certs", str(network.certs)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        stdout, stderr = subscriber.communicate(timeout=30)
+    finally:
+        if subscriber.poll() is None:
+            subscriber.kill()
+            subscriber.communicate()
+    assert subscriber.returncode == 0, stdout + stderr
+    assert f"alice: unsubscribed at {network.address('d2')}; subscription ended" in stdout
+    assert "DEBUG" in stderr  # -vv was on
+    assert "Traceback" not in stderr and "PERMISSION_DENIED" not in stdout + stderr
