@@ -25,8 +25,11 @@ def _attributes(pairs: list[str]) -> dict[str, str | list[str]]:
 
 
 def _init(args: argparse.Namespace) -> int:
-    path = ensure_ca(args.dir, now=datetime.now(UTC), name=args.name, curve=args.curve)
+    now = datetime.now(UTC)
+    path = ensure_ca(args.dir, now=now, name=args.name, curve=args.curve)
     print(f"CA certificate: {path} ({certs.curve_of_certificate(path.read_bytes())})")
+    if not (args.dir / "crl.pem").exists():  # a site's `crl = ".../crl.pem"` works at once
+        print(f"CRL (empty, signed by the CA): {write_crl(args.dir, now=now)}")
     return 0
 
 

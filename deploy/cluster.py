@@ -1,7 +1,7 @@
 """``xdn cluster``: N local sites from a topology file, as detached background processes.
 
 A topology TOML names the sites (and the block each serves), the publishers and the
-subscribers of a development network::
+subscribers of a development network (every key: docs/operations.md, "Topology files")::
 
     [[site]]
     name = "d1"

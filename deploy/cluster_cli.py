@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from deploy.cluster import Topology
+
+__all__ = ["client_commands", "register"]
 
 
 def _cluster(args: argparse.Namespace) -> object:
@@ -28,10 +33,58 @@ def _up(args: argparse.Namespace) -> int:
               f"metrics {cluster.metrics_url(site.name) or '-'}")
         if (web := cluster.web_url(site.name)) is not None:
             print(f"  {'':<12} web {web}  inbox: {web}inbox/")
-    for sub in cluster.topology.subscribers:
-        print(f"  subscriber {sub.name}: xdn subscribe --connect {addresses[sub.site]} "
-              f"--name {sub.name} --certs {cluster.net.certs}")
+    for line in client_commands(cluster.topology, cluster.workdir, addresses):
+        print(line)
     return 0
+
+
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory when under it (shorter commands)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def _sample(publisher: str) -> str:
+    """A sample document of ``publisher`` in the repository, else a placeholder."""
+    from xdn.paths import REPO_ROOT
+
+    found = sorted((REPO_ROOT / "ontology" / "samples").glob(f"{publisher}-*.xml"))
+    return str(_relative(found[0])) if found else "DOC.xml"
+
+
+def client_commands(topology: Topology, workdir: Path, addresses: Mapping[str, str]) -> list[str]:
+    """The complete ``xdn subscribe`` / ``xdn publish`` / ``xdn unsubscribe`` commands for the
+    cluster's clients (certificates, policies and state in ``workdir``), and where the policies
+    the sites enforce live."""
+    work = _relative(workdir)
+    certs, state = work / "certs", work / "clients"
+    roots = [s for s in topology.sites if s.uplink is None]
+    lines = []
+    for sub in topology.subscribers:
+        lines += [
+            f"  subscriber {sub.name}: xdn -v subscribe --connect {addresses[sub.site]} "
+            f"--name {sub.name} --certs {certs} --out {work / 'inbox' / sub.name} "
+            f"--state-dir {state}",
+            f"  {'':<{len(sub.name) + 11}} xdn unsubscribe --connect {addresses[sub.site]} "
+            f"--name {sub.name} --certs {certs} --state-dir {state}",
+        ]
+    for pub in topology.publishers if roots else ():
+        lines.append(
+            f"  publisher {pub.name}: xdn publish {_sample(pub.name)} "
+            f"--connect {addresses[roots[0].name]} --name {pub.name} --certs {certs} "
+            f"--mapping {_relative(pub.mapping)} "
+            f"--policy {work / 'policies' / pub.policy.name} --state-dir {state}"
+        )
+    if topology.publishers:
+        lines.append(
+            f"  policies: the sites enforce the cluster's own copies, re-signed with each "
+            f"publisher's key in {work / 'policies'}/ (not the repository's policies/); to change "
+            f"one, edit the copy, then `xdn policy sign {work / 'policies'}/NAME.toml "
+            f"--key {certs}/NAME.key` (the sites reload it)"
+        )
+    return lines
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -38,5 +38,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve one site. With listen port 0 the bound port is written to "
         "STATE_DIR/port. Stops gracefully on SIGTERM or Ctrl-C.",
     )
-    serve.add_argument("--config", type=Path, required=True, help="site TOML (see deploy/sites)")
+    serve.add_argument(
+        "--config", type=Path, required=True,
+        help="site TOML (example: deploy/sites/d1.toml; every key: docs/operations.md)",
+    )
     serve.set_defaults(func=_serve)

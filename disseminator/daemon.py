@@ -35,8 +35,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from disseminator.config import SiteConfig
 from disseminator.dht import (
@@ -50,6 +48,7 @@ from disseminator.dht import (
 )
 from disseminator.discovery import describe_choice, uplink_other_than, watch_uplink
 from disseminator.drain import DrainReport, drain
+from disseminator.introspection import Introspection
 from disseminator.limits import SERVER_OPTIONS
 from disseminator.metrics import SiteMetrics, serve_metrics
 from disseminator.node import SiteIdentity, SiteNode
@@ -264,11 +263,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS)
     )
     add_to_server(service, server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (_SERVICE_NAME, DHT_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    introspection = Introspection(server, (_SERVICE_NAME, DHT_SERVICE_NAME))
     port = server.add_secure_port(config.listen, server_credentials(tls))
     if port == 0:
         raise ConfigError(f"cannot listen on {config.listen}")
@@ -283,7 +278,7 @@ async def serve(config: SiteConfig) -> DrainReport:
     dht.restore()  # what it stored before a restart, verified again: never serve from nothing
     add_dht_to_server(server, dht)
     await server.start()
-    await health_servicer.set(_SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    await introspection.serving()
     if config.metrics_listen:
         metrics_port = serve_metrics(metrics, config.metrics_listen)
         _write_port(config.state_dir, metrics_port, name="metrics_port")
@@ -334,14 +329,14 @@ async def serve(config: SiteConfig) -> DrainReport:
         for task in tasks:  # the uplink too: nothing new is routed from here on
             task.cancel()
         service.stop_taking_work()
-        await health_servicer.enter_graceful_shutdown()
+        await introspection.enter_graceful_shutdown()
         report = await drain(node, timeout=config.drain_seconds, interrupted=hurry)
         (log.warning if report.left else log.info)("site %s %s", config.name, report.describe())
     finally:
         for task in tasks:
             task.cancel()
         await dht.stop(leave=True)
-        await health_servicer.enter_graceful_shutdown()
+        await introspection.enter_graceful_shutdown()
         await server.stop(grace=0.5)
         if web is not None:
             await web.stop()
@@ -433,6 +428,7 @@ async def _discovery(
             address = chosen.address
         node.uplink_address = address
         hold = None if leaving is None else asyncio.Event()
+        print(f"site {config.name}: uplink at {address}", flush=True)  # found, or configured
         uplink = Uplink(
             node, address, heartbeat_s=config.heartbeat_seconds, identify=identify,
             limits=config.limits, receipts=receipts, hold=hold,
@@ -578,7 +574,11 @@ class _PolicyWatcher:
         except XdnError as exc:
             log.error("policy reload refused, previous policies stay in force: %s", exc)
             return
-        log.warning("policies reloaded (%d subscriptions changed)", len(done))
+        log.info("policies reloaded (%d subscriptions changed)", len(done))
+        print(  # a normal event: said on stdout like the start-up lines, never as a warning
+            f"site {self._config.name}: policies reloaded ({len(done)} subscriptions changed)",
+            flush=True,
+        )
 
 
 class _CrlWatcher:

@@ -558,6 +558,8 @@ class Publisher:
         present = document.concepts
         if not present:
             raise UsageError(f"{path}: no element maps to any concept; nothing to publish")
+        if document.unpublished:  # once per document: the mapping leaves this out of every view
+            log.warning("%s: %s", path, document.unpublished.describe())
         rekeyed, _ = self._rekey(present)
         keys = {
             c: ConceptKey(

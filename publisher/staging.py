@@ -43,7 +43,7 @@ from xdn.codec import (
     encode_to_sink,
 )
 from xdn.errors import UsageError
-from xdn.mapping import MappedNode, map_document
+from xdn.mapping import MappedNode, Unpublished, UnpublishedTally, map_document, unpublished
 from xdn.mapping import Mapping as ConceptMapping
 from xdn.span_files import FileSource, ScratchFolder
 from xdn.wire_write import DisseminationWriter
@@ -141,6 +141,11 @@ class Document(Protocol):
     @property
     def concepts(self) -> frozenset[str]: ...
 
+    @property
+    def unpublished(self) -> Unpublished:
+        """What of the document is outside every mapped element (in no view)."""
+        ...
+
     def encode(
         self,
         *,
@@ -169,15 +174,18 @@ def read_document(
     """
     if streaming is not False and can_stream(mapping):
         return StreamedDocument(path, mapping, staging)
-    return ParsedDocument(map_document(xmlsafe.parse_file(path), mapping))
+    tree = xmlsafe.parse_file(path)
+    mapped = map_document(tree, mapping)
+    return ParsedDocument(mapped, unpublished(tree, mapped, mapping))
 
 
 class ParsedDocument:
     """A document parsed and mapped in memory (a mapping that cannot stream)."""
 
-    def __init__(self, mapped: list[MappedNode]) -> None:
+    def __init__(self, mapped: list[MappedNode], left: Unpublished | None = None) -> None:
         self._mapped = mapped
         self.concepts = frozenset(node.concept for node in mapped)
+        self.unpublished = left or Unpublished()
 
     def encode(
         self,
@@ -231,7 +239,9 @@ class StreamedDocument:
         self._path = path
         self._mapping = mapping
         self._staging = staging
-        self.concepts = concepts_present(path, mapping=mapping)
+        tally = UnpublishedTally({uri: prefix for prefix, uri in mapping.namespaces.items()})
+        self.concepts = concepts_present(path, mapping=mapping, unpublished=tally)
+        self.unpublished = tally.result()
 
     def encode(
         self,

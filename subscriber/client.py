@@ -29,6 +29,7 @@ from pathlib import Path
 
 import grpc
 
+from subscriber.messages import stream_end
 from subscriber.session import Session, SubscriberSetup, SubscriptionReport, open_dissemination
 from subscriber.spool import SpooledDissemination, read_spooled
 from subscriber.store import Keyring
@@ -55,17 +56,6 @@ log = logging.getLogger(__name__)
 
 _REDIRECT_METADATA = "xdn-redirect"
 _MAX_REDIRECTS = 8
-# Status codes by which a site refuses a subscription; any other ends in a reconnect.
-_REFUSALS = frozenset(
-    {
-        grpc.StatusCode.PERMISSION_DENIED,
-        grpc.StatusCode.UNAUTHENTICATED,
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.NOT_FOUND,
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.UNIMPLEMENTED,
-    }
-)
 
 
 class _LeftMeanwhile(Exception):
@@ -161,13 +151,16 @@ async def _stream(session: Session, address: str, stop: asyncio.Event) -> str | 
                     if key == _REDIRECT_METADATA:
                         print(f"{setup.name}: {exc.details()}", flush=True)
                         return str(value)
-            if exc.code() not in _REFUSALS:  # the site or the connection went away
-                lost = _ConnectionLost(f"{address}: {exc.code().name}: {exc.details()}")
+            ending = stream_end(setup.name, address, exc.code().name, exc.details() or "")
+            if ending.kind == "done":  # `xdn unsubscribe`: a normal end
+                print(ending.text, flush=True)
+                stop.set()
+                return None
+            if ending.kind == "lost":  # the site or the connection went away
+                lost = _ConnectionLost(ending.text)
                 lost.registered = registered
                 raise lost from None
-            raise UsageError(
-                f"subscription refused by {address}: {exc.code().name}: {exc.details()}"
-            ) from None
+            raise UsageError(ending.text) from None
         finally:
             parts.reset()  # (a delivery partly spooled is deleted)
             stopper.cancel()

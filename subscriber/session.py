@@ -62,6 +62,7 @@ from typing import cast
 from subscriber import export
 from subscriber.gaps import Completeness
 from subscriber.holding import Holding, vouch
+from subscriber.messages import accepted_line
 from subscriber.notices import sign_notice
 from subscriber.outbox import NoticeOutbox
 from subscriber.policy_notices import POLICY_NOTICES, read_notice, shown
@@ -843,11 +844,13 @@ class Session:
         )
         if receipt is not None:
             self.log.append(receipt)
+        view_xml = view.to_bytes() if view is not None else cast(Path, view_file)
+        size = len(view_xml) if isinstance(view_xml, bytes) else view_xml.stat().st_size
         self.inbox.write_view(
             publisher=manifest.publisher,
             document_id=manifest.document_id,
             version=manifest.version,
-            view_xml=view.to_bytes() if view is not None else cast(Path, view_file),
+            view_xml=view_xml,
         )
         record = {
             "publisher": manifest.publisher,
@@ -873,6 +876,11 @@ class Session:
         )
         self.inbox.record(record)
         self.report.accepted += 1
+        log.info(accepted_line(
+            self.setup.name, publisher=manifest.publisher, document=manifest.document_id,
+            version=manifest.version, fragments=len(held),
+            size=size,
+        ))
         if self.clock().timestamp() >= self._housekeeping_due:
             self.housekeeping()
         return b"" if receipt is None else receipt.to_nquads()

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,6 +61,26 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class _QuietCancelledRequests(logging.Filter):
+    """Drop grpc.aio's debug traceback of a request iterator cancelled at shutdown.
+
+    Ending a stream (Ctrl-C, ``xdn unsubscribe``, ``--max-documents``) cancels the iterator that
+    writes our side of it; grpc.aio logs that as an exception with a traceback at DEBUG. It is
+    the normal way a stream ends, not an error.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != "grpc.aio._call":
+            return True
+        # grpc.aio formats the traceback into the message (no exc_info): its last line names
+        # the exception.
+        text = record.getMessage().rstrip()
+        return not (
+            text.startswith("Client request_iterator raised exception")
+            and text.endswith("CancelledError")
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(
@@ -90,7 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.log_json
         else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
     )
+    handler.addFilter(_QuietCancelledRequests())
     logging.basicConfig(level=level, handlers=[handler])
+    if args.verbose < 2:  # gRPC's own C-core lines (TLS handshakes...) only with -vv
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -101,11 +125,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"xdn: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     except PeerError as exc:
-        print(f"xdn: refused: {exc}", file=sys.stderr)
+        print(f"xdn: refused: {exc}{_hint(exc)}", file=sys.stderr)
         return 2
     except XdnError as exc:
-        print(f"xdn: error: {exc}", file=sys.stderr)
+        print(f"xdn: error: {exc}{_hint(exc)}", file=sys.stderr)
         return 1
+
+
+def _hint(exc: Exception) -> str:
+    """What is likely wrong when the error tells of a TLS handshake failed over a certificate
+    (a line to add), else nothing."""
+    from xdn.grpc_tls import handshake_hint  # (loads grpc: only once something failed)
+
+    hint = handshake_hint(str(exc))
+    return "" if hint is None or hint in str(exc) else f"\nxdn: hint: {hint}"
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ __all__ = [
     "CHANNEL_OPTIONS",
     "TlsFiles",
     "channel_credentials",
+    "handshake_hint",
     "peer_certificate",
     "server_credentials",
 ]
@@ -33,6 +34,38 @@ CHANNEL_OPTIONS: Sequence[tuple[str, int]] = (
 )
 # (Not ``grpc.tsi.max_frame_size``: TLS records of 4 KiB on a server of 2,000 streams made
 # clients fail with TSI_DATA_CORRUPTED under load, grpcio 1.85; see docs/network.md.)
+
+# What gRPC's status details say when the TLS handshake failed over a certificate: ours checked
+# the site's (first tuple), or the site refused ours with an alert (second).
+_THEIRS_REFUSED = ("BAD_SIGNATURE", "CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
+_OURS_REFUSED = ("ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA", "ALERT_DECRYPT_ERROR",
+                 "ALERT_CERTIFICATE_UNKNOWN")
+
+
+def handshake_hint(details: str) -> str | None:
+    """What is likely wrong when a connection's TLS handshake failed over a certificate.
+
+    Args:
+        details: the details of the ``UNAVAILABLE`` status gRPC gave.
+
+    Returns:
+        A sentence for the user, or ``None`` if ``details`` tell no such failure (the site may
+        simply be down: retry).
+    """
+    if "handshake" not in details.lower():
+        return None
+    if any(mark in details for mark in _THEIRS_REFUSED):
+        return (
+            "TLS handshake failed: the site's certificate is not signed by the CA in --certs "
+            "(its ca.pem): is this the cluster's CA? (`xdn cluster up` makes its own, in "
+            "WORKDIR/certs)"
+        )
+    if any(mark in details for mark in _OURS_REFUSED):
+        return (
+            "TLS handshake failed: the site refused our certificate (NAME.pem in --certs): "
+            "is it issued by the site's CA?"
+        )
+    return None
 
 
 

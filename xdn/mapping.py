@@ -40,10 +40,13 @@ __all__ = [
     "MappedNode",
     "Mapping",
     "MappingRule",
+    "Unpublished",
+    "UnpublishedTally",
     "load_mapping",
     "map_document",
     "parse_mapping",
     "unmapped_elements",
+    "unpublished",
 ]
 
 _TOP_LEVEL = frozenset({"namespaces", "concepts"})
@@ -252,3 +255,79 @@ def unmapped_elements(
         skeleton.append(element)
         stack.extend(reversed([c for c in element if isinstance(c.tag, str)]))
     return skeleton
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unpublished:
+    """What of a document is in no fragment, so in no subscriber's view: the elements outside
+    every mapped element (with their text) and their attributes (the root's among them).
+
+    Attributes:
+        elements: how many elements are outside every mapped element.
+        attributes: how many attributes those elements carry.
+        paths: the first few of them, in document order (``/pd:Orders/@plant``).
+    """
+
+    elements: int = 0
+    attributes: int = 0
+    paths: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.elements or self.attributes)
+
+    def describe(self) -> str:
+        """One sentence: how much is not published, and where it starts."""
+        first = f": {', '.join(self.paths)}" if self.paths else ""
+        more = ", ..." if self.paths and len(self.paths) < self.elements + self.attributes else ""
+        return (
+            f"{self.elements} element(s) and {self.attributes} attribute(s) outside every mapped "
+            f"element are not published (in no view){first}{more}"
+        )
+
+
+class UnpublishedTally:
+    """Counts what :class:`Unpublished` reports, one element at a time (a streaming reader
+    calls :meth:`element` for each element it meets outside every mapped element)."""
+
+    def __init__(self, prefixes: abc.Mapping[str, str], *, first: int = 5) -> None:
+        self._prefixes = dict(prefixes)  # namespace URI → prefix
+        self._first = first
+        self._elements = self._attributes = 0
+        self._paths: list[str] = []
+
+    def _name(self, qname: str) -> str:
+        name = etree.QName(qname)
+        prefix = self._prefixes.get(name.namespace or "", "")
+        return f"{prefix}:{name.localname}" if prefix else name.localname
+
+    def element(self, element: etree._Element) -> None:
+        """Count ``element`` (outside every mapped element) and its attributes."""
+        self._elements += 1
+        self._attributes += len(element.attrib)
+        if len(self._paths) < self._first:
+            chain = [element, *element.iterancestors()]
+            path = "/" + "/".join(self._name(e.tag) for e in reversed(chain))
+            for attribute in element.attrib:
+                self._paths.append(f"{path}/@{self._name(attribute)}")
+            self._paths.append(path)
+            del self._paths[self._first:]
+
+    def result(self) -> Unpublished:
+        """What was counted."""
+        return Unpublished(
+            elements=self._elements, attributes=self._attributes, paths=tuple(self._paths)
+        )
+
+
+def unpublished(
+    root: etree._ElementTree | etree._Element, mapped: abc.Iterable[MappedNode],
+    mapping: Mapping, *, first: int = 5,
+) -> Unpublished:
+    """What of a parsed document no view holds (see :class:`Unpublished`); names are written
+    with ``mapping``'s prefixes."""
+    tally = UnpublishedTally(
+        {uri: prefix for prefix, uri in mapping.namespaces.items()}, first=first
+    )
+    for element in unmapped_elements(root, mapped):  # (document order)
+        tally.element(element)
+    return tally.result()

@@ -106,8 +106,8 @@ def test_ontology_show_without_graphviz(
     assert "built-in layout; Graphviz not found — install Graphviz: apt-get install graphviz" in out
     assert dot.read_text(encoding="utf-8").startswith("digraph ontology {")
     assert svg.read_text(encoding="utf-8").startswith("<svg")
-    code, _, err = run(capsys, "ontology", "show", "--png", str(tmp_path / "o.png"))
-    assert code == 1
+    code, out, err = run(capsys, "ontology", "show", "--png", str(tmp_path / "o.png"))
+    assert code == 1 and out == ""  # said before printing the tree
     assert "drawing PNG needs Graphviz 'dot', which is not installed" in err
     assert "apt-get install graphviz" in err and not (tmp_path / "o.png").exists()
 
@@ -140,9 +140,9 @@ def test_mapping_test_lists_lines_and_concepts(capsys: pytest.CaptureFixture[str
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["line", "element", "→", "concept"]
-    assert lines[1].split() == ["4", "qa:InspectionReport", "(no", "concept)"]
+    assert lines[1].split() == ["4", "qa:InspectionReport", "not", "published"]
     assert any(line.split() == ["10", "qa:Scope", "→", "ProductionProcess"] for line in lines)
-    assert "14 mapped element(s), 8 element(s) with no concept" in out
+    assert "14 mapped element(s)\n8 element(s) and 5 attribute(s) outside every mapped" in out
     assert "concepts this mapping never produces: MachineSetting, Production, ProductionStep" in out
 
 

@@ -10,7 +10,14 @@ from lxml import etree
 
 from xdn import admin_cli, xmlsafe
 from xdn.errors import HostileXmlError, MappingError
-from xdn.mapping import Mapping, load_mapping, map_document, parse_mapping, unmapped_elements
+from xdn.mapping import (
+    Mapping,
+    load_mapping,
+    map_document,
+    parse_mapping,
+    unmapped_elements,
+    unpublished,
+)
 from xdn.ontology import Ontology, load_ontology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,6 +208,34 @@ def test_cli_mapping_test_lists_nodes(capsys: pytest.CaptureFixture[str]) -> Non
     )
     assert admin_cli.cmd_mapping_test(args) == 0
     out = capsys.readouterr().out
-    assert "qa:InspectionReport  (no concept)" in out
+    assert "qa:InspectionReport  not published" in out
     assert "qa:Reading  → Measurement" in out
-    assert "14 mapped element(s), 8 element(s) with no concept" in out
+    assert "14 mapped element(s)\n" in out
+    assert (
+        "8 element(s) and 5 attribute(s) outside every mapped element are not published (in no "
+        "view): /qa:InspectionReport/@reportId, /qa:InspectionReport/@issued, "
+        "/qa:InspectionReport/@language, /qa:InspectionReport, /qa:InspectionReport/qa:Lab/@site, "
+        "..."
+    ) in out
+    assert "(no concept)" not in out
+
+
+def test_unpublished_counts_what_no_view_holds(ontology: Ontology) -> None:
+    mapping = parse_mapping(
+        b'[namespaces]\nd = "urn:d"\n[concepts]\nWorkOrder = ["/d:r/d:order"]\n', ontology,
+        source="t.toml", schema="t",
+    )
+    tree = etree.fromstring(
+        b'<r xmlns="urn:d" plant="HH" v="2"><head a="1"><x/></head>'
+        b'<order id="o"><kept k="1"/></order></r>'
+    )
+    nodes = map_document(tree, mapping)
+    left = unpublished(tree, nodes, mapping, first=4)
+    assert (left.elements, left.attributes) == (3, 3)  # r, head, x; plant, v, a (not id, k)
+    assert left.paths == ("/d:r/@plant", "/d:r/@v", "/d:r", "/d:r/d:head/@a")
+    assert left.describe().endswith("/d:r/d:head/@a, ...")
+    everything = parse_mapping(
+        b'[namespaces]\nd = "urn:d"\n[concepts]\nWorkOrder = ["/d:r"]\n', ontology,
+        source="t.toml", schema="t",
+    )
+    assert not unpublished(tree, map_document(tree, everything), everything)

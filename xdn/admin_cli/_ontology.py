@@ -97,6 +97,11 @@ def cmd_ontology_show(args: argparse.Namespace) -> int:
     """``xdn ontology show``: print the tree; write DOT / SVG / PNG when asked."""
     from xdn.ontology import dot_text, svg_text, tree_lines
 
+    if getattr(args, "png", None) and shutil.which("dot") is None:  # before printing anything
+        raise UsageError(
+            f"drawing PNG needs Graphviz 'dot', which is not installed; {GRAPHVIZ_HINT}; "
+            "or use --svg (built-in layout, no Graphviz needed)"
+        )
     ontology = load_ontology(args)
     print(ontology.iri)
     for line in tree_lines(ontology):
@@ -116,11 +121,6 @@ def cmd_ontology_show(args: argparse.Namespace) -> int:
             )
             print(f"wrote {args.svg} (built-in layout{note})")
     if getattr(args, "png", None):
-        if shutil.which("dot") is None:
-            raise UsageError(
-                f"drawing PNG needs Graphviz 'dot', which is not installed; {GRAPHVIZ_HINT}; "
-                "or use --svg (built-in layout, no Graphviz needed)"
-            )
         _graphviz(dot, "png", args.png)
         print(f"wrote {args.png} (Graphviz)")
     return 0
@@ -137,7 +137,7 @@ def _qname(element: etree._Element, prefixes: dict[str, str]) -> str:
 def cmd_mapping_test(args: argparse.Namespace) -> int:
     """``xdn mapping test``: each element of DOC with its line, and its concept or none."""
     from xdn import xmlsafe
-    from xdn.mapping import load_mapping, map_document, unmapped_elements
+    from xdn.mapping import load_mapping, map_document, unmapped_elements, unpublished
 
     ontology = load_ontology(args)
     mapping = load_mapping(args.mapping, ontology)
@@ -154,9 +154,11 @@ def cmd_mapping_test(args: argparse.Namespace) -> int:
         depth = sum(1 for _ in element.iterancestors())
         where = f"{element.sourceline:>6}  {'  ' * depth}{_qname(element, prefixes)}"
         concept = concept_of.get(element)
-        print(f"{where}  → {concept}" if concept else f"{where}  (no concept)")
+        print(f"{where}  → {concept}" if concept else f"{where}  not published")
     counts = {c: sum(1 for n in nodes if n.concept == c) for c in sorted(mapping.concepts)}
-    print(f"{len(nodes)} mapped element(s), {len(skeleton)} element(s) with no concept")
+    print(f"{len(nodes)} mapped element(s)")
+    if left := unpublished(tree, nodes, mapping):
+        print(left.describe())
     print("(elements inside a mapped element travel in its fragment and are not listed)")
     for concept, count in counts.items():
         print(f"  {concept}: {count}" + ("  (matched nothing)" if not count else ""))

@@ -57,6 +57,13 @@ def register(subparsers: Any) -> None:
         metavar="CONCEPT=N",
         help="document instances of CONCEPT already received (separation of duty), repeatable",
     )
+    p.add_argument(
+        "--crl",
+        type=Path,
+        metavar="CRL.pem",
+        help="the CA's CRL (with ca.pem beside it); a revoked certificate gets nothing "
+        "(default: crl.pem beside CERT.pem, if any)",
+    )
     at_arg(p)
     ontology_arg(p)
     p.set_defaults(func=cmd_policy_explain)
@@ -183,14 +190,47 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy, ontology)
     holder = credential(args.cert)
     at = when(args)
+    print(f"{args.policy} version {policy.version} at {at.isoformat()}")
+    revoked = _revocation(args, holder)
+    if revoked is not None:
+        print(revoked)
+        return 0
     disseminated, received = _state(args)
     authorization = auth_list(
         holder, policy, ontology, at=at, disseminated=disseminated, instances=received
     )
-    print(f"{args.policy} version {policy.version} at {at.isoformat()}")
     for line in explain_lines(holder, authorization, policy):
         print(line)
     return 0
+
+
+def _revocation(args: argparse.Namespace, holder: Credential) -> str | None:
+    """What to say instead of the grants when ``--crl`` (default: ``crl.pem`` beside the
+    certificate, if there is one) lists the certificate; ``None`` when it does not.
+
+    The CRL must be the CA's (``ca.pem`` beside it); its freshness does not matter here: a
+    revocation is for good.
+    """
+    from xdn.certs import read_crl
+    from xdn.errors import XdnError
+
+    crl_path: Path | None = args.crl
+    if crl_path is None:
+        beside = args.cert.parent / "crl.pem"
+        if not beside.exists():
+            return None
+        crl_path = beside
+    ca_path = crl_path.parent / "ca.pem"
+    try:
+        revoked = read_crl(read(crl_path), read(ca_path)).serials
+    except XdnError as exc:
+        raise UsageError(f"{crl_path}: {exc}") from None
+    if holder.serial not in revoked:
+        return None
+    return (
+        f"certificate {args.cert} (serial {holder.serial:x}) is revoked by {crl_path}: every site "
+        f"refuses it, so it gets nothing from this policy"
+    )
 
 
 def _certificates(directory: Path) -> dict[str, Credential]:
@@ -229,7 +269,8 @@ def _diff_lines(
         if impact.lost:
             lines.append(f"  loses {', '.join(sorted(impact.lost))}")
     if not found:
-        lines.append(f"nobody gains or loses anything ({len(who)} {label.split()[0]}s evaluated)")
+        what = "certificates" if certs else "credentials"
+        lines.append(f"nobody gains or loses anything ({len(who)} {what} evaluated)")
     return lines
 
 
@@ -256,6 +297,13 @@ def cmd_policy_sign(args: argparse.Namespace) -> int:
     ontology = load_ontology(args)
     data = read(args.policy)
     policy = parse_policy(data, ontology, source=str(args.policy), at=when(args))
+    if not args.key.exists():
+        raise UsageError(
+            f"{args.key}: no such key; the policy of {policy.publisher!r} is signed with that "
+            f"publisher's key: issue its certificate first (`xdn certs issue --dir "
+            f"{args.key.parent} --name {policy.publisher} --role publisher` writes "
+            f"{args.key.parent / (policy.publisher + '.key')})"
+        )
     key = crypto.load_private_key_pem(read(args.key))
     target = signature_path(args.policy)
     try:

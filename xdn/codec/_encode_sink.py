@@ -40,6 +40,7 @@ from xdn.codec._stream_encode import Job, encode_stream, learn_path, streamable
 from xdn.codec._streams import opened
 from xdn.errors import HostileXmlError, UsageError
 from xdn.mapping import Mapping as ConceptMapping
+from xdn.mapping import UnpublishedTally
 from xdn.xmlsafe import DEFAULT_LIMITS, Limits, iterparse_file
 
 __all__ = ["can_stream", "concepts_present", "encode_to_sink"]
@@ -69,9 +70,13 @@ def _check_size(source: Path | IO[bytes], limits: Limits) -> None:
 
 
 def concepts_present(
-    source: Path | IO[bytes], *, mapping: ConceptMapping, limits: Limits = DEFAULT_LIMITS
+    source: Path | IO[bytes], *, mapping: ConceptMapping, limits: Limits = DEFAULT_LIMITS,
+    unpublished: UnpublishedTally | None = None,
 ) -> frozenset[str]:
     """The concepts ``mapping`` maps some element of the document to (empty: none).
+
+    With ``unpublished``, each element outside every mapped element is counted there too (what
+    no view will hold), in the same pass.
 
     Raises:
         UsageError: the mapping cannot stream, or the document uses the xdn namespace.
@@ -84,6 +89,7 @@ def concepts_present(
     states: dict[tuple[int, str], tuple[int, str | None]] = {}
     paths = [""]  # state → path string
     stack = [0]  # state of each open element (0: the document)
+    inside = [False]  # whether each open element is in a mapped one (or is one)
     with opened(source) as raw:
         for event, element in iterparse_file(raw, limits=limits):
             if event == "start":
@@ -93,8 +99,14 @@ def concepts_present(
                 stack.append(known[0])
                 if known[1] is not None:
                     found.add(known[1])
+                    inside.append(True)
+                else:
+                    inside.append(inside[-1])
+                    if unpublished is not None and not inside[-1]:
+                        unpublished.element(element)
                 continue
             stack.pop()
+            inside.pop()
             _forget(element)
     return frozenset(found)
 
