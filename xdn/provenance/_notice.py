@@ -21,7 +21,7 @@ from xdn.provenance import _vocab as v
 from xdn.provenance._facts import RefusalFacts, Signer
 from xdn.provenance._message import Message, _check_args, _Hop, _seal, _signature
 from xdn.provenance._refusal import refusal_quads
-from xdn.rdf import IRI
+from xdn.rdf import IRI, Quad
 
 __all__ = ["failure_notice"]
 
@@ -45,13 +45,22 @@ def failure_notice(
     if not isinstance(refusal, RefusalFacts):
         raise TypeError("refusal must be RefusalFacts")
     _check_args(signer, message_uri, None, timestamp_ms)
-    content = refusal_quads(message_uri, refusal)
+    return one_hop(signer, message_uri, refusal_quads(message_uri, refusal), kind=v.REFUSAL,
+                   timestamp_ms=timestamp_ms)
+
+
+def one_hop(
+    signer: Signer, message_uri: str, content: list[Quad], *, kind: IRI, timestamp_ms: int
+) -> Message:
+    """A final one-hop message of ``signer``'s (a failure or policy-change notice): the content
+    graph ``<M#c1>`` (``content``) with its signature, and one envelope of type ``kind``, with
+    no recipient, document or fragments, sealed and signed (the arguments checked already)."""
     c1 = IRI(f"{message_uri}#c1")
     signature, value = _signature(signer, c1, content)
     hop = _Hop(
         message=message_uri,
         number=1,
-        kind=v.REFUSAL,
+        kind=kind,
         sender=signer.node_uri,
         recipient=None,
         timestamp_ms=timestamp_ms,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from xdn.provenance import _vocab as v
 from xdn.provenance._facts import PolicyChangeFacts, Signer
-from xdn.provenance._message import Message, _check_args, _Hop, _seal, _signature
+from xdn.provenance._message import Message, _check_args
+from xdn.provenance._notice import one_hop
 from xdn.provenance._policy_graph import policy_change_quads
 from xdn.provenance._shape import policy_uri_prefix
-from xdn.rdf import IRI
 
 __all__ = ["policy_notice"]
 
@@ -33,19 +33,5 @@ def policy_notice(
         raise TypeError("change must be PolicyChangeFacts")
     _check_args(signer, message_uri, None, timestamp_ms,
                 prefix=policy_uri_prefix(signer.node_uri))
-    content = policy_change_quads(message_uri, change)
-    c1 = IRI(f"{message_uri}#c1")
-    signature, value = _signature(signer, c1, content)
-    hop = _Hop(
-        message=message_uri,
-        number=1,
-        kind=v.POLICY_NOTICE,
-        sender=signer.node_uri,
-        recipient=None,
-        timestamp_ms=timestamp_ms,
-        document_id="",
-        leaves=None,
-        content=c1.value,
-    )
-    sealed = _seal(signer, hop, [(c1.value + "s", c1.value, value)])
-    return Message(quads=frozenset(content + signature + sealed))
+    return one_hop(signer, message_uri, policy_change_quads(message_uri, change),
+                   kind=v.POLICY_NOTICE, timestamp_ms=timestamp_ms)
