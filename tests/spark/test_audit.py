@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from audit_logs import NOW, Network, make_network
+from audit_logs import NOW, T0, Network, make_network
 from pyspark.sql import Row, SparkSession
 from pyspark.testing.utils import assertDataFrameEqual
 
@@ -85,9 +85,9 @@ def attacked(
     tampered = network.nodes["d1"].mid("doc1", "a") + "#e2"
     log = root / "logs" / "d1" / "provenance.nq"
     text = log.read_text()
-    old = f'"1010"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
+    old = f'"{T0 + 1010}"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
     assert text.count(old) == 1
-    text = text.replace(old, old.replace("1010", "1011"))
+    text = text.replace(old, old.replace(str(T0 + 1010), str(T0 + 1011)))
     graph = re.escape(network.tampered["batch path"] + "s")
     path = re.compile(rf'(#batchPath> ")([0-9A-F])(.*" <{graph}> \.)')
     assert len(path.findall(text)) == 1
@@ -100,7 +100,27 @@ def attacked(
 
 
 def _failures(attacked: Attacked, document: str) -> list[tuple[str, str, str]]:
-    return [(f.graph, f.node, f.reason) for f in attacked.summary.failures if document in f.graph]
+    """The failures of ``document`` but missing receipts (the forged documents' deliveries to
+    s1 have none: :func:`test_deliveries_without_receipts_are_found`)."""
+    return [
+        (f.graph, f.node, f.reason)
+        for f in attacked.summary.failures
+        if document in f.graph and f.kind != "receipt"
+    ]
+
+
+def test_deliveries_without_receipts_are_found(attacked: Attacked, network: Network) -> None:
+    d1, d2, d9 = (network.nodes[n] for n in ("d1", "d2", "d9"))
+    s1 = network.nodes["s1"].uri
+    missing = sorted((f.graph, f.node) for f in attacked.summary.failures if f.kind == "receipt")
+    assert missing == sorted(
+        [
+            (d9.mid("doc2", "b") + "#e3", s1),  # d9 is no site of this CA, s1 is a subscriber
+            (d1.mid("doc3", "c") + "#e2", s1),
+            (d2.mid("doc3", "d") + "#e3", s1),
+            (d1.mid("doc4", "a") + "#e2", s1),
+        ]
+    )
 
 
 def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
@@ -125,9 +145,9 @@ def test_log_signed_by_uncertified_key_is_a_forged_signer(
     assert doc2[0][2].startswith("forged signer: ")
     assert "not issued by the trusted CA" in doc2[0][2]
     summary = attacked.summary
-    assert len(summary.failures) == 5 and summary.signatures_failed == 4
+    assert len(summary.failures) == 5 + 4 and summary.signatures_failed == 4  # 4 receipts
     assert (summary.messages, summary.chains_ok, summary.chains_broken) == (17, 2, 5)
-    assert "forged signer" in attacked.report and "5 failure(s)" in attacked.report
+    assert "forged signer" in attacked.report and "9 failure(s)" in attacked.report
 
 
 def test_leaves_outside_the_parent_runs_and_a_tampered_batch_path_are_flagged(
@@ -148,7 +168,8 @@ def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
         (
             network.tampered["certificate"],
             d1,
-            f"carries a signer certificate other than the one <{d1}> logged",
+            f"carries a signer certificate that is not <{d1}>'s: certificate is for "
+            f"<{network.nodes['d2'].uri}>, not <{d1}>",
         )
     ]
 
@@ -289,7 +310,10 @@ def refused(
     def add(node: str, hop: str, facts: RefusalFacts, at: int, key: Signer | None = None) -> str:
         signer = key or n[node].signer
         message = failure_notice(
-            signer, message_uri=notice_uri(signer.node_uri, hop), refusal=facts, timestamp_ms=at
+            signer,
+            message_uri=notice_uri(signer.node_uri, hop),
+            refusal=facts,
+            timestamp_ms=T0 + at,
         )
         path = root / "logs" / node / "provenance.nq"
         with ProvenanceLog(path, node_uri=n[node].uri, cert_pem=n[node].cert_pem) as log:
@@ -359,20 +383,20 @@ def test_the_refusals_table(spark: SparkSession, refused: Refused, network: Netw
         [
             Row(subscriber=uri["s1"], kind="document", publisher="ACME", document="doc9",
                 site=uri["d2"], reason="manifest signature does not verify",
-                timestamp_ms=3_000, verified=True),
+                timestamp_ms=T0 + 3_000, verified=True),
             Row(subscriber=uri["s1"], kind="key", publisher="ACME", document=None,
                 site=uri["d2"], reason="rekey not signed by the key service",
-                timestamp_ms=3_100, verified=True),
+                timestamp_ms=T0 + 3_100, verified=True),
             Row(subscriber=uri["s2"], kind="crl", publisher=None, document=None, site=None,
-                reason="CRL not signed by the CA", timestamp_ms=3_200, verified=True),
+                reason="CRL not signed by the CA", timestamp_ms=T0 + 3_200, verified=True),
             Row(subscriber=uri["s2"], kind="gap", publisher="ACME", document=None,
                 site=uri["d2"], reason="document #7 of ACME was withheld",
-                timestamp_ms=3_250, verified=True),
+                timestamp_ms=T0 + 3_250, verified=True),
             Row(subscriber=uri["s2"], kind="unverified", publisher="ACME", document="doc8",
-                site=uri["d1"], reason="not held: bad proof", timestamp_ms=3_300,
+                site=uri["d1"], reason="not held: bad proof", timestamp_ms=T0 + 3_300,
                 verified=True),
             Row(subscriber=uri["s1"], kind="revoked", publisher="ACME", document="doc1",
-                site=uri["d1"], reason="made up", timestamp_ms=3_400, verified=False),
+                site=uri["d1"], reason="made up", timestamp_ms=T0 + 3_400, verified=False),
         ],
     )
     first = table.where("kind = 'document'").first()
