@@ -56,8 +56,10 @@ class Logs:
     root: Path
     written: list[tuple[Path, Node, Message, int]] = field(default_factory=list)
 
-    def add(self, node: Node, message: Message, *, file: str = "", times: int = 1) -> Message:
-        name = node.uri.removeprefix("https://").split(".")[0]
+    def add(
+        self, node: Node, message: Message, *, file: str = "", times: int = 1, folder: str = ""
+    ) -> Message:
+        name = folder or node.uri.removeprefix("https://").split(".")[0]
         self.written.append((self.root / name / (file or "provenance.nq"), node, message, times))
         return message
 
@@ -122,7 +124,7 @@ def make_planted(root: Path) -> Planted:
     ca = certs.create_ca("xdn test CA", now=NOW)
     n = {name: _issue(ca, name, "site") for name in ("d1", "d2")}
     n |= {name: _issue(ca, name, "publisher") for name in ("pub", "pub2")}
-    n |= {name: _issue(ca, name, "subscriber") for name in ("s1", "s3", "s4", "m")}
+    n |= {name: _issue(ca, name, "subscriber") for name in ("s1", "s3", "s4", "m", "mallory")}
     n["s2"] = _issue(ca, "s2", "subscriber", days=30)  # expired long before the audit runs
     d1_renewed = _issue(ca, "d1", "site", after_days=10)  # new key, same log
     d2_renewed = _issue(ca, "d2", "site", after_days=20)  # new key, rotated log
@@ -210,6 +212,45 @@ def make_planted(root: Path) -> Planted:
     )
     _, hop, _ = _deliver(logs, n, "unentitled", 130_000, to="s4")
     expected["unentitled"] = [("entitlement", hop.uri + "#e2")]
+
+    # a look-alike node description: mallory's log describes d2's URI with mallory's own
+    # (CA-issued) certificate, and signs a relay as d2 with mallory's key
+    mallory = n["mallory"]
+    as_d2 = Node(
+        signer=Signer(
+            node_uri=n["d2"].uri, private_key=mallory.signer.private_key,
+            certificate=mallory.cert_pem,
+        ),
+        cert_pem=mallory.cert_pem,
+    )
+    m11 = logs.add(
+        n["pub"],
+        originate(
+            n["pub"].signer, message_uri=n["pub"].mid("look-alike", "1"), recipient_uri=n["d1"].uri,
+            content=_content("look-alike", 2), timestamp_ms=T0 + 11_000,
+        ),
+    )
+    to_d2 = logs.add(
+        n["d1"],
+        relay(
+            m11, n["d1"].signer, message_uri=n["d1"].mid("look-alike", "a"),
+            recipient_uri=n["d2"].uri, leaves=LeafRanges.parse("0-2"), timestamp_ms=T0 + 11_010,
+        ),
+    )
+    fake = logs.add(
+        as_d2,
+        relay(
+            to_d2, as_d2.signer, message_uri=n["d2"].mid("look-alike", "b"),
+            recipient_uri=n["s1"].uri, leaves=LeafRanges.parse("0-2"), timestamp_ms=T0 + 11_020,
+        ),
+        folder="mallory",
+    )
+    logs.add(
+        n["s1"],
+        receipt(fake, n["s1"].signer, message_uri=n["s1"].mid("look-alike", "r"),
+                timestamp_ms=T0 + 11_030),
+    )
+    expected["look-alike"] = [("forged-signer", fake.uri + "#e3")]
 
     logs.write()
     return Planted(

@@ -131,6 +131,7 @@ def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
         (attacked.tampered, network.nodes["d1"].uri)
     ]
     assert "does not verify" in doc1[0][2]
+    assert [f.kind for f in attacked.summary.failures if "/doc1/" in f.graph] == ["signature"]
     # d1 → d2 → s1 breaks; d1 → s2, signed in the same batch, still verifies (2 leaves), and
     # so does d1 → s2 of doc3 (2 leaves)
     assert attacked.summary.fragments_delivered == 4 and not attacked.summary.ok
@@ -143,6 +144,8 @@ def test_log_signed_by_uncertified_key_is_a_forged_signer(
     doc2 = _failures(attacked, "/doc2/")
     assert [(graph, node) for graph, node, _ in doc2] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
     assert doc2[0][2].startswith("forged signer: ")
+    kinds = {f.kind for f in attacked.summary.failures if f.graph == doc2[0][0]}
+    assert kinds == {"forged-signer", "receipt"}  # a foreign CA; s1 signed no receipt of it
     assert "not issued by the trusted CA" in doc2[0][2]
     summary = attacked.summary
     assert len(summary.failures) == 5 + 4 and summary.signatures_failed == 4  # 4 receipts
@@ -158,6 +161,11 @@ def test_leaves_outside_the_parent_runs_and_a_tampered_batch_path_are_flagged(
         (network.tampered["batch path"], d1, "signature does not verify"),
         (network.tampered["leaves"], d2, "carries manifest leaves that what it wraps does not"),
     ]
+    kinds = {f.graph: f.kind for f in attacked.summary.failures if f.kind != "receipt"}
+    assert (kinds[network.tampered["batch path"]], kinds[network.tampered["leaves"]]) == (
+        "signature",
+        "chain",  # a chain that breaks
+    )
 
 
 def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
@@ -172,6 +180,9 @@ def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
             f"<{network.nodes['d2'].uri}>, not <{d1}>",
         )
     ]
+    assert {f.kind for f in attacked.summary.failures if "/doc4/" in f.graph} == {
+        "certificate", "receipt"
+    }
 
 
 def test_parse_and_collect_graphs(spark: SparkSession) -> None:
@@ -371,6 +382,7 @@ def test_a_forged_notice_is_tampering(refused: Refused, network: Network) -> Non
         (refused.forged + "#c1", s1, "signature does not verify"),
         (refused.forged + "#e1", s1, "signature does not verify"),
     ]
+    assert {f.kind for f in refused.summary.failures} == {"signature"}
     assert not refused.summary.ok and refused.summary.signatures_failed == 2
 
 

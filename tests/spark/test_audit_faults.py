@@ -71,6 +71,7 @@ def test_nothing_is_found_but_what_was_planted(audited: Audited) -> None:
         "subscriber-relays",
         "other-publisher",
         "unentitled",
+        "look-alike",
     ],
 )
 def test_a_planted_fault_is_found_by_its_class(audited: Audited, document: str) -> None:
@@ -90,6 +91,10 @@ def test_reasons_say_what_is_wrong(audited: Audited) -> None:
         "its content graph names publisher 'pub' but is signed by 'pub2'"
     )
     assert "logged more than once" in reasons[("duplicate", "twice")]
+    mallory, d2 = (audited.planted.nodes[n].uri for n in ("mallory", "d2"))
+    assert reasons[("forged-signer", "look-alike")] == (
+        f"forged signer: certificate is for <{mallory}>, not <{d2}>"
+    )
     s4 = audited.planted.nodes["s4"].uri
     assert reasons[("entitlement", "unentitled")] == (
         f"delivered to <{s4}> after version 2 of pub's policy granted it nothing "
@@ -107,7 +112,9 @@ def test_the_failures_table_has_the_class(spark: SparkSession, audited: Audited)
     assert table.columns == ["graph", "node", "reason", "class"]
     assert table.where("class IS NULL").count() == 0
     classes = {r["class"] for r in table.select("class").distinct().collect()}
-    assert classes == {"receipt", "duplicate", "revocation", "time-order", "role", "entitlement"}
+    assert classes == {
+        "receipt", "duplicate", "revocation", "time-order", "role", "entitlement", "forged-signer"
+    }
 
 
 def test_the_clock_skew_tolerance(spark: SparkSession) -> None:
