@@ -166,16 +166,14 @@ def build_tables(
     lines: DataFrame,
     *,
     ca_pem: bytes,
-    at: datetime | None = None,
     counters: tuple[Accumulator[int], Accumulator[int]] | None = None,
     revoked: Sequence[tuple[str, int]] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
 ) -> AuditTables:
     """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
     yet); ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
-    ``(serial, revoked_ms)`` from the CRLs (:func:`audit.trust.read_revocations`, which takes
-    ``at``: certificates themselves are judged at each signing time, not at ``at``)."""
-    del at  # kept for callers: what "at" decides (which CRLs count) is decided before
+    ``(serial, revoked_ms)`` from the CRLs known at the audit's time
+    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time."""
     lines_read, envelopes_read = counters or (None, None)
     parsed = t.parse_lines(lines, lines_read).cache()
     graphs = t.collect_graphs(parsed).cache()
