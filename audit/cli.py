@@ -1,10 +1,12 @@
-"""``xdn audit LOGDIR... --ca CA.pem --out DIR [--master URL] [cluster options]``."""
+"""``xdn audit LOGDIR... --ca CA.pem --out DIR [--crl CRL.pem…] [--at TIME] [--clock-skew MS]
+[--master URL] [cluster options]``."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,31 @@ def register(subparsers: Any) -> None:
         type=Path,
         metavar="DIR",
         help="output directory for tables and report.html",
+    )
+    judging = parser.add_argument_group(
+        "judging", "certificates are judged at the time each hop was signed (see docs/audit.md)"
+    )
+    judging.add_argument(
+        "--crl",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="CRL.pem",
+        help="a CRL of the CA, repeatable: a hop signed or a delivery made after a revocation "
+        "is a failure",
+    )
+    judging.add_argument(
+        "--at",
+        type=_timestamp,
+        metavar="TIME",
+        help="audit as of TIME (ISO 8601, e.g. 2026-11-01T00:00:00Z): CRLs issued later are "
+        "not used (default: now)",
+    )
+    judging.add_argument(
+        "--clock-skew",
+        type=int,
+        metavar="MS",
+        help="how many ms a hop may be stamped before the hop it wraps (default: 2000)",
     )
     parser.add_argument(
         "--master",
@@ -89,18 +116,33 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
+def _timestamp(text: str) -> datetime:
+    """``--at``: an ISO 8601 time; one without a zone is UTC."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
 def _progress(line: str) -> None:
     print(f"audit: {line}", file=sys.stderr, flush=True)
 
 
 def _run(args: argparse.Namespace) -> int:
     from audit.cluster import SessionOptions, parse_conf  # import pyspark: only when it runs
+    from audit.faults import CLOCK_SKEW_MS
     from audit.job import run_audit
 
-    try:
-        ca_pem = args.ca.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read CA certificate {args.ca}: {exc.strerror}") from None
+    ca_pem = _read(args.ca, "CA certificate")
+    crl_pems = [_read(path, "CRL") for path in args.crl]
     if args.progress_every <= 0:
         raise UsageError("--progress-every must be positive")
     session = SessionOptions(
@@ -117,8 +159,14 @@ def _run(args: argparse.Namespace) -> int:
         session=session,
         progress=_progress,
         progress_every_s=args.progress_every,
+        at=args.at,
+        crl_pems=crl_pems,
+        clock_skew_ms=CLOCK_SKEW_MS if args.clock_skew is None else args.clock_skew,
     )
     for failure in summary.failures:
-        print(f"FAILED {failure.graph or '-'} ({failure.node or '-'}): {failure.reason}")
+        print(
+            f"FAILED [{failure.kind or '-'}] {failure.graph or '-'} ({failure.node or '-'}): "
+            f"{failure.reason}"
+        )
     print(f"report: {args.out / 'report.html'}")
     return 0 if summary.ok else 1

@@ -29,6 +29,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from audit import faults, trust
 from audit import transforms as t
 from audit.cluster import SessionOptions, open_session, set_partitions
 from audit.inputs import (
@@ -165,31 +166,49 @@ def build_tables(
     lines: DataFrame,
     *,
     ca_pem: bytes,
-    at: datetime,
     counters: tuple[Accumulator[int], Accumulator[int]] | None = None,
+    revoked: Sequence[tuple[str, int]] = (),
+    clock_skew_ms: int = faults.CLOCK_SKEW_MS,
 ) -> AuditTables:
     """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
-    yet); ``counters``: accumulators of lines and envelopes read, for progress."""
+    yet); ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
+    ``(serial, revoked_ms)`` from the CRLs known at the audit's time
+    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time."""
     lines_read, envelopes_read = counters or (None, None)
     parsed = t.parse_lines(lines, lines_read).cache()
     graphs = t.collect_graphs(parsed).cache()
     described = t.describe_graphs(graphs, envelopes_read).cache()
     sigs = t.signatures(described)
-    nodes = t.verify_nodes(t.node_certificates(described), ca_pem=ca_pem, at=at)
-    results = t.verify_signatures(sigs, graphs, nodes).cache()
+    crl = trust.revocations(lines.sparkSession, revoked) if revoked else None
+    nodes = trust.judge_certificates(
+        trust.held_certificates(described, sigs), ca_pem=ca_pem, revoked=crl
+    ).cache()
+    verified = t.verify_signatures(sigs, graphs, nodes)
+    results = trust.in_time(verified, trust.signing_times(described)).cache()
     chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
     paths = t.reconstruct_paths(chains).cache()
     notices = refusals(described, results).cache()
+    findings = (
+        faults.repeated_lines(graphs),
+        faults.resent(chains),
+        faults.receipts(chains, nodes),
+        faults.revoked_deliveries(chains, nodes),
+        faults.time_order(chains, clock_skew_ms),
+        faults.roles(chains),
+        faults.entitlement(chains, described, results),
+    )
     return AuditTables(
-        signatures=results,
+        signatures=results.drop("verifying"),
         chains=chains,
         paths=paths,
         latency=t.hop_latency(chains),
         fan_out=t.fan_out(chains),
-        failures=t.failures(t.graph_failures(described, parsed), results, chains, notices),
+        failures=t.failures(
+            t.graph_failures(described, parsed), results, chains, notices, findings
+        ),
         refusals=notices,
         refusal_counts=refusal_counts(notices),
-        cached=(parsed, graphs, described, results, chains, paths, notices),
+        cached=(parsed, graphs, described, nodes, results, chains, paths, notices),
     )
 
 
@@ -228,7 +247,9 @@ def summarise(tables: AuditTables) -> AuditSummary:
         refusals_verified=counts.refusals,
         refusals_unverified=counts.refusals_unverified,
         failures=tuple(
-            sorted(Failure(r.graph, r.node, r.reason) for r in tables.failures.collect())
+            sorted(
+                Failure(r.graph, r.node, r.reason, r["class"]) for r in tables.failures.collect()
+            )
         ),
         latencies=tuple(
             sorted(
@@ -300,6 +321,8 @@ def run_audit(
     at: datetime | None = None,
     progress: Progress | None = None,
     progress_every_s: float = 10.0,
+    crl_pems: Sequence[bytes] = (),
+    clock_skew_ms: int = faults.CLOCK_SKEW_MS,
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
@@ -311,12 +334,22 @@ def run_audit(
             ``latency/``, ``fan_out/`` (Parquet) and ``report.html`` go.
         master: Spark master when no session is active (``session`` overrides it).
         session: how to start Spark when no session is active (:mod:`audit.cluster`).
-        at: when node certificates must be valid (default: now).
+        at: what the audit knows as of (default: now): CRLs issued later are not used.
+            Certificates are judged at the time each signature was made.
         progress: called with one line per stage, and a progress line every
             ``progress_every_s`` seconds while Spark works.
+        crl_pems: the CA's CRLs (PEM); a delivery or signature after a revocation fails.
+        clock_skew_ms: how far a hop may be stamped before the hop it wraps
+            (:func:`audit.faults.time_order`).
+
+    Raises:
+        UsageError: no log path, a CRL not signed by the CA, a negative clock skew.
     """
     if isinstance(log_paths, str) or not log_paths:
         raise UsageError("give at least one log path (a sequence of paths)")
+    if clock_skew_ms < 0:
+        raise UsageError("the clock-skew tolerance cannot be negative")
+    revoked = trust.read_revocations(crl_pems, ca_pem, at=at or datetime.now(UTC))
     say: Progress = progress or log.info
     locations = [str(p) for p in log_paths]
     local = None if not all(is_local(p) for p in locations) else list_logs(None, locations)
@@ -329,7 +362,8 @@ def run_audit(
         with ProgressLine(
             say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
         ) as ticker:
-            return _audit(spark, files, ca_pem, out_dir, at, counters, ticker)
+            judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms}
+            return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker)
 
 
 def _audit(
@@ -337,7 +371,7 @@ def _audit(
     files: LogFiles,
     ca_pem: bytes,
     out_dir: Path,
-    at: datetime | None,
+    judging: dict[str, Any],
     counters: tuple[Accumulator[int], Accumulator[int]],
     ticker: ProgressLine,
 ) -> AuditSummary:
@@ -350,7 +384,7 @@ def _audit(
         say(f"reading {len(files.logs)} provenance log(s), {files.total_bytes:,} bytes")
         lines = read_logs(spark, files.logs)
         say("verifying signatures and chains")
-        tables = build_tables(lines, ca_pem=ca_pem, at=at or datetime.now(UTC), counters=counters)
+        tables = build_tables(lines, ca_pem=ca_pem, counters=counters, **judging)
         tables = _with_silent_files(spark, tables, files)
         say("reconstructing fragment paths")
         summary = summarise(tables)
@@ -389,7 +423,9 @@ def _with_silent_files(spark: SparkSession, tables: AuditTables, files: LogFiles
     if not silent:
         return tables
     reason = f"no line read: every line is longer than {t.MAX_LINE_BYTES} bytes"
-    rows = spark.createDataFrame([("", f.path, reason) for f in silent], tables.failures.schema)
+    rows = spark.createDataFrame(
+        [("", f.path, reason, "malformed") for f in silent], tables.failures.schema
+    )
     return replace(tables, failures=tables.failures.union(rows))
 
 

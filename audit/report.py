@@ -24,11 +24,13 @@ MAX_LISTED_REFUSALS = 200
 
 
 class Failure(NamedTuple):
-    """One thing that failed: the graph at fault, the node responsible, why."""
+    """One thing that failed: the graph at fault, the node responsible, why, and the class of
+    fault (the ``class`` column of the failures table, :data:`audit.transforms.FAILURE_COLUMNS`)."""
 
     graph: str
     node: str
     reason: str
+    kind: str = ""
 
 
 class Refusal(NamedTuple):
@@ -220,7 +222,10 @@ def render_report(summary: AuditSummary) -> str:
         ],
     )
     failures = (
-        _table(("graph", "node", "reason"), [tuple(f) for f in summary.failures])
+        _table(
+            ("class", "graph", "node", "reason"),
+            [(f.kind, f.graph, f.node, f.reason) for f in summary.failures],
+        )
         if summary.failures
         else "<p>None.</p>"
     )

@@ -23,7 +23,9 @@ from xdn.provenance import (
     read_refusal,
     read_signature,
 )
-from xdn.rdf import format_quad, parse_line
+from xdn.rdf import Quad, format_quad, parse_line
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 __all__ = [
     "DESCRIPTION_FIELDS",
@@ -82,11 +84,18 @@ DESCRIPTION_FIELDS = (
     ("references", "array<struct<signature_graph:string,signed_graph:string,value:string>>"),
     ("node_uri", "string"),
     ("cert_pem", "string"),
+    ("cert_pems", "array<string>"),
+    ("publisher", "string"),
     (
         "refusal",
         "struct<kind:string,reason:string,publisher:string,document_id:string,version:bigint,"
         "manifest_root:string,key_message:string,concept:string,epoch:bigint,"
         "received_from:string,sequence:bigint>",
+    ),
+    (
+        "policy_change",
+        "struct<publisher:string,subscriber:string,version:bigint,changed_at_ms:bigint,"
+        "everything:boolean>",
     ),
 )
 DESCRIPTION_TYPE = "struct<" + ",".join(f"{n}:{t}" for n, t in DESCRIPTION_FIELDS) + ">"
@@ -116,18 +125,49 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
         elif kind == "envelope":
             row |= _envelope(read_envelope(name, quads))
         elif kind == "node":
-            node, pem = read_node_description(name, quads)
-            row |= {"node_uri": node, "cert_pem": pem.decode("ascii")}
+            node, pems = _node_certificates(name, quads)
+            row |= {"node_uri": node, "cert_pem": pems[0], "cert_pems": pems}
         elif kind == "refusal":
             row["refusal"] = _refusal(read_refusal(name, quads))
-        elif kind == "policy":  # a publisher's policy-change notice: checked, not analysed
-            read_policy_change(name, quads)
+        elif kind == "policy":  # a publisher's policy-change notice (audit.faults.entitlement)
+            change = read_policy_change(name, quads)
+            row["policy_change"] = {
+                "publisher": change.publisher,
+                "subscriber": change.subscriber,
+                "version": change.version,
+                "changed_at_ms": change.changed_at_ms,
+                "everything": change.everything,
+            }
         else:
             facts = read_content(name, quads)
-            row |= {"document_id": facts.document_id, "leaf_count": facts.leaf_count}
+            row |= {
+                "document_id": facts.document_id,
+                "leaf_count": facts.leaf_count,
+                "publisher": facts.publisher,
+            }
     except ProvenanceError as exc:
         row["error"] = str(exc)
     return row
+
+
+def _node_certificates(name: str, quads: Sequence[Quad]) -> tuple[str, list[str]]:
+    """A node description graph gathered from all logs → ``(node, [cert_pem, …])``.
+
+    A node whose certificate was renewed or its key rotated starts its logs (and rotated logs)
+    with a description of each certificate it held: the same graph name, one type quad, one
+    certificate quad per certificate. Each certificate quad is read as a description of its
+    own (:func:`xdn.provenance.read_node_description`), so a node holds every certificate it
+    ever logged (judged each at the time it signed, :mod:`audit.trust`).
+    """
+    typed = [q for q in quads if q.p.value == RDF_TYPE]
+    held = [q for q in quads if q.p.value != RDF_TYPE]
+    if not held or len(typed) != 1:
+        read_node_description(name, quads)  # raises, naming the graph
+    pems, node = [], ""
+    for cert in sorted(held, key=lambda q: q.o.value):
+        node, pem = read_node_description(name, [typed[0], cert])
+        pems.append(pem.decode("ascii"))
+    return node, pems
 
 
 def _signature(sig: SignatureInfo) -> dict[str, Any]:

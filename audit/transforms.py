@@ -14,13 +14,18 @@ together and checks each link.
 3. :func:`describe_graphs` — each graph classified and read strictly (signature, envelope,
    content, node description); :func:`signatures`, :func:`envelopes`, :func:`contents`,
    :func:`node_certificates` and :func:`graph_failures` select from that.
-4. :func:`verify_nodes` — each node certificate checked against the CA (role-agnostic).
+4. :mod:`audit.trust` — every certificate each node held (its node descriptions and the
+   certificates its signature graphs carry), checked once each against the CA, with its
+   validity period and revocation time (CRLs).
 5. :func:`verify_signatures` — every signature graph against the canonical form of the graph it
-   signs, with its signer's certified key, in parallel (Python UDFs → :mod:`audit.verify`).
+   signs, with its signer's certified keys, in parallel (Python UDFs → :mod:`audit.verify`).
    A batch signature (one value over the Merkle root of many graphs) is checked once per
    (signer, root, value): each graph's root is rebuilt from its inclusion path first. A
    signature that only an uncertified key explains is a *forged signer*; a signature graph
-   carrying another certificate than its signer logged is flagged too.
+   carrying a certificate the CA did not issue to its signer is flagged too. Then
+   :func:`audit.trust.in_time` judges each at its signing time (renewals, rotation and
+   certificates expired since are fine; a signature outside every period, or after a
+   revocation, is not).
 6. :func:`check_chains` — one row per envelope: its contained envelope exists, the reference
    value equals that envelope's signature value, it was added by the node the contained envelope
    was addressed to, the manifest leaves it carries are among those of what it wraps (each of
@@ -29,7 +34,10 @@ together and checks each link.
 7. :func:`reconstruct_paths` — from every leaf envelope back to the publication: the path of
    each message publisher → disseminators → subscriber receipt, with the manifest leaves it
    delivers and how many (one walk per document).
-8. :func:`hop_latency`, :func:`fan_out`, :func:`failures` — what the report shows.
+8. :func:`hop_latency`, :func:`fan_out`, :func:`failures` — what the report shows; every
+   failure has a class (:data:`FAILURE_COLUMNS`), and :mod:`audit.faults` adds the fault
+   classes beyond signatures and links (receipts, duplicates, time order, roles, deliveries
+   after revocation).
 
 ``parse_lines`` and ``describe_graphs`` take optional Spark accumulators they count lines and
 envelopes into, for the job's progress line (:mod:`audit.progress`).
@@ -41,8 +49,7 @@ envelopes into, for the job's progress line (:mod:`audit.progress`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark import Accumulator
@@ -55,7 +62,13 @@ from audit import verify as V
 
 _S = T.StringType()
 PARSED = T.StructType([T.StructField(n, _S) for n in ("line", "graph", "error")])
-VERDICT = T.StructType([T.StructField("verified", T.BooleanType()), T.StructField("reason", _S)])
+VERDICT = T.StructType(
+    [
+        T.StructField("verified", T.BooleanType()),
+        T.StructField("reason", _S),
+        T.StructField("keys", T.ArrayType(_S)),
+    ]
+)
 
 
 def parse_lines(lines: DataFrame, counter: Accumulator[int] | None = None) -> DataFrame:
@@ -85,13 +98,15 @@ def _counted(fn: Callable[..., Any], counter: Accumulator[int] | None) -> Callab
 
 
 def collect_graphs(parsed: DataFrame) -> DataFrame:
-    """Well-formed lines grouped per graph → ``(graph, lines, sources)``."""
+    """Well-formed lines grouped per graph → ``(graph, lines, sources, copies)``; ``copies``
+    counts the lines read, repeats included (:func:`audit.faults.repeated_lines`)."""
     return (
         parsed.where(F.col("graph").isNotNull())
         .groupBy("graph")
         .agg(
             F.array_sort(F.collect_set("line")).alias("lines"),
             F.array_sort(F.collect_set("source")).alias("sources"),
+            F.count("line").alias("copies"),
         )
     )
 
@@ -153,16 +168,13 @@ def envelopes(described: DataFrame) -> DataFrame:
 
 
 def contents(described: DataFrame) -> DataFrame:
-    """→ ``(graph, document_id, leaves)`` of each content graph: all leaves of its manifest,
-    ``[0, leaf count)``."""
+    """→ ``(graph, document_id, publisher, leaves)`` of each content graph: all leaves of its
+    manifest, ``[0, leaf count)``."""
     first = F.lit(0).cast("bigint").alias("start")
     every = F.array(F.struct(first, F.col("leaf_count").alias("end")))
-    return _sound(described, "content").select("graph", "document_id", every.alias("leaves"))
-
-
-def node_certificates(described: DataFrame) -> DataFrame:
-    """→ ``(node, cert_pem)`` from the node descriptions at the top of each log."""
-    return _sound(described, "node").select(F.col("node_uri").alias("node"), "cert_pem").distinct()
+    return _sound(described, "content").select(
+        "graph", "document_id", "publisher", every.alias("leaves")
+    )
 
 
 #: Lines longer than this many bytes are not read (Hadoop's line reader skips them, so one
@@ -212,15 +224,16 @@ def file_problems(parsed: DataFrame) -> DataFrame:
         F.lit("").alias("graph"),
         F.col("source").alias("node"),
         F.explode(found).alias("reason"),
+        F.lit("malformed").alias("class"),
     )
 
 
 def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
     """Bad log files (:func:`file_problems`), malformed graphs and graphs nobody signed →
-    ``(graph, node, reason)``."""
+    ``(graph, node, reason, class)``."""
     logs = F.array_join("sources", ", ").alias("node")  # who added it is unknown: name the logs
     bad_graphs = described.where(F.col("error").isNotNull()).select(
-        "graph", logs, F.col("error").alias("reason")
+        "graph", logs, F.col("error").alias("reason"), F.lit("malformed").alias("class")
     )
     signed = signatures(described).select(F.col("signed_graph").alias("graph"))
     unsigned = (
@@ -229,15 +242,18 @@ def graph_failures(described: DataFrame, parsed: DataFrame) -> DataFrame:
             & F.col("error").isNull()
         )
         .join(signed, "graph", "left_anti")
-        .select("graph", logs, F.lit("not signed by any signature graph").alias("reason"))
+        .select(
+            "graph",
+            logs,
+            F.lit("not signed by any signature graph").alias("reason"),
+            F.lit("unsigned").alias("class"),
+        )
     )
     return file_problems(parsed).unionByName(bad_graphs).union(unsigned)
 
 
-def verify_nodes(certificates: DataFrame, *, ca_pem: bytes, at: datetime) -> DataFrame:
-    """→ ``(node, cert_pem, problem)``; ``problem`` is null when the CA vouches for the node."""
-    check = F.udf(lambda node, pem: V.check_certificate(node, pem, ca_pem, at), _S, useArrow=False)
-    return certificates.withColumn("problem", check("node", "cert_pem"))
+#: The facts of a certificate kept with each signature that verifies under it (no PEM).
+_CERT_FACTS = ("serial", "name", "role", "not_before_ms", "not_after_ms", "revoked_ms")
 
 
 def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> DataFrame:
@@ -249,11 +265,17 @@ def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> D
     all graphs of one batch fall in one group, and one UDF call per group
     (:func:`audit.verify.judge_signature` → ``xdn.crypto.verify``) judges them all.
 
+    Args:
+        nodes: :func:`audit.trust.judge_certificates`: every certificate each node held.
+
     Returns:
-        ``(sig_graph, signed_graph, node, value, batch_size, verified, reason)``;
-        ``batch_size`` is null for a plain signature.
+        ``(sig_graph, signed_graph, node, value, batch_size, verified, reason, class,
+        verifying)``; ``batch_size`` is null for a plain signature, ``verifying`` the facts of
+        the node's certificates the signature verifies under (judged at signing time by
+        :func:`audit.trust.in_time`), ``class`` the failure class (null when verified).
     """
-    keys = nodes.groupBy("node").agg(F.collect_list(F.struct("cert_pem", "problem")).alias("certs"))
+    held = F.struct("cert_pem", "problem", *_CERT_FACTS)
+    keys = nodes.groupBy("node").agg(F.collect_list(held).alias("certs"))
     prepare = F.udf(V.signed_input, V.SIGNED_TYPE, useArrow=False)  # DDL: needs a session
     judge = F.udf(V.judge_signature, VERDICT, useArrow=False)
     each = (
@@ -278,10 +300,23 @@ def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> D
     judged = once.select(
         "signer",
         "value",
+        "certs",
         judge("signer", "value", "signed", "certs").alias("v"),
         F.explode("graphs").alias("g"),
     )
     reason = F.coalesce("g.problem", "v.reason", "g.certificate_problem")
+    kind = (
+        F.when(reason.isNull(), F.lit(None))
+        .when(F.col("g.problem").isNotNull(), F.lit("signature"))
+        .when(F.col("v.reason").startswith("forged signer"), F.lit("forged-signer"))
+        .when(F.col("v.reason").startswith("unknown signer"), F.lit("unknown-signer"))
+        .when(F.col("v.reason").isNotNull(), F.lit("signature"))
+        .otherwise(F.lit("certificate"))
+    )
+    verifying = F.transform(
+        F.filter("certs", lambda c: F.array_contains("v.keys", c["serial"])),
+        lambda c: F.struct(*(c[f].alias(f) for f in _CERT_FACTS)),
+    )
     return judged.select(
         "g.sig_graph",
         "g.signed_graph",
@@ -290,6 +325,8 @@ def verify_signatures(sigs: DataFrame, graphs: DataFrame, nodes: DataFrame) -> D
         "g.batch_size",
         reason.isNull().alias("verified"),
         reason.alias("reason"),
+        kind.alias("class"),
+        verifying.alias("verifying"),
     )
 
 
@@ -309,10 +346,16 @@ def _signed_items(envs: DataFrame, results: DataFrame, content: DataFrame) -> Da
         F.col("value").alias("sig_value"),
         F.col("node").alias("signer"),
         F.col("verified").alias("signature_ok"),
+        F.col("role").alias("signer_role"),
+        F.col("holder").alias("signer_name"),
     )
     items = envs.withColumnRenamed("envelope", "item").unionByName(
         content.select(
-            F.col("graph").alias("item"), "document_id", "leaves", F.lit("content").alias("kind")
+            F.col("graph").alias("item"),
+            "document_id",
+            "publisher",
+            "leaves",
+            F.lit("content").alias("kind"),
         ),
         allowMissingColumns=True,
     )
@@ -402,6 +445,9 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
 
     An envelope is joined once with its own signature and once with the graph it wraps (the
     contained envelope, or for a publication its content graph) and that graph's signature.
+    Kept for :mod:`audit.faults`: the wrapped envelope's time (``parent_ms``), the role of the
+    certificate the envelope was signed under (``role``) and, for a publication, the publisher
+    its content graph names and the holder of the certificate that signed that graph.
     """
     items = _signed_items(envs, results, content)
     up = items.select(
@@ -418,6 +464,9 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
                 "sig_graph",
                 "sig_value",
                 "signature_ok",
+                "timestamp_ms",
+                "publisher",
+                "signer_name",
             )
         )
     )
@@ -438,6 +487,10 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
         "leaves",
         F.coalesce("signature_ok", F.lit(False)).alias("signature_ok"),
         content_ok.alias("content_ok"),
+        F.col("up_timestamp_ms").alias("parent_ms"),
+        F.col("signer_role").alias("role"),
+        F.when(publication, F.col("up_publisher")).alias("named_publisher"),
+        F.when(publication, F.col("up_signer_name")).alias("content_signer"),
         _link_problem(publication, F.col("up_item").isNotNull()).alias("link_problem"),
     ).withColumn(
         "hop_ok",
@@ -521,25 +574,43 @@ def fan_out(chains: DataFrame) -> DataFrame:
     )
 
 
+#: The columns of the failures table: the graph at fault, the node responsible, why, and the
+#: class of fault (``malformed``, ``unsigned``, ``signature``, ``forged-signer``,
+#: ``unknown-signer``, ``certificate``, ``revocation``, ``chain``, ``receipt``, ``duplicate``,
+#: ``time-order``, ``role``, ``notice``; ``docs/audit.md`` lists what each finds).
+FAILURE_COLUMNS = ("graph", "node", "reason", "class")
+
+
 def failures(
     graph_problems: DataFrame,
     results: DataFrame,
     chains: DataFrame,
     notices: DataFrame | None = None,
+    findings: Sequence[DataFrame] = (),
 ) -> DataFrame:
-    """Everything that failed → ``(graph, node, reason)``; ``notices``: the refusals table
-    (:func:`audit.refusals.refusals`), whose unsound notices are failures too."""
+    """Everything that failed → ``(graph, node, reason, class)``; ``notices``: the refusals
+    table (:func:`audit.refusals.refusals`), whose unsound notices are failures too;
+    ``findings``: more of the same shape (:mod:`audit.faults`)."""
     bad_sigs = results.where(~F.col("verified")).select(
-        F.col("signed_graph").alias("graph"), "node", "reason"
+        F.col("signed_graph").alias("graph"), "node", "reason", "class"
     )
+    orphan = (F.col("kind") == "receipt") & F.col("link_problem").startswith("contained envelope")
     bad_links = chains.where(F.col("link_problem").isNotNull()).select(
-        F.col("envelope").alias("graph"), "node", F.col("link_problem").alias("reason")
+        F.col("envelope").alias("graph"),
+        "node",
+        F.col("link_problem").alias("reason"),
+        F.when(orphan, F.lit("receipt")).otherwise(F.lit("chain")).alias("class"),
     )
     found = graph_problems.union(bad_sigs).union(bad_links)
-    if notices is None:
-        return found
-    bad_notices = notices.where(F.col("problem").isNotNull()).select(
-        F.col("notice").alias("graph"), F.col("subscriber").alias("node"),
-        F.col("problem").alias("reason"),
-    )
-    return found.union(bad_notices)
+    if notices is not None:
+        found = found.union(
+            notices.where(F.col("problem").isNotNull()).select(
+                F.col("notice").alias("graph"),
+                F.col("subscriber").alias("node"),
+                F.col("problem").alias("reason"),
+                F.lit("notice").alias("class"),
+            )
+        )
+    for more in findings:
+        found = found.union(more.select(*FAILURE_COLUMNS))
+    return found

@@ -43,13 +43,19 @@ __all__ = [
 SIGNED_TYPE = "struct<signed:binary,problem:string,certificate_problem:string>"
 
 
-def check_certificate(node: str, cert_pem: str, ca_pem: bytes, at: datetime) -> str | None:
+def check_certificate(
+    node: str, cert_pem: str, ca_pem: bytes, at: datetime | None = None
+) -> str | None:
     """Why ``cert_pem`` cannot vouch for ``node`` (``None`` when it can).
 
-    The certificate must chain to the CA, be valid at ``at`` and carry ``node`` as its URI.
+    The certificate must chain to the CA and carry ``node`` as its URI; with ``at``, it must
+    also be valid then (the audit passes none: it judges each signature at the time it was
+    made, :mod:`audit.trust`).
     """
     try:
-        credential = certs.verify_certificate(cert_pem.encode("ascii"), ca_pem, at=at)
+        pem = cert_pem.encode("ascii")
+        when = certs.credential_from_pem(pem).not_before if at is None else at
+        credential = certs.verify_certificate(pem, ca_pem, at=when)
     except (CertificateError, UsageError, ValueError) as exc:
         return str(exc)
     if credential.uri != node:
@@ -57,24 +63,54 @@ def check_certificate(node: str, cert_pem: str, ca_pem: bytes, at: datetime) -> 
     return None
 
 
+#: Spark type of what :func:`certificate_facts` returns.
+FACTS_TYPE = (
+    "struct<problem:string,serial:string,name:string,role:string,not_before_ms:bigint,"
+    "not_after_ms:bigint>"
+)
+
+
+def certificate_facts(node: str, cert_pem: str, ca_pem: bytes) -> dict[str, Any]:
+    """Whether the CA vouches for ``cert_pem`` as ``node`` (``problem``: why not), and the
+    facts the audit judges it by at each signing time: serial (decimal text: serials are up
+    to 159 bits), holder's name, role and validity period in ms since the epoch."""
+    problem = check_certificate(node, cert_pem, ca_pem)
+    try:
+        credential = certs.credential_from_pem(cert_pem.encode("ascii"))
+    except (CertificateError, UsageError, ValueError) as exc:
+        return {"problem": problem or str(exc), "serial": None, "name": None, "role": None,
+                "not_before_ms": None, "not_after_ms": None}
+    return {
+        "problem": problem,
+        "serial": str(credential.serial),
+        "name": credential.name,
+        "role": credential.role,
+        "not_before_ms": int(credential.not_before.timestamp() * 1000),
+        "not_after_ms": int(credential.not_after.timestamp() * 1000),
+    }
+
+
 def certificate_problem(
     signer: str, certificate: bytes | None, node_certs: Sequence[Mapping[str, Any]] | None
 ) -> str | None:
     """Why the certificate a signature graph carries is suspect (``None``: it is not).
 
-    A signature graph may carry its signer's certificate (``xdn:signerCertificate``, DER); the
-    audit takes keys from the node descriptions in the logs, so a carried certificate that is
-    none of the ones the node logged means someone presents another identity than it logs.
-    No carried certificate, or no logged one (an unknown signer, reported as such), is no
-    problem here.
+    A signature graph may carry its signer's certificate (``xdn:signerCertificate``, DER). The
+    audit counts it among the node's certificates (a node that renewed its certificate keeps
+    appending to a log whose description names the old one), so it must be one the CA issued
+    to the signer: a carried certificate the CA did not vouch for as that node means someone
+    presents another identity than its own. No carried certificate, or none known for the
+    node (an unknown signer, reported as such), is no problem here.
     """
     if certificate is None or not node_certs:
         return None
     carried = bytes(certificate)
-    for logged in node_certs:
+    for held in node_certs:
         try:
-            if ssl.PEM_cert_to_DER_cert(logged["cert_pem"]) == carried:
-                return None
+            if ssl.PEM_cert_to_DER_cert(held["cert_pem"]) == carried:
+                if held["problem"] is None:
+                    return None
+                return f"carries a signer certificate that is not <{signer}>'s: {held['problem']}"
         except ValueError:
             continue
     return f"carries a signer certificate other than the one <{signer}> logged"
@@ -159,29 +195,38 @@ def judge_signature(
             vouch for it, or ``None``).
 
     Returns:
-        ``{"verified": bool, "reason": str | None}``.
+        ``{"verified": bool, "reason": str | None, "keys": [serial, …]}``: ``keys`` are the
+        serials (the PEM when none is given) of the signer's certificates the CA vouches for
+        under which the signature verifies (a node
+        holds several over time; :mod:`audit.trust` picks the one in force when it signed).
     """
-    reason = _judge(signer, value, None if signed is None else bytes(signed), node_certs or [])
-    return {"verified": reason is None, "reason": reason}
+    reason, keys = _judge(
+        signer, value, None if signed is None else bytes(signed), node_certs or []
+    )
+    return {"verified": reason is None, "reason": reason, "keys": keys}
 
 
 def _judge(
     signer: str, value: str, signed: bytes | None, node_certs: Sequence[Mapping[str, Any]]
-) -> str | None:
+) -> tuple[str | None, list[str]]:
     if signed is None:
-        return "nothing to verify"
+        return "nothing to verify", []
     if not node_certs:
-        return f"unknown signer <{signer}>: no node description in any log"
+        return f"unknown signer <{signer}>: no node description in any log", []
     try:
         signature = base64.b64decode(value, validate=True)
     except ValueError:
-        return "signature value is not base64"
-    trusted = [c["cert_pem"] for c in node_certs if c["problem"] is None]
-    if any(_verifies(pem, signature, signed) for pem in trusted):
-        return None
+        return "signature value is not base64", []
+    trusted = sorted(
+        {(c["cert_pem"], c["serial"]) for c in node_certs if c["problem"] is None},
+        key=lambda c: c[0],
+    )
+    keys = [serial or pem for pem, serial in trusted if _verifies(pem, signature, signed)]
+    if keys:
+        return None, keys
     untrusted = [c for c in node_certs if c["problem"] is not None]
     if untrusted and (
         not trusted or any(_verifies(c["cert_pem"], signature, signed) for c in untrusted)
     ):
-        return f"forged signer: {untrusted[0]['problem']}"
-    return "signature does not verify"
+        return f"forged signer: {untrusted[0]['problem']}", []
+    return "signature does not verify", []

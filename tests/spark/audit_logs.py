@@ -31,6 +31,8 @@ from xdn.provenance import (
 from xdn.rdf import Literal, Quad, canonicalise, parse_nquads
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
+#: Envelope times (ms since the epoch) are T0 + a few ms: inside every certificate's validity.
+T0 = int(NOW.timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +68,7 @@ def _node(name: str, ca: tuple[bytes, bytes], role: str = "site") -> Node:
 def _content(document: str, leaf_count: int) -> ContentFacts:
     return ContentFacts(
         document_id=document,
-        publisher="ACME",
+        publisher="pub",  # the name on the publisher's certificate
         manifest_root=b"\x07" * 32,
         leaf_count=leaf_count,
     )
@@ -124,13 +126,13 @@ def _doc1(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["pub"].mid("doc1", "1"),
         recipient_uri=n["d1"].uri,
         content=_content("doc1", 10),
-        timestamp_ms=1_000,
+        timestamp_ms=T0 + 1_000,
     )
     to_d2, to_s2 = relay_many(
         m1,
         n["d1"].signer,
         [n["d1"].hop("doc1", "a", n["d2"], "0-4 6-10"), n["d1"].hop("doc1", "b", n["s2"], "4-6")],
-        timestamp_ms=1_010,
+        timestamp_ms=T0 + 1_010,
     )
     to_s1 = relay(
         to_d2,
@@ -138,7 +140,7 @@ def _doc1(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["d2"].mid("doc1", "c"),
         recipient_uri=n["s1"].uri,
         leaves=LeafRanges.parse("0-4 6-10"),
-        timestamp_ms=1_030,
+        timestamp_ms=T0 + 1_030,
     )
     return [
         ("pub", m1),
@@ -148,13 +150,13 @@ def _doc1(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         (
             "s1",
             receipt(
-                to_s1, n["s1"].signer, message_uri=n["s1"].mid("doc1", "r"), timestamp_ms=1_060
+                to_s1, n["s1"].signer, message_uri=n["s1"].mid("doc1", "r"), timestamp_ms=T0 + 1_060
             ),
         ),
         (
             "s2",
             receipt(
-                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc1", "r"), timestamp_ms=1_020
+                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc1", "r"), timestamp_ms=T0 + 1_020
             ),
         ),
     ]
@@ -167,7 +169,7 @@ def _doc2(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["pub"].mid("doc2", "1"),
         recipient_uri=n["d1"].uri,
         content=_content("doc2", 1),
-        timestamp_ms=2_000,
+        timestamp_ms=T0 + 2_000,
     )
     via_d9 = relay(
         m2,
@@ -175,7 +177,7 @@ def _doc2(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["d1"].mid("doc2", "a"),
         recipient_uri=n["d9"].uri,
         leaves=LeafRanges.parse("0-1"),
-        timestamp_ms=2_010,
+        timestamp_ms=T0 + 2_010,
     )
     rogue = relay(
         via_d9,
@@ -183,7 +185,7 @@ def _doc2(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["d9"].mid("doc2", "b"),
         recipient_uri=n["s1"].uri,
         leaves=LeafRanges.parse("0-1"),
-        timestamp_ms=2_020,
+        timestamp_ms=T0 + 2_020,
     )
     return [("pub", m2), ("d1", via_d9), ("d9", rogue)]
 
@@ -196,7 +198,7 @@ def _doc3(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["pub"].mid("doc3", "1"),
         recipient_uri=n["d1"].uri,
         content=_content("doc3", 6),
-        timestamp_ms=3_000,
+        timestamp_ms=T0 + 3_000,
     )
     d1 = n["d1"]
     to_d2, to_s2, to_s1 = relay_many(
@@ -207,7 +209,7 @@ def _doc3(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
             d1.hop("doc3", "b", n["s2"], "2-4"),
             d1.hop("doc3", "c", n["s1"], "4-6"),
         ],
-        timestamp_ms=3_010,
+        timestamp_ms=T0 + 3_010,
     )
     honest = relay(
         to_d2,
@@ -215,7 +217,7 @@ def _doc3(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["d2"].mid("doc3", "d"),
         recipient_uri=n["s1"].uri,
         leaves=LeafRanges.parse("0-2"),
-        timestamp_ms=3_020,
+        timestamp_ms=T0 + 3_020,
     )
     return [
         ("pub", m3),
@@ -226,7 +228,7 @@ def _doc3(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         (
             "s2",
             receipt(
-                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc3", "r"), timestamp_ms=3_030
+                to_s2, n["s2"].signer, message_uri=n["s2"].mid("doc3", "r"), timestamp_ms=T0 + 3_030
             ),
         ),
     ]
@@ -239,7 +241,7 @@ def _doc4(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["pub"].mid("doc4", "1"),
         recipient_uri=n["d1"].uri,
         content=_content("doc4", 2),
-        timestamp_ms=4_000,
+        timestamp_ms=T0 + 4_000,
     )
     masked = Signer(
         node_uri=n["d1"].uri, private_key=n["d1"].signer.private_key, certificate=n["d2"].cert_pem
@@ -250,7 +252,7 @@ def _doc4(n: dict[str, Node]) -> list[tuple[str, Message | bytes]]:
         message_uri=n["d1"].mid("doc4", "a"),
         recipient_uri=n["s1"].uri,
         leaves=LeafRanges.parse("0-2"),
-        timestamp_ms=4_010,
+        timestamp_ms=T0 + 4_010,
     )
     return [("pub", m4), ("d1", to_s1)]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from audit_logs import NOW, Network, make_network
+from audit_logs import NOW, T0, Network, make_network
 from pyspark.sql import Row, SparkSession
 from pyspark.testing.utils import assertDataFrameEqual
 
@@ -85,9 +85,9 @@ def attacked(
     tampered = network.nodes["d1"].mid("doc1", "a") + "#e2"
     log = root / "logs" / "d1" / "provenance.nq"
     text = log.read_text()
-    old = f'"1010"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
+    old = f'"{T0 + 1010}"^^<http://www.w3.org/2001/XMLSchema#long> <{tampered}> .'
     assert text.count(old) == 1
-    text = text.replace(old, old.replace("1010", "1011"))
+    text = text.replace(old, old.replace(str(T0 + 1010), str(T0 + 1011)))
     graph = re.escape(network.tampered["batch path"] + "s")
     path = re.compile(rf'(#batchPath> ")([0-9A-F])(.*" <{graph}> \.)')
     assert len(path.findall(text)) == 1
@@ -100,7 +100,27 @@ def attacked(
 
 
 def _failures(attacked: Attacked, document: str) -> list[tuple[str, str, str]]:
-    return [(f.graph, f.node, f.reason) for f in attacked.summary.failures if document in f.graph]
+    """The failures of ``document`` but missing receipts (the forged documents' deliveries to
+    s1 have none: :func:`test_deliveries_without_receipts_are_found`)."""
+    return [
+        (f.graph, f.node, f.reason)
+        for f in attacked.summary.failures
+        if document in f.graph and f.kind != "receipt"
+    ]
+
+
+def test_deliveries_without_receipts_are_found(attacked: Attacked, network: Network) -> None:
+    d1, d2, d9 = (network.nodes[n] for n in ("d1", "d2", "d9"))
+    s1 = network.nodes["s1"].uri
+    missing = sorted((f.graph, f.node) for f in attacked.summary.failures if f.kind == "receipt")
+    assert missing == sorted(
+        [
+            (d9.mid("doc2", "b") + "#e3", s1),  # d9 is no site of this CA, s1 is a subscriber
+            (d1.mid("doc3", "c") + "#e2", s1),
+            (d2.mid("doc3", "d") + "#e3", s1),
+            (d1.mid("doc4", "a") + "#e2", s1),
+        ]
+    )
 
 
 def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
@@ -111,6 +131,7 @@ def test_altered_envelope_quad_is_reported_as_exactly_that_graph(
         (attacked.tampered, network.nodes["d1"].uri)
     ]
     assert "does not verify" in doc1[0][2]
+    assert [f.kind for f in attacked.summary.failures if "/doc1/" in f.graph] == ["signature"]
     # d1 → d2 → s1 breaks; d1 → s2, signed in the same batch, still verifies (2 leaves), and
     # so does d1 → s2 of doc3 (2 leaves)
     assert attacked.summary.fragments_delivered == 4 and not attacked.summary.ok
@@ -123,11 +144,13 @@ def test_log_signed_by_uncertified_key_is_a_forged_signer(
     doc2 = _failures(attacked, "/doc2/")
     assert [(graph, node) for graph, node, _ in doc2] == [(d9.mid("doc2", "b") + "#e3", d9.uri)]
     assert doc2[0][2].startswith("forged signer: ")
+    kinds = {f.kind for f in attacked.summary.failures if f.graph == doc2[0][0]}
+    assert kinds == {"forged-signer", "receipt"}  # a foreign CA; s1 signed no receipt of it
     assert "not issued by the trusted CA" in doc2[0][2]
     summary = attacked.summary
-    assert len(summary.failures) == 5 and summary.signatures_failed == 4
+    assert len(summary.failures) == 5 + 4 and summary.signatures_failed == 4  # 4 receipts
     assert (summary.messages, summary.chains_ok, summary.chains_broken) == (17, 2, 5)
-    assert "forged signer" in attacked.report and "5 failure(s)" in attacked.report
+    assert "forged signer" in attacked.report and "9 failure(s)" in attacked.report
 
 
 def test_leaves_outside_the_parent_runs_and_a_tampered_batch_path_are_flagged(
@@ -138,6 +161,11 @@ def test_leaves_outside_the_parent_runs_and_a_tampered_batch_path_are_flagged(
         (network.tampered["batch path"], d1, "signature does not verify"),
         (network.tampered["leaves"], d2, "carries manifest leaves that what it wraps does not"),
     ]
+    kinds = {f.graph: f.kind for f in attacked.summary.failures if f.kind != "receipt"}
+    assert (kinds[network.tampered["batch path"]], kinds[network.tampered["leaves"]]) == (
+        "signature",
+        "chain",  # a chain that breaks
+    )
 
 
 def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
@@ -148,9 +176,13 @@ def test_a_carried_certificate_other_than_the_logged_one_is_flagged(
         (
             network.tampered["certificate"],
             d1,
-            f"carries a signer certificate other than the one <{d1}> logged",
+            f"carries a signer certificate that is not <{d1}>'s: certificate is for "
+            f"<{network.nodes['d2'].uri}>, not <{d1}>",
         )
     ]
+    assert {f.kind for f in attacked.summary.failures if "/doc4/" in f.graph} == {
+        "certificate", "receipt"
+    }
 
 
 def test_parse_and_collect_graphs(spark: SparkSession) -> None:
@@ -289,7 +321,10 @@ def refused(
     def add(node: str, hop: str, facts: RefusalFacts, at: int, key: Signer | None = None) -> str:
         signer = key or n[node].signer
         message = failure_notice(
-            signer, message_uri=notice_uri(signer.node_uri, hop), refusal=facts, timestamp_ms=at
+            signer,
+            message_uri=notice_uri(signer.node_uri, hop),
+            refusal=facts,
+            timestamp_ms=T0 + at,
         )
         path = root / "logs" / node / "provenance.nq"
         with ProvenanceLog(path, node_uri=n[node].uri, cert_pem=n[node].cert_pem) as log:
@@ -347,6 +382,7 @@ def test_a_forged_notice_is_tampering(refused: Refused, network: Network) -> Non
         (refused.forged + "#c1", s1, "signature does not verify"),
         (refused.forged + "#e1", s1, "signature does not verify"),
     ]
+    assert {f.kind for f in refused.summary.failures} == {"signature"}
     assert not refused.summary.ok and refused.summary.signatures_failed == 2
 
 
@@ -359,20 +395,20 @@ def test_the_refusals_table(spark: SparkSession, refused: Refused, network: Netw
         [
             Row(subscriber=uri["s1"], kind="document", publisher="ACME", document="doc9",
                 site=uri["d2"], reason="manifest signature does not verify",
-                timestamp_ms=3_000, verified=True),
+                timestamp_ms=T0 + 3_000, verified=True),
             Row(subscriber=uri["s1"], kind="key", publisher="ACME", document=None,
                 site=uri["d2"], reason="rekey not signed by the key service",
-                timestamp_ms=3_100, verified=True),
+                timestamp_ms=T0 + 3_100, verified=True),
             Row(subscriber=uri["s2"], kind="crl", publisher=None, document=None, site=None,
-                reason="CRL not signed by the CA", timestamp_ms=3_200, verified=True),
+                reason="CRL not signed by the CA", timestamp_ms=T0 + 3_200, verified=True),
             Row(subscriber=uri["s2"], kind="gap", publisher="ACME", document=None,
                 site=uri["d2"], reason="document #7 of ACME was withheld",
-                timestamp_ms=3_250, verified=True),
+                timestamp_ms=T0 + 3_250, verified=True),
             Row(subscriber=uri["s2"], kind="unverified", publisher="ACME", document="doc8",
-                site=uri["d1"], reason="not held: bad proof", timestamp_ms=3_300,
+                site=uri["d1"], reason="not held: bad proof", timestamp_ms=T0 + 3_300,
                 verified=True),
             Row(subscriber=uri["s1"], kind="revoked", publisher="ACME", document="doc1",
-                site=uri["d1"], reason="made up", timestamp_ms=3_400, verified=False),
+                site=uri["d1"], reason="made up", timestamp_ms=T0 + 3_400, verified=False),
         ],
     )
     first = table.where("kind = 'document'").first()

@@ -263,9 +263,10 @@ def test_audit_on_a_standalone_cluster_matches_local_mode(
     assert re.search(r"audit: read [\d,]+ log lines, 17 envelopes read", done.stderr)
     failed = sorted(line for line in done.stdout.splitlines() if line.startswith("FAILED "))
     assert failed == sorted(
-        f"FAILED {f.graph or '-'} ({f.node or '-'}): {f.reason}" for f in local.failures
+        f"FAILED [{f.kind or '-'}] {f.graph or '-'} ({f.node or '-'}): {f.reason}"
+        for f in local.failures
     )
-    assert len(failed) == 3
+    assert len(failed) == 3 + 4  # and four deliveries to s1 without a receipt
     for table in ("paths", "fan_out", "latency", "failures", "chains", "signatures", "refusals"):
         assertDataFrameEqual(
             spark.read.parquet(str(tmp_path / "cluster" / table)),

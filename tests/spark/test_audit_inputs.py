@@ -117,7 +117,9 @@ def test_torn_binary_and_enormous_line_logs_are_one_finding_per_file(
         "",
         str(only),
         f"no line read: every line is longer than {t.MAX_LINE_BYTES} bytes",
+        "malformed",
     )
+    assert {f.kind for f in by_file.values()} == {"malformed"}
     assert re.fullmatch(r"1 malformed log line\(s\), e\.g\. .+", by_file["d2"].reason)
     assert re.fullmatch(r"2000 malformed log line\(s\), e\.g\. .+", by_file["junk"].reason)
     unread = huge.stat().st_size - len(readable)
@@ -125,8 +127,8 @@ def test_torn_binary_and_enormous_line_logs_are_one_finding_per_file(
         f"lines longer than {t.MAX_LINE_BYTES} bytes not read ({unread} bytes)"
     )
     # the huge log's readable line is read, and judged as any graph
-    assert [f.reason for f in summary.failures if f.graph == "urn:g"] == [
-        "graph <urn:g>: a content graph must be named <message#cN>"
+    assert [(f.reason, f.kind) for f in summary.failures if f.graph == "urn:g"] == [
+        ("graph <urn:g>: a content graph must be named <message#cN>", "malformed")
     ]
     assert len(summary.failures) == 5
     # the chains themselves are intact: the torn line was a copy's half

@@ -280,3 +280,26 @@ def test_report_shows_refusals_per_kind_and_site() -> None:
     assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad" not in html
     assert "Only the first 1 of 3 are listed" in html
     assert summary.ok  # refusing is what a subscriber should do: not a failure of the audit
+
+
+def test_a_node_described_with_several_certificates_holds_them_all() -> None:
+    """A renewed node's rotated logs each start with a description of the certificate it held
+    then: gathered, one graph with one certificate quad per certificate."""
+    node = "https://pub.xdn.example/"
+    ca = certs.create_ca("ca", now=NOW)
+    first, renewed = (
+        certs.issue(*ca, name="pub", role="publisher", now=NOW)[0] for _ in range(2)
+    )
+    lines = sorted(
+        set(
+            canonical_lines(parse_nquads(node_description(node, first)))
+            + canonical_lines(parse_nquads(node_description(node, renewed)))
+        )
+    )
+    assert len(lines) == 3  # one type quad, two certificates
+    row = describe_graph(node + "#cert", lines)
+    assert row["error"] is None and row["node_uri"] == node
+    assert sorted("".join(p.split()) for p in row["cert_pems"]) == sorted(
+        "".join(c.decode().split()) for c in (first, renewed)
+    )
+    assert describe_graph(node + "#cert", lines[:1])["error"] is not None  # no certificate

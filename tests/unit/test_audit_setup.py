@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import sqlite3
 import subprocess
 import sys
 import threading
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -246,6 +248,8 @@ def test_a_new_session_gets_driver_memory_partitions_and_conf() -> None:
         (["--partitions", "0"], "--partitions must be at least 1"),
         (["--conf", "spark.executor.memory"], "--conf takes KEY=VALUE"),
         (["--progress-every", "0"], "--progress-every must be positive"),
+        (["--crl", "absent-crl.pem"], "cannot read CRL absent-crl.pem"),
+        (["--clock-skew", "-1"], "the clock-skew tolerance cannot be negative"),
     ],
 )
 def test_cli_refuses_bad_session_options_before_spark_starts(
@@ -257,3 +261,12 @@ def test_cli_refuses_bad_session_options_before_spark_starts(
     argv = ["audit", str(tmp_path), "--ca", str(tmp_path / "ca.pem"), "--out", str(tmp_path)]
     assert main([*argv, *option]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_cli_reads_at_as_an_iso_time_in_utc_by_default() -> None:
+    from audit.cli import _timestamp
+
+    assert _timestamp("2026-11-01T00:00:00") == datetime(2026, 11, 1, tzinfo=UTC)
+    assert _timestamp("2026-11-01T02:00:00+02:00") == datetime(2026, 11, 1, tzinfo=UTC)
+    with pytest.raises(argparse.ArgumentTypeError, match="not an ISO 8601 time"):
+        _timestamp("yesterday")

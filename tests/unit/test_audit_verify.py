@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import base64
 import functools
-from datetime import UTC, datetime
+import ssl
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from audit.rows import describe_graph
-from audit.verify import certificate_problem, check_certificate, judge_signature, signed_input
+from audit.trust import read_revocations
+from audit.verify import (
+    certificate_facts,
+    certificate_problem,
+    check_certificate,
+    judge_signature,
+    signed_input,
+)
 from xdn import certs
 from xdn.crypto import load_private_key_pem
+from xdn.errors import UsageError
 from xdn.provenance import ContentFacts, Hop, LeafRanges, Message, Signer, originate, relay_many
 from xdn.rdf import canonical_lines
 
@@ -61,7 +72,7 @@ def lines_of(message: Message, name: str) -> list[str]:
 
 
 def trusted(pem: str) -> dict[str, Any]:
-    return {"cert_pem": pem, "problem": None}
+    return {"cert_pem": pem, "problem": None, "serial": None}
 
 
 def check(message: Message, graph: str, node_certs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -89,12 +100,12 @@ def test_judge_signature() -> None:
     graph = message.uri + "#e1"
     signed = signed_input(graph, PUB, lines_of(message, graph), None, None, None)["signed"]
     value = describe_graph(graph + "s", lines_of(message, graph + "s"))["value"]
-    untrusted = {"cert_pem": rogue, "problem": "not from the CA"}
+    untrusted = {"cert_pem": rogue, "problem": "not from the CA", "serial": None}
 
     def judge(certs_: list[dict[str, Any]], v: str = value, data: bytes = signed) -> Any:
         return judge_signature(PUB, v, data, certs_)
 
-    assert judge([trusted(cert)]) == {"verified": True, "reason": None}
+    assert judge([trusted(cert)]) == {"verified": True, "reason": None, "keys": [cert]}
     assert judge([untrusted, trusted(cert)])["verified"]
     assert judge([trusted(cert)], data=signed + b"x")["reason"] == "signature does not verify"
     assert judge([])["reason"].startswith("unknown signer")
@@ -150,3 +161,64 @@ def test_a_carried_certificate_must_be_the_logged_one() -> None:
     assert certificate_problem(PUB, sig["certificate"], [trusted(d1_cert), trusted(cert)]) is None
     assert certificate_problem(PUB, None, [trusted(d1_cert)]) is None
     assert certificate_problem(PUB, sig["certificate"], []) is None  # unknown signer: said so
+
+
+def test_certificate_facts_judge_the_issuer_not_the_time() -> None:
+    ca, cert = world()["ca"], world()["cert"]
+    facts = certificate_facts(PUB, cert, ca)
+    credential = certs.credential_from_pem(cert.encode())
+    assert facts == {
+        "problem": None,
+        "serial": str(credential.serial),
+        "name": "pub",
+        "role": "publisher",
+        "not_before_ms": int(credential.not_before.timestamp() * 1000),
+        "not_after_ms": int(credential.not_after.timestamp() * 1000),
+    }
+    # long expired at the time of the audit: still the node's, judged per signature
+    assert check_certificate(PUB, cert, ca) is None
+    rogue = certificate_facts(PUB, world()["rogue"], ca)
+    assert "not issued by the trusted CA" in str(rogue["problem"])
+    assert "not <https://d1" in str(certificate_facts(D1, cert, ca)["problem"])
+
+
+def test_judge_signature_names_every_certificate_it_verifies_under() -> None:
+    message, cert = world()["message"], world()["cert"]
+    graph = message.uri + "#e1"
+    signed = signed_input(graph, PUB, lines_of(message, graph), None, None, None)["signed"]
+    value = describe_graph(graph + "s", lines_of(message, graph + "s"))["value"]
+    renewed = certs.issue(*certs.create_ca("ca", now=NOW), name="pub", role="publisher", now=NOW)
+    held = [
+        {"cert_pem": cert, "problem": None, "serial": "7"},
+        {"cert_pem": renewed[0].decode(), "problem": None, "serial": "8"},  # another key
+    ]
+    assert judge_signature(PUB, value, signed, held)["keys"] == ["7"]
+
+
+def test_a_carried_certificate_must_be_one_the_ca_issued_to_the_signer() -> None:
+    cert, d1 = world()["cert"], world()["d1_cert"]
+    der = ssl.PEM_cert_to_DER_cert(cert)
+    held = [{"cert_pem": cert, "problem": None}, {"cert_pem": d1, "problem": None}]
+    assert certificate_problem(PUB, der, held) is None
+    wrong = [{"cert_pem": cert, "problem": "certificate is for <x>, not <y>"}]
+    assert certificate_problem(PUB, der, wrong) == (
+        f"carries a signer certificate that is not <{PUB}>'s: certificate is for <x>, not <y>"
+    )
+    assert "other than the one" in str(certificate_problem(PUB, der, held[1:]))
+
+
+def test_read_revocations_takes_the_times_from_the_crls_known_at_the_time() -> None:
+    ca = certs.create_ca("ca", now=NOW)
+    when = NOW + timedelta(hours=2)
+    crl = certs.create_crl(
+        *ca, [(12, when), (13, NOW)], now=NOW + timedelta(hours=3),
+        next_update=NOW + timedelta(days=1), number=1,
+    )
+    ms = int(when.timestamp() * 1000)
+    assert read_revocations([crl], ca[0], at=NOW + timedelta(days=30)) == [
+        ("12", ms), ("13", int(NOW.timestamp() * 1000))
+    ]
+    assert read_revocations([crl], ca[0], at=NOW) == []  # issued after the audit's time
+    other = certs.create_ca("other", now=NOW)
+    with pytest.raises(UsageError, match="cannot use CRL"):
+        read_revocations([crl], other[0], at=NOW + timedelta(days=1))
