@@ -65,10 +65,13 @@ class AdminRefused(Exception):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Viewer:
-    """Who asks: the name and role of the certificate presented."""
+    """Who asks: the name and role of the certificate presented, and its member id (the
+    name and fingerprint, :mod:`xdn.identity`: a subscriber's row is keyed by it, so a
+    namesake's certificate never sees another's row)."""
 
     name: str
     role: str
+    member: str = ""
 
     @property
     def full(self) -> bool:
@@ -114,7 +117,7 @@ class SiteFacts:
     block: str
     uplink: UplinkState
     downlinks: tuple[DownlinkRow, ...]
-    subscribers: Mapping[str, Grants]  # local subscribers → their grants
+    subscribers: Mapping[str, Grants]  # local subscribers (member ids) → their grants
     row: Callable[[str], SubscriberRow]
     policies: Mapping[str, tuple[int, str]]  # publisher → (version, digest)
     neighbours: tuple[Neighbour, ...]
@@ -146,11 +149,11 @@ class Page:
     next_after: str  # "": the last page
 
 
-def viewer_of(name: str, role: str) -> Viewer:
+def viewer_of(name: str, role: str, *, member: str = "") -> Viewer:
     """The viewer a checked certificate makes; refuses roles no admin view is defined for."""
     if role not in FULL_ROLES | {"publisher", "subscriber"}:
         raise AdminRefused(f"certificate {name!r} has role {role!r}: no site status for it")
-    return Viewer(name=name, role=role)
+    return Viewer(name=name, role=role, member=member)
 
 
 def _limit(limit: int) -> int:
@@ -210,7 +213,7 @@ def subscribers_for(viewer: Viewer, facts: SiteFacts, *, after: str = "", limit:
             "it has here (xdn site status), not who they are"
         )
     if viewer.role == "subscriber":
-        visible = [viewer.name] if viewer.name in facts.subscribers else []
+        visible = [viewer.member] if viewer.member in facts.subscribers else []
     elif viewer.full:
         visible = sorted(facts.subscribers)
     else:

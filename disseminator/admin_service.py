@@ -35,6 +35,7 @@ from disseminator.routing import Destination
 from xdn import certs
 from xdn.errors import CertificateError
 from xdn.grpc_tls import peer_certificate
+from xdn.identity import member_id
 from xdn.wire.v1 import admin_pb2 as pb
 from xdn.wire.v1 import admin_pb2_grpc
 
@@ -92,7 +93,10 @@ class AdminService(admin_pb2_grpc.AdminServicer):  # type: ignore[misc]
                 peer_certificate(context.auth_context()), self._node.site.tls.ca_pem,
                 at=self._node.now(), revoked=self._node.revoked,
             )
-            return viewer_of(credential.name, credential.role)
+            return viewer_of(
+                credential.name, credential.role,
+                member=member_id(credential.name, credential.fingerprint),
+            )
         except CertificateError as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
         except AdminRefused as exc:

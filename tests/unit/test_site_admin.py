@@ -22,10 +22,11 @@ from disseminator.admin import (
 )
 from xdn import certs
 
+ALICE, BOB, CAROL = (f"{n}@{d * 32}" for n, d in (("alice", "a"), ("bob", "b"), ("carol", "c")))
 GRANTS = {
-    "alice": {"production-dept": frozenset({"Product", "Price"})},
-    "bob": {"production-dept": frozenset({"Product"}), "sales-dept": frozenset({"Order"})},
-    "carol": {"sales-dept": frozenset({"Order"})},
+    ALICE: {"production-dept": frozenset({"Product", "Price"})},
+    BOB: {"production-dept": frozenset({"Product"}), "sales-dept": frozenset({"Order"})},
+    CAROL: {"sales-dept": frozenset({"Order"})},
 }
 
 
@@ -35,7 +36,7 @@ def _facts(subscribers: dict[str, dict[str, frozenset[str]]] = GRANTS) -> SiteFa
     def row(name: str) -> SubscriberRow:
         built.append(name)
         return SubscriberRow(
-            name=name, grants=subscribers[name], queue_depth=len(name), connected=name != "bob"
+            name=name, grants=subscribers[name], queue_depth=len(name), connected=name != BOB
         )
 
     return SiteFacts(
@@ -63,15 +64,15 @@ def test_sites_auditors_and_admins_see_everything(role: str) -> None:
     assert view.view == "full"
     assert view.uplink == UplinkState(address="127.0.0.1:5001", connected=True, root=False)
     assert [d.site for d in view.downlinks] == ["d3"]
-    assert [r.name for r in view.subscribers] == ["alice", "bob", "carol"]
+    assert [r.name for r in view.subscribers] == [ALICE, BOB, CAROL]
     assert view.subscribers_total == 3
     assert view.subscribers[1].grants["sales-dept"] == {"Order"}
-    assert [r.queue_depth for r in view.subscribers] == [5, 3, 5]
+    assert [r.queue_depth for r in view.subscribers] == [38, 36, 38]
     assert set(view.policies) == {"production-dept", "sales-dept"}
     assert view.neighbours[0].address == "127.0.0.1:5001"
     assert view.queued_total == 9
     page = subscribers_for(viewer_of("someone", role), _facts())
-    assert [r.name for r in page.subscribers] == ["alice", "bob", "carol"]
+    assert [r.name for r in page.subscribers] == [ALICE, BOB, CAROL]
 
 
 def test_a_publisher_sees_its_own_policy_and_how_many_subscribers_it_has_nothing_more() -> None:
@@ -84,18 +85,19 @@ def test_a_publisher_sees_its_own_policy_and_how_many_subscribers_it_has_nothing
 
 
 def test_a_publisher_may_not_list_subscribers() -> None:
-    with pytest.raises(AdminRefused, match="publisher certificate.*not who they are"):
+    with pytest.raises(AdminRefused, match=r"publisher certificate.*not who they are"):
         subscribers_for(viewer_of("sales-dept", "publisher"), _no_rows(_facts()))
 
 
 def test_a_subscriber_sees_its_own_row_only() -> None:
-    page = subscribers_for(viewer_of("bob", "subscriber"), _facts())
-    assert [r.name for r in page.subscribers] == ["bob"]
+    page = subscribers_for(viewer_of("bob", "subscriber", member=BOB), _facts())
+    assert [r.name for r in page.subscribers] == [BOB]
     assert page.total == 1 and page.next_after == ""
 
 
-def test_a_subscriber_not_registered_here_sees_no_row() -> None:
-    page = subscribers_for(viewer_of("mallory", "subscriber"), _no_rows(_facts()))
+@pytest.mark.parametrize("member", ["mallory@" + "d" * 32, "bob@" + "e" * 32, "bob", ""])
+def test_a_subscriber_not_registered_here_sees_no_row_not_even_a_namesakes(member: str) -> None:
+    page = subscribers_for(viewer_of("bob", "subscriber", member=member), _no_rows(_facts()))
     assert (page.subscribers, page.total) == ((), 0)
 
 
