@@ -7,6 +7,7 @@ row and is refused the status; a publisher sees counts only (disseminator.admin)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,11 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, SiteSpec, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
+from tests.integration.raw_calls import site_channel
 from xdn.identity import person
+from xdn.wire.v1 import admin_pb2, admin_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +143,20 @@ def test_refusals_say_why(net: LocalNetwork) -> None:
     assert list(counts["policies"]) == ["production-dept"]
     assert counts["subscribers_total"] == 2
     assert "subscribers" not in counts and "neighbours" not in counts
+
+
+def test_the_site_itself_sees_everything_and_a_page_is_bounded_at_the_site(
+    net: LocalNetwork,
+) -> None:
+    own = _json(net, "status", "d2", "d2")
+    assert own["view"] == "full" and own["subscribers_total"] == 2
+
+    async def too_big() -> grpc.StatusCode:
+        async with site_channel(net, "d2", "ops") as channel:
+            stub = admin_pb2_grpc.AdminStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Subscribers(admin_pb2.SubscribersRequest(limit=5000), timeout=10)
+        assert "at most 1000" in (caught.value.details() or "")
+        return caught.value.code()
+
+    assert asyncio.run(too_big()) == grpc.StatusCode.INVALID_ARGUMENT
