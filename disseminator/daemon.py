@@ -36,6 +36,7 @@ from pathlib import Path
 
 import grpc
 
+from disseminator.admin_service import ADMIN_SERVICE_NAME, AdminService, add_admin_to_server
 from disseminator.config import SiteConfig
 from disseminator.dht import (
     DHT_SERVICE_NAME,
@@ -263,7 +264,7 @@ async def serve(config: SiteConfig) -> DrainReport:
         options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS)
     )
     add_to_server(service, server)
-    introspection = Introspection(server, (_SERVICE_NAME, DHT_SERVICE_NAME))
+    introspection = Introspection(server, (_SERVICE_NAME, DHT_SERVICE_NAME, ADMIN_SERVICE_NAME))
     port = server.add_secure_port(config.listen, server_credentials(tls))
     if port == 0:
         raise ConfigError(f"cannot listen on {config.listen}")
@@ -277,6 +278,9 @@ async def serve(config: SiteConfig) -> DrainReport:
     )
     dht.restore()  # what it stored before a restart, verified again: never serve from nothing
     add_dht_to_server(server, dht)
+    add_admin_to_server(server, AdminService(
+        node, uplink_connected=lambda: any(u.connected.is_set() for u in uplinks), dht=dht,
+    ))
     await server.start()
     await introspection.serving()
     if config.metrics_listen:

@@ -1052,6 +1052,10 @@ class SiteNode:
         self._link_serials[site] = serial
         self._ended.pop(site, None)
 
+    def link_block(self, site: str) -> str:
+        """The block downlink ``site`` said it serves when it connected ("": not known)."""
+        return self._link_blocks.get(site, "")
+
     def set_link_members(self, site: str, members: Sequence[Registration]) -> None:
         """Put the (verified) whole set of the members behind downlink ``site`` in force
         (less those it moved below another downlink, see :mod:`disseminator.moves`)."""

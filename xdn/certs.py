@@ -7,8 +7,9 @@ certificate from the network's CA:
 * role ``publisher`` — signs manifests and policies, runs the key service;
 * role ``subscriber`` — the credential policies match on, and the HPKE key that group keys are
   sealed to;
-* role ``auditor`` — reads any message a site serves over HTTPS (:mod:`disseminator.web`);
-  no gRPC service takes it.
+* role ``auditor`` — reads any message a site serves over HTTPS (:mod:`disseminator.web`)
+  and a site's status (``xdn site status``, :mod:`disseminator.admin`);
+* role ``admin`` — an operator: reads a site's status and subscribers, nothing else.
 
 The role travels in the subject's ``businessCategory``; the node's linked-data URI
 (``https://NAME.xdn.example/``) in a URI SubjectAlternativeName. Policy conditions match on the
@@ -66,7 +67,7 @@ __all__ = [
     "verify_certificate",
 ]
 
-ROLES = frozenset({"site", "publisher", "subscriber", "auditor"})
+ROLES = frozenset({"site", "publisher", "subscriber", "auditor", "admin"})
 BLOCK_FIELD = names.BLOCK_FIELD
 _ROLE_FIELD = "businessCategory"
 
@@ -106,7 +107,8 @@ class Credential:
         name: the subject's (first) common name.
         subject: subject name fields: canonical field name → every value, in order.
         issuer: issuer name fields, likewise.
-        role: ``site``, ``publisher``, ``subscriber`` or ``auditor`` (from ``businessCategory``).
+        role: ``site``, ``publisher``, ``subscriber``, ``auditor`` or ``admin`` (from
+            ``businessCategory``).
     """
 
     name: str

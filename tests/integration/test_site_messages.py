@@ -38,7 +38,8 @@ def test_health_and_reflection(network: LocalNetwork) -> None:
             stub = health_pb2_grpc.HealthStub(channel)
             statuses = {
                 name: (await stub.Check(health_pb2.HealthCheckRequest(service=name))).status
-                for name in ("", "xdn.wire.v1.Disseminator", "xdn.wire.v1.Dht")
+                for name in ("", "xdn.wire.v1.Disseminator", "xdn.wire.v1.Dht",
+                             "xdn.wire.v1.Admin")
             }
             call = channel.stream_stream(
                 "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
@@ -53,7 +54,8 @@ def test_health_and_reflection(network: LocalNetwork) -> None:
 
     statuses, names = asyncio.run(check())
     assert statuses == dict.fromkeys(statuses, health_pb2.HealthCheckResponse.SERVING)
-    assert {"xdn.wire.v1.Disseminator", "xdn.wire.v1.Dht", "grpc.health.v1.Health",
+    assert {"xdn.wire.v1.Disseminator", "xdn.wire.v1.Dht", "xdn.wire.v1.Admin",
+            "grpc.health.v1.Health",
             "grpc.reflection.v1alpha.ServerReflection",
             "grpc.reflection.v1.ServerReflection"} <= set(names)
 

@@ -1,5 +1,7 @@
 """``xdn site resolve NAME|URI --via URL``: where a site's HTTPS endpoint is, and why to believe it.
 
+(``xdn site status`` and ``xdn site subscribers`` are in :mod:`xdn.admin_cli._site_status`.)
+
 A node URI (``https://NAME.xdn.example/``) is a name, not an address. Any site's endpoint
 answers ``GET /nodes/NAME`` with NAME's signed DHT record as it finds it; this command checks
 that record here — signed by NAME under a site certificate of the network CA, live — and
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from xdn.admin_cli import _site_status
 from xdn.admin_cli._web import WebClient, node_name, resolve
 from xdn.errors import UsageError
 
@@ -25,7 +28,7 @@ __all__ = ["cmd_site_resolve", "register"]
 def register(subparsers: Any) -> None:
     """Add ``site`` and its actions."""
     group = subparsers.add_parser(
-        "site", help="find a site's HTTPS endpoint through any site (its signed DHT record)",
+        "site", help="a site's status and subscribers; find a site's endpoint (DHT record)",
         description="Sites of the network, as their signed DHT records describe them.",
     )
     sub = group.add_subparsers(dest="site_command", metavar="ACTION", required=True)
@@ -45,6 +48,7 @@ def register(subparsers: Any) -> None:
                    help="directory with NAME.pem, NAME.key and the network's ca.pem")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_site_resolve)
+    _site_status.register_actions(sub)
 
 
 def cmd_site_resolve(args: argparse.Namespace) -> int:
