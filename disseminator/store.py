@@ -42,6 +42,20 @@ whole in memory (:mod:`disseminator.body_chunks`): :meth:`Store.stage` writes it
 :meth:`Store.let_go` deletes it unless some row refers to it, its deliveries are read back a
 span at a time, and a staged body no row refers to is deleted when the store opens.
 
+Durability. The store is in WAL mode. Its main connection commits everything that precedes an
+acknowledgement: routing a publisher's document (then ``PublishAck``), applying an uplink's
+delivery with its resume counter (then the ``Ack`` upstream), a receipt accepted. It runs with
+``synchronous=FULL`` (``durable=True``, the default; ``[site] durability = "full"``): in WAL
+mode every commit syncs the WAL, so an acknowledged delivery is on disk before the
+acknowledgement leaves, and survives a power loss, not only a crash of the process.
+``durable=False`` (``durability = "normal"``) keeps ``synchronous=NORMAL``: the WAL is synced
+only at checkpoints, and a power loss can take the last commits, acknowledged or not (a crash
+of the process cannot). The second connection, which only commits the acknowledgements
+*received* from destinations (deleting what they hold), stays NORMAL: no acknowledgement
+follows its commits, and losing one redelivers deliveries that the receiver recognises by
+sequence number and skips; WAL frames are synced in order, so the next FULL commit of the main
+connection makes those before it durable too.
+
 ``Store(":memory:")`` is the in-memory implementation for tests.
 """
 
@@ -350,6 +364,7 @@ class Store:
         retain: int = 0,
         routed_window: Window | None = None,
         messages_of: str | None = None,
+        durable: bool = True,
     ) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -361,7 +376,9 @@ class Store:
         self._retained: list[Retained] | None = None  # read from the table once, until it changes
         self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # Durability (see "Durability" above): this connection's commits precede an
+        # acknowledgement, so FULL (in WAL mode: the WAL is synced at every commit).
+        self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
@@ -418,7 +435,7 @@ class Store:
         self._aside: sqlite3.Connection | None = None
         if str(path) != ":memory:":
             self._aside = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            self._aside.execute("PRAGMA synchronous=NORMAL")
+            self._aside.execute("PRAGMA synchronous=NORMAL")  # (no ack follows its commits)
             self._aside.execute("PRAGMA secure_delete=FAST")
         with self._db:  # documents staged by a site that stopped before routing them
             self._db.execute("BEGIN IMMEDIATE")
