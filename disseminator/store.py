@@ -12,8 +12,9 @@ A destination's deliveries stay queued until acknowledged, so a receiver that re
 after its own crash or the site's — resumes from its last acknowledgement. Registrations (local
 subscribers and the members behind each downlink) persist too, so a restarted site routes to
 durable subscribers before they reconnect. Queues are bounded per destination; a full queue
-refuses further deliveries for that destination only (counted and logged), never stalling
-siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
+refuses its appends (counted and logged) — and, for routing acknowledged after the commit
+(``refuse_full``), the whole transaction, so no acknowledgement covers a dropped delivery.
+How many deliveries wait over all destinations is a counter kept in memory (read once
 at opening from the destinations' counters), so the gauges read no table.
 
 Notifications the site's LDN inbox holds are rows of ``notifications``
@@ -154,7 +155,12 @@ _REG_COLUMNS = "(kind, owner, subscriber, certificate, grants, seen_ms, lease)"
 
 
 class QueueFull(Exception):
-    """A destination's queue reached its bound."""
+    """A destination's queue reached its bound (``destinations``: the (kind, name) of each)."""
+
+    def __init__(self, destinations: Sequence[tuple[str, str]]) -> None:
+        self.destinations = tuple(destinations)
+        names = ", ".join(f"{kind} {name}" for kind, name in self.destinations)
+        super().__init__(f"queue full: {names}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -494,6 +500,7 @@ class Store:
         chain: tuple[str, bytes] | None = None,
         notices: Sequence[StoredNotification] = (),
         publication: Publication | None = None,
+        refuse_full: bool = False,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
@@ -509,8 +516,16 @@ class Store:
         the document routed as a publisher's, remembered under its publish id
         (:mod:`disseminator.publications`).
 
+        ``refuse_full``: a full queue refuses the whole transaction (nothing is committed,
+        :class:`QueueFull` is raised) instead of only its own appends — for routing that is
+        acknowledged after the commit, so an acknowledgement never covers a dropped delivery.
+
         Returns:
-            (last sequence appended per destination, destinations whose queue was full).
+            (last sequence appended per destination, destinations whose queue was full: none
+            with ``refuse_full``).
+
+        Raises:
+            QueueFull: with ``refuse_full``, a destination's queue is full (``destinations``).
         """
         last: dict[tuple[str, str], int] = {}
         full: list[tuple[str, str]] = []
@@ -527,6 +542,8 @@ class Store:
                     continue
                 last[dest] = seq
                 rows.append(((*dest, seq), item))
+            if full and refuse_full:
+                raise QueueFull(full)  # (rolled back: nothing taken)
             keep = retained if retained is not None and self.retain > 0 else None
             bodies = self._store_bodies([item.body for _, item in rows]
                                         + [keep.body if keep else None])  # fmt: skip
