@@ -11,8 +11,9 @@ because the commit (and the view's rename) come before the acknowledgement. What
 prove: durability across a *power loss*, where what the kernel had not written to the device is
 lost too. That rests on the syncs (``synchronous=FULL`` on the commits that precede an
 acknowledgement, the view synced before its rename and its folder after), which
-``tests/unit/test_durable_writes.py`` checks are made, in order; a simulated power loss (state
-cut back to what was synced) is not done. See docs/operations.md, "What survives a power loss".
+``tests/unit/test_durable_writes.py`` checks are made, in order, and
+``tests/integration/test_power_loss.py`` simulates for the SQLite stores. See
+docs/operations.md, "What survives a power loss".
 
 Every wait polls for its condition with a deadline.
 """

@@ -5,7 +5,8 @@ right order: the site's connection whose commits precede an acknowledgement runs
 ``synchronous=FULL`` (unless configured ``normal``), so do the edges' stores (the subscriber's
 keyring), and a subscriber's view file is synced before its rename and its folder after, all
 before :meth:`Inbox.write_view` returns (the delivery is committed and acknowledged after).
-They do not simulate a power loss; tests/integration/test_ack_durability.py kills the process.
+They do not simulate a power loss (tests/integration/test_power_loss.py does, for the SQLite
+stores); tests/integration/test_ack_durability.py kills the process.
 """
 
 from __future__ import annotations
