@@ -18,6 +18,8 @@ Example ``d2.toml``::
     heartbeat_seconds = 5            # heartbeat on idle streams; 3 intervals silent: peer dead
     drain_seconds = 10               # on SIGTERM, how long to wait for connected peers' acks
     crl_grace_seconds = 3600         # CRL stale this long: refuse new registrations and links
+    durability = "full"              # "full": data on disk before any ack (survives power loss)
+                                     # "normal": synced at checkpoints (survives a crash only)
 
     [tls]
     ca = "certs/ca.pem"
@@ -77,7 +79,11 @@ from disseminator.limits import Limits
 from disseminator.web import WebConfig
 from xdn.errors import ConfigError
 
-__all__ = ["PublisherEntry", "SiteConfig", "load_site_config"]
+__all__ = ["DURABILITY", "PublisherEntry", "SiteConfig", "load_site_config"]
+
+DURABILITY = ("full", "normal")
+"""``[site] durability``: SQLite ``synchronous`` of the commits that precede an
+acknowledgement (:mod:`disseminator.store`, "Durability")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,8 +123,11 @@ class SiteConfig:
     routed_per_publisher: int = 100_000
     limits: Limits = field(default_factory=Limits)
     web: WebConfig = field(default_factory=WebConfig)
+    durability: str = "full"
 
     def __post_init__(self) -> None:
+        if self.durability not in DURABILITY:
+            raise ConfigError('site.durability must be "full" or "normal"')
         if self.retain_documents < 0:
             raise ConfigError("site.retain_documents must be 0 or more")
         if not self.routed_retention_days > 0 or self.routed_per_publisher < 1:
@@ -234,6 +243,9 @@ def load_site_config(path: Path) -> SiteConfig:
     routed_count = site.get("routed_per_publisher", 100_000)
     if not isinstance(routed_count, int) or isinstance(routed_count, bool):
         raise ConfigError(f"{path}: [site] routed_per_publisher must be a whole number")
+    durability = site.get("durability", "full")
+    if durability not in DURABILITY:
+        raise ConfigError(f'{path}: [site] durability must be "full" or "normal"')
     return SiteConfig(
         name=name,
         listen=_str(site, "listen", path, "site"),
@@ -253,6 +265,7 @@ def load_site_config(path: Path) -> SiteConfig:
         retain_documents=retain,
         routed_retention_days=float(routed_days),
         routed_per_publisher=routed_count,
+        durability=durability,
         limits=_limits(data.get("limits", {}), path),
         web=_web(site, data.get("web", {}), path),
         **timings,

@@ -217,6 +217,7 @@ async def serve(config: SiteConfig) -> DrainReport:
     store = Store(
         config.state_dir / "site.sqlite",
         retain=config.retain_documents,
+        durable=config.durability == "full",
         routed_window=Window(
             retention_days=config.routed_retention_days,
             per_publisher=config.routed_per_publisher,

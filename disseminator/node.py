@@ -50,7 +50,7 @@ from disseminator.policy_notices import Checked, SitePolicyNotices
 from disseminator.publications import Publication
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.store import Append, History, Retained, Store
+from disseminator.store import Append, History, QueueFull, Retained, Store
 from disseminator.stored_documents import StoredDocument
 from xdn import certs, provenance
 from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError
@@ -318,6 +318,11 @@ class SiteNode:
         Returns:
             What the document reached (all zero without a document, or for a retransmission;
             with ``before`` set for a publication routed before).
+
+        Raises:
+            QueueFull: a destination's queue is full: nothing is routed or committed, so the
+                caller acknowledges nothing (a publisher is refused, an uplink's delivery
+                stays queued there and comes again).
         """
         before = None
         if publish_id and dissemination is not None:
@@ -360,28 +365,35 @@ class SiteNode:
                 )
         if checkpoint is not None:
             appends += self.planner.checkpoint(checkpoint)
-        last, full = self.store.commit_routing(
-            document=None if planned is None else planned.identity,
-            appends=appends,
-            log_graphs=() if planned is None else planned.graphs,
-            counter=counter,
-            retained=retained,
-            history=None if planned is None else self._history(planned),
-            sequence=0 if dissemination is None else dissemination.manifest.sequence,
-            at_ms=self.now_ms(),
-            chain=None if planned is None else planned.chain,
-            notices=notices,
-            publication=None if planned is None or publish_id is None else Publication(
-                publisher=planned.identity[0], document=planned.identity[1],
-                publish_id=publish_id, version=planned.identity[2],
-                sequence=dissemination.manifest.sequence if dissemination is not None else 0,
-                provenance=b"" if planned.chain is None else planned.chain[1],
-            ),
-        )
+        try:
+            last, _ = self.store.commit_routing(
+                document=None if planned is None else planned.identity,
+                appends=appends,
+                log_graphs=() if planned is None else planned.graphs,
+                counter=counter,
+                retained=retained,
+                history=None if planned is None else self._history(planned),
+                sequence=0 if dissemination is None else dissemination.manifest.sequence,
+                at_ms=self.now_ms(),
+                chain=None if planned is None else planned.chain,
+                notices=notices,
+                publication=None if planned is None or publish_id is None else Publication(
+                    publisher=planned.identity[0], document=planned.identity[1],
+                    publish_id=publish_id, version=planned.identity[2],
+                    sequence=dissemination.manifest.sequence if dissemination is not None else 0,
+                    provenance=b"" if planned.chain is None else planned.chain[1],
+                ),
+                refuse_full=True,
+            )
+        except QueueFull as exc:  # nothing committed: refused before any acknowledgement
+            for kind, name in exc.destinations:
+                self.metrics.queue_full.inc()
+                log.error(
+                    "queue of %s %s is full; nothing routed (the sender keeps it and retries)",
+                    kind, name,
+                )
+            raise
         self.log_soon()
-        for kind, name in full:
-            self.metrics.queue_full.inc()
-            log.error("queue of %s %s is full; delivery refused", kind, name)
         for kind, name in last:
             self.wake(Destination(kind, name))
         if any(refreshed):

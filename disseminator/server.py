@@ -87,7 +87,7 @@ from disseminator.routing import (
     Registration,
     decide_subscription,
 )
-from disseminator.store import Body
+from disseminator.store import Body, QueueFull
 from disseminator.stored_documents import StagedRequest, StoredDocument, read_request
 from disseminator.stream_watch import StreamWatch
 from xdn import certs, lease
@@ -330,15 +330,20 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
             )
         if not has_document and not addressed and checkpoint is None:
             raise ProtocolError("a PublishRequest carries neither a document nor keys")
-        reach = self._node.route(
-            dissemination=document,
-            keys=list(request.keys),
-            rekeys=list(request.rekeys),
-            document_keys=list(request.document_keys),
-            checkpoint=checkpoint,
-            entitlements=list(request.entitlements),
-            publish_id=request.publish_id,
-        )
+        try:
+            reach = self._node.route(
+                dissemination=document,
+                keys=list(request.keys),
+                rekeys=list(request.rekeys),
+                document_keys=list(request.document_keys),
+                checkpoint=checkpoint,
+                entitlements=list(request.entitlements),
+                publish_id=request.publish_id,
+            )
+        except QueueFull as exc:  # refused before the acknowledgement: publish again later
+            raise _Abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc}; nothing routed, publish again later"
+            ) from None
         return pb.PublishAck(
             document_id=manifest.document_id,
             fragments_accepted=reach.fragments,

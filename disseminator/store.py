@@ -12,8 +12,9 @@ A destination's deliveries stay queued until acknowledged, so a receiver that re
 after its own crash or the site's — resumes from its last acknowledgement. Registrations (local
 subscribers and the members behind each downlink) persist too, so a restarted site routes to
 durable subscribers before they reconnect. Queues are bounded per destination; a full queue
-refuses further deliveries for that destination only (counted and logged), never stalling
-siblings. How many deliveries wait over all destinations is a counter kept in memory (read once
+refuses its appends (counted and logged) — and, for routing acknowledged after the commit
+(``refuse_full``), the whole transaction, so no acknowledgement covers a dropped delivery.
+How many deliveries wait over all destinations is a counter kept in memory (read once
 at opening from the destinations' counters), so the gauges read no table.
 
 Notifications the site's LDN inbox holds are rows of ``notifications``
@@ -41,6 +42,20 @@ document that came in parts is staged as it arrives, in chunks of a body that is
 whole in memory (:mod:`disseminator.body_chunks`): :meth:`Store.stage` writes it,
 :meth:`Store.let_go` deletes it unless some row refers to it, its deliveries are read back a
 span at a time, and a staged body no row refers to is deleted when the store opens.
+
+Durability. The store is in WAL mode. Its main connection commits everything that precedes an
+acknowledgement: routing a publisher's document (then ``PublishAck``), applying an uplink's
+delivery with its resume counter (then the ``Ack`` upstream), a receipt accepted. It runs with
+``synchronous=FULL`` (``durable=True``, the default; ``[site] durability = "full"``): in WAL
+mode every commit syncs the WAL, so an acknowledged delivery is on disk before the
+acknowledgement leaves, and survives a power loss, not only a crash of the process.
+``durable=False`` (``durability = "normal"``) keeps ``synchronous=NORMAL``: the WAL is synced
+only at checkpoints, and a power loss can take the last commits, acknowledged or not (a crash
+of the process cannot). The second connection, which only commits the acknowledgements
+*received* from destinations (deleting what they hold), stays NORMAL: no acknowledgement
+follows its commits, and losing one redelivers deliveries that the receiver recognises by
+sequence number and skips; WAL frames are synced in order, so the next FULL commit of the main
+connection makes those before it durable too.
 
 ``Store(":memory:")`` is the in-memory implementation for tests.
 """
@@ -140,7 +155,12 @@ _REG_COLUMNS = "(kind, owner, subscriber, certificate, grants, seen_ms, lease)"
 
 
 class QueueFull(Exception):
-    """A destination's queue reached its bound."""
+    """A destination's queue reached its bound (``destinations``: the (kind, name) of each)."""
+
+    def __init__(self, destinations: Sequence[tuple[str, str]]) -> None:
+        self.destinations = tuple(destinations)
+        names = ", ".join(f"{kind} {name}" for kind, name in self.destinations)
+        super().__init__(f"queue full: {names}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -350,6 +370,7 @@ class Store:
         retain: int = 0,
         routed_window: Window | None = None,
         messages_of: str | None = None,
+        durable: bool = True,
     ) -> None:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -361,7 +382,9 @@ class Store:
         self._retained: list[Retained] | None = None  # read from the table once, until it changes
         self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # Durability (see "Durability" above): this connection's commits precede an
+        # acknowledgement, so FULL (in WAL mode: the WAL is synced at every commit).
+        self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
@@ -418,7 +441,7 @@ class Store:
         self._aside: sqlite3.Connection | None = None
         if str(path) != ":memory:":
             self._aside = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            self._aside.execute("PRAGMA synchronous=NORMAL")
+            self._aside.execute("PRAGMA synchronous=NORMAL")  # (no ack follows its commits)
             self._aside.execute("PRAGMA secure_delete=FAST")
         with self._db:  # documents staged by a site that stopped before routing them
             self._db.execute("BEGIN IMMEDIATE")
@@ -477,6 +500,7 @@ class Store:
         chain: tuple[str, bytes] | None = None,
         notices: Sequence[StoredNotification] = (),
         publication: Publication | None = None,
+        refuse_full: bool = False,
     ) -> tuple[dict[tuple[str, str], int], list[tuple[str, str]]]:
         """Queue ``appends``, mark ``document`` routed, retain it and stage log graphs, atomically.
 
@@ -492,8 +516,16 @@ class Store:
         the document routed as a publisher's, remembered under its publish id
         (:mod:`disseminator.publications`).
 
+        ``refuse_full``: a full queue refuses the whole transaction (nothing is committed,
+        :class:`QueueFull` is raised) instead of only its own appends — for routing that is
+        acknowledged after the commit, so an acknowledgement never covers a dropped delivery.
+
         Returns:
-            (last sequence appended per destination, destinations whose queue was full).
+            (last sequence appended per destination, destinations whose queue was full: none
+            with ``refuse_full``).
+
+        Raises:
+            QueueFull: with ``refuse_full``, a destination's queue is full (``destinations``).
         """
         last: dict[tuple[str, str], int] = {}
         full: list[tuple[str, str]] = []
@@ -510,6 +542,8 @@ class Store:
                     continue
                 last[dest] = seq
                 rows.append(((*dest, seq), item))
+            if full and refuse_full:
+                raise QueueFull(full)  # (rolled back: nothing taken)
             keep = retained if retained is not None and self.retain > 0 else None
             bodies = self._store_bodies([item.body for _, item in rows]
                                         + [keep.body if keep else None])  # fmt: skip

@@ -58,7 +58,7 @@ from disseminator.payloads import ReceivedDocument, read_document
 from disseminator.receipts import ReceiptSender, SiteReceipts
 from disseminator.refresh import Group
 from disseminator.routing import Registration
-from disseminator.store import Body
+from disseminator.store import Body, QueueFull
 from disseminator.stored_documents import StagedDelivery
 from disseminator.stored_documents import read_delivery as read_staged
 from xdn import certs, lease
@@ -206,6 +206,9 @@ class Uplink:
             except (grpc.aio.AioRpcError, PeerError) as exc:
                 details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.warning("uplink %s: %s; reconnecting", self._address, details)
+            except QueueFull as exc:  # not acknowledged: the uplink keeps it, sent again later
+                log.warning("uplink %s: %s; reconnecting", self._address, exc)
+                self.heard = False  # (back off: the queue drains at its reader's pace)
             finally:
                 self._link = None
                 self.connected.clear()

@@ -605,20 +605,28 @@ class Inbox:
         ``view_xml`` is the view's bytes, or a file holding them (a large view, written
         elsewhere while it was verified: synced and moved into place, copied a MiB at a time
         if it lies on another file system; the file is gone afterwards). Either way the view
-        appears whole or not at all (a temporary file renamed).
+        appears whole or not at all (a temporary file renamed). It is on disk when this
+        returns (the file synced before the rename, the folder after it), so a view written
+        before its delivery is committed and acknowledged survives a power loss.
 
         Publisher and document id are escaped into single safe path components
         (:func:`xdn.ids.file_stem`): an id like ``../x`` or ``a/b`` stays inside the folder.
         """
         folder = self.out_dir / "views" / ids.file_stem(publisher)
-        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            _sync_dir(folder.parent)  # the new folder's entry
         path = folder / f"{ids.file_stem(document_id)}.v{version}.xml"
         tmp = path.with_suffix(".tmp")
         if isinstance(view_xml, Path):
             _move_synced(view_xml, tmp)
         else:
-            tmp.write_bytes(view_xml)
+            with open(tmp, "wb") as out:
+                out.write(view_xml)
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(tmp, path)
+        _sync_dir(folder)  # the rename: the view is on disk before its delivery is acknowledged
         return path
 
     def record(self, record: Mapping[str, Any]) -> None:
@@ -651,6 +659,15 @@ class Inbox:
             "reason": reason,
         }
         self._append("refused.jsonl", refusal, sync=True)
+
+
+def _sync_dir(folder: Path) -> None:
+    """Sync a folder's entries (a file created or renamed in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _move_synced(source: Path, target: Path) -> None:

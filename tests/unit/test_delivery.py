@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from disseminator.delivery import StreamCursor, resume_point
-from disseminator.store import Append, Store, StoredRegistration
+from disseminator.store import Append, QueueFull, Store, StoredRegistration
 from xdn.errors import ProtocolError
 
 # ---- resume points ------------------------------------------------------------------------
@@ -158,6 +158,32 @@ def test_full_queue_refuses_only_that_destination() -> None:
     )
     assert full == [("subscriber", "slow")]
     assert last == {("subscriber", "fast"): 1}
+
+
+def test_routing_that_will_be_acknowledged_refuses_a_full_queue_before_committing() -> None:
+    """With ``refuse_full`` (what the site's routing uses, acknowledged after the commit) a
+    full queue takes nothing of the transaction: no sibling's append, no routed mark, no
+    resume counter, so the acknowledgement that would follow never covers a dropped delivery
+    (the sender keeps it and sends it again)."""
+    store = Store(":memory:", max_queue=2)
+    store.commit_routing(document=None, appends=[_append("slow", b"x"), _append("slow", b"y")])
+    with pytest.raises(QueueFull) as refused:
+        store.commit_routing(
+            document=("p", "d", 1), appends=[_append("fast", b"z"), _append("slow", b"z")],
+            counter=("uplink", 7), refuse_full=True,
+        )
+    assert refused.value.destinations == (("subscriber", "slow"),)
+    assert store.cursor("subscriber", "fast") == (0, 0)
+    assert not store.is_routed("p", "d", 1)
+    assert store.counter("uplink") == 0
+    assert store.queued_total() == 2
+    store.ack("subscriber", "slow", 1)  # room again: the same routing goes through
+    last, full = store.commit_routing(
+        document=("p", "d", 1), appends=[_append("fast", b"z"), _append("slow", b"z")],
+        counter=("uplink", 7), refuse_full=True,
+    )
+    assert full == [] and last == {("subscriber", "fast"): 1, ("subscriber", "slow"): 3}
+    assert store.counter("uplink") == 7
 
 
 def test_state_survives_reopening(tmp_path) -> None:  # type: ignore[no-untyped-def]
