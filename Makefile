@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 clean
+.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,16 @@ xmlsec1:
 	fi
 
 # The network-namespace integration test runs sites as separate hosts with iproute2's `ip netns`.
+strace:
+	@if ! command -v strace >/dev/null 2>&1; then \
+	  echo "== strace not found: installing strace (needed by the power-loss simulation)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; \
+	  else echo "error: install strace (e.g. apt-get install strace) and rerun" >&2; exit 1; fi; \
+	fi
+
 iproute2:
 	@if ! command -v ip >/dev/null 2>&1; then \
 	  echo "== ip not found: installing iproute2 (needed by the network-namespace test)"; \
@@ -55,17 +65,17 @@ demo: $(STAMP) java
 # Test processes in parallel: one per core, at most 4 (each test starts daemons of its own).
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 
-test: $(STAMP) java xmlsec1 iproute2
+test: $(STAMP) java xmlsec1 iproute2 strace
 	$(PY) -m pytest -q -m "not long" -n $(JOBS)
 
 # The heavy multi-process scenarios (a dishonest site, namesakes, limits under abuse, leases,
 # revocation of sites, twenty sites): a few minutes more; CI runs them after `make test`.
-test-long: $(STAMP) java xmlsec1 iproute2
+test-long: $(STAMP) java xmlsec1 iproute2 strace
 	$(PY) -m pytest -q -m long -n $(JOBS)
 
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5
-test-stress: $(STAMP) java xmlsec1 iproute2
+test-stress: $(STAMP) java xmlsec1 iproute2 strace
 	$(PY) tests/stress.py --runs $(RUNS)
 
 test-fast: $(STAMP)
