@@ -46,7 +46,7 @@ def test_a_leaf_restarted_after_the_root_returns_to_its_uplink(tmp_path: Path) -
         assert network.wait_subscribed("carl")["served_by"] == "d4"
 
         def publish(version: int) -> None:
-            network.publish("production-dept", [order], wait_for=("carl",))
+            network.publish("production-dept", [order], wait_for=("carl",), extra=("--again",))
             assert wait_until(lambda: len(_versions(network)) >= version, 60), (
                 network.output("carl")
             )
@@ -61,7 +61,8 @@ def test_a_leaf_restarted_after_the_root_returns_to_its_uplink(tmp_path: Path) -
 
         linked_at_d2 = network.full_output("d2").count("downlink d4 connected")
         network.kill_site("d4")
-        network.publish("production-dept", [order], wait_for=("carl",))  # v4, d4 down
+        # v4, while d4 is down
+        network.publish("production-dept", [order], wait_for=("carl",), extra=("--again",))
         network.restart_site("d4")
         assert wait_until(
             lambda: network.full_output("d2").count("downlink d4 connected") > linked_at_d2, 60
@@ -97,7 +98,7 @@ def test_a_leaf_that_fell_back_to_the_root_moves_to_its_uplink_when_it_returns(
         assert network.wait_subscribed("carl")["served_by"] == "d4"
 
         def publish(version: int) -> None:
-            network.publish("production-dept", [order], wait_for=("carl",))
+            network.publish("production-dept", [order], wait_for=("carl",), extra=("--again",))
             assert wait_until(lambda: len(_versions(network)) >= version, 60), (
                 network.output("carl")
             )
