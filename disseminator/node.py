@@ -29,6 +29,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from disseminator import leases, moves, replay
 from disseminator.delivery import StreamCursor, resume_point
@@ -50,10 +51,11 @@ from disseminator.policy_notices import Checked, SitePolicyNotices
 from disseminator.publications import Publication
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
+from disseminator.storage import StorageGuard
 from disseminator.store import Append, History, Retained, Store
 from disseminator.stored_documents import StoredDocument
 from xdn import certs, provenance
-from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError
+from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError, StorageFull
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -97,6 +99,8 @@ class SiteNode:
         clock: Callable[[], datetime],
         on_interest_change: Callable[[], None] = lambda: None,
         metrics: SiteMetrics | None = None,
+        state_dir: Path | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         self.site = site
         self.uplink_address = site.uplink  # found through the DHT when not configured
@@ -104,6 +108,11 @@ class SiteNode:
         self.ontology = ontology
         self.engine = engine
         self.store = store
+        # The state directory's free-space floor and write-failure mapping (a full disk).
+        self.storage = StorageGuard(
+            state_dir, min_free_bytes=min_free_bytes, rollback=store.rollback,
+            counted=lambda op: self.metrics.storage_full.labels(operation=op).inc(),
+        )
         self.table = RoutingTable()
         self._fingerprints = Fingerprints()  # of the certificates in table.local
         self.planner = Planner(
@@ -276,13 +285,17 @@ class SiteNode:
         if self._log_flush is not None:
             self._log_flush.cancel()
             self._log_flush = None
-        staged = self.store.take_log_outbox()
-        if staged:
-            blobs = [data for _, data in staged]
-            offset = self._log.append_raw(b"".join(blobs))
-            self.store.clear_log_outbox(
-                (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
-            )
+        try:
+            with self.storage.mapped("log", "writing the provenance log"):
+                staged = self.store.take_log_outbox()
+                if staged:
+                    blobs = [data for _, data in staged]
+                    offset = self._log.append_raw(b"".join(blobs))
+                    self.store.clear_log_outbox(
+                        (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
+                    )
+        except StorageFull as exc:  # the outbox keeps them: written at the next flush
+            log.warning("%s", exc)
 
     # ---- routing -------------------------------------------------------------------------
     def route(

@@ -424,6 +424,11 @@ class Store:
             self._db.execute("BEGIN IMMEDIATE")
             body_chunks.drop_unreferenced(self._db)
 
+    def rollback(self) -> None:
+        """End a transaction a failed write left open (a full disk), so the next one works."""
+        if self._db.in_transaction:
+            self._db.rollback()
+
     def close(self) -> None:
         if self._aside is not None:
             self._aside.close()
