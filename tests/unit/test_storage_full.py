@@ -117,3 +117,11 @@ def test_a_downlink_acknowledges_nothing_it_could_not_store(node: SiteNode) -> N
         uplink._apply(pb.Delivery(sequence=1))
     assert uplink._outgoing.get_nowait().ack.sequence == 1
     assert node.store.counter(applied_counter("127.0.0.1:1")) == 1
+
+
+
+def test_the_write_ahead_log_stays_small(tmp_path: Path) -> None:
+    store = Store(tmp_path / "site.sqlite")
+    for number in range(1, 40):  # 39 MB written, one transaction each
+        store.save_crl(number, bytes([number]) * 1_000_000)
+    assert (tmp_path / "site.sqlite-wal").stat().st_size <= 9 * 1024 * 1024
