@@ -51,7 +51,7 @@ from disseminator.policy_notices import Checked, SitePolicyNotices
 from disseminator.publications import Publication
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
-from disseminator.storage import StorageGuard
+from disseminator.storage import StorageGuard, is_full_error
 from disseminator.store import Append, History, Retained, Store
 from disseminator.stored_documents import StoredDocument
 from xdn import certs, provenance
@@ -66,6 +66,8 @@ from xdn.wireconv import revocation_list_delivery
 __all__ = ["SiteIdentity", "SiteNode"]
 
 log = logging.getLogger(__name__)
+# Acknowledgements that could not be committed for want of space are tried again this late.
+_FULL_RETRY_S = 1.0
 
 _BATCH = 256
 #: Acknowledgements that arrive within this many seconds are committed together.
@@ -621,16 +623,25 @@ class SiteNode:
         self, acks: dict[tuple[str, str], int], committing: asyncio.Future[int]
     ) -> None:
         self._acks_committing = None
-        if committing.cancelled() or committing.exception() is not None:
-            log.error("committing acknowledgements failed (kept, to try again): %r",
-                      None if committing.cancelled() else committing.exception())
+        delay_s = ACK_WINDOW_S
+        failed = None if committing.cancelled() else committing.exception()
+        if committing.cancelled() or failed is not None:
+            if failed is not None and is_full_error(failed):  # not again at once: every 1 s
+                self.metrics.storage_full.labels(operation="ack").inc()
+                log.warning(
+                    "committing acknowledgements failed for want of space in %s (kept, to try "
+                    "again in %gs): %s", self.storage.directory, _FULL_RETRY_S, failed,
+                )
+                delay_s = _FULL_RETRY_S
+            else:
+                log.error("committing acknowledgements failed (kept, to try again): %r", failed)
             for (kind, name), seq in acks.items():  # (acknowledged twice is harmless)
                 destination = Destination(kind, name)
                 self._acks[destination] = max(seq, self._acks.get(destination, 0))
         else:
             self.store.acked(acks, committing.result())
         if self._acks and self._ack_flush is None:
-            self._ack_flush = self._later(self._flush_acks_aside, ACK_WINDOW_S)
+            self._ack_flush = self._later(self._flush_acks_aside, delay_s)
 
     async def settle_acks(self) -> None:
         """Wait for the acknowledgements being committed on the worker thread, then commit the

@@ -147,3 +147,41 @@ def test_a_full_site_refuses_new_work_serves_what_it_has_and_recovers(tmp_path: 
             assert len(network.received("alice")) == len(expected), "delivered twice"
         finally:
             network.stop()
+
+
+def test_a_disk_full_to_the_last_page_loses_nothing(tmp_path: Path) -> None:
+    """The backstop under the floor: with a floor of one page (4 KiB), a delivery that does
+    not fit fails in SQLite (SQLITE_FULL: rolled back) or finds the floor reached; either way
+    it is not acknowledged, d2 stays up (acknowledgements it cannot commit are kept and tried
+    again each second), and it takes what d1 held once space returns."""
+    network = LocalNetwork(tmp_path / "net", limits={"min_free_bytes": 4096})
+    network.workdir.mkdir(parents=True)
+    network.prepare()
+    with _small_filesystem(network.workdir / "state" / "d2", _SIZE) as d2_state:
+        try:
+            network.start_sites()
+            network.start_subscriber("alice")
+            assert network.wait_subscribed("alice")["served_by"] == "d2"
+            first = _documents(tmp_path, 0, 1)
+            network.publish("production-dept", first, wait_for=("alice",))
+            filler = _fill(d2_state, leave=64 * 1024)
+            held = _documents(tmp_path, 1, 3)
+            network.publish("production-dept", held)
+            assert wait_until(lambda: network.metric(
+                "d2", "xdn_storage_full_total", operation="delivery") >= 1, 60), \
+                _state_of(network, d2_state)  # (some of them may have fitted)
+            assert network._site_procs["d2"].poll() is None  # not crashed
+            os.unlink(filler)
+            assert wait_until(lambda: all(_has(network, "alice", d) for d in held), 90), \
+                _state_of(network, d2_state)
+            marker = network.publish_marker("production-dept", ["alice"], timeout=90)
+            expected = expected_deliveries(
+                network, load_ontology([ONTOLOGY]), "alice",
+                {"production-dept": [*first, *held, marker]},
+            )
+            received, refused = read_received(network.inbox("alice"))
+            assert refused == 0
+            assert received == expected
+            assert len(network.received("alice")) == len(expected), "delivered twice"
+        finally:
+            network.stop()

@@ -4,6 +4,7 @@ not store. Space "returns" by raising SQLite's page limit or lowering the floor.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import sqlite3
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 
 from disseminator.limits import Limits
 from disseminator.node import SiteNode
+from disseminator.routing import Destination
 from disseminator.storage import StorageGuard, free_bytes, is_full_error
 from disseminator.store import Store
 from disseminator.uplink import Uplink, applied_counter
@@ -125,3 +127,22 @@ def test_the_write_ahead_log_stays_small(tmp_path: Path) -> None:
     for number in range(1, 40):  # 39 MB written, one transaction each
         store.save_crl(number, bytes([number]) * 1_000_000)
     assert (tmp_path / "site.sqlite-wal").stat().st_size <= 9 * 1024 * 1024
+
+
+def test_acknowledgements_not_committed_for_want_of_space_are_kept_and_retried_slowly(
+    node: SiteNode,
+) -> None:
+    async def commit_fails() -> tuple[dict[Destination, int], float, float]:
+        loop = asyncio.get_running_loop()
+        failed: asyncio.Future[int] = loop.create_future()
+        failed.set_exception(sqlite3.OperationalError("database or disk is full"))
+        node._acks_committed({("subscriber", "alice"): 3}, failed)
+        assert node._ack_flush is not None
+        when = node._ack_flush.when()
+        node._ack_flush.cancel()
+        return dict(node._acks), when, loop.time()
+
+    kept, when, now = asyncio.run(commit_fails())
+    assert kept == {Destination("subscriber", "alice"): 3}  # kept, to commit later
+    assert when - now >= 0.9  # not a busy loop while the disk is full
+    assert node.metrics.storage_full.labels(operation="ack")._value.get() == 1
