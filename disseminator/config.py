@@ -42,6 +42,7 @@ Example ``d2.toml``::
     memory_bytes = 1073741824        # large messages held at once across all calls
     part_bytes = 4194304             # larger messages go out in parts of this size
     document_bytes = 2147483648      # one message sent in parts (a document), all parts together
+    min_free_bytes = 67108864        # below this free in state_dir new work is refused
 
     [web]                            # the HTTPS endpoint's limits (docs/linked-data.md); optional
     notification_bytes = 262144      # one notification POSTed to the inbox

@@ -246,6 +246,8 @@ async def serve(config: SiteConfig) -> DrainReport:
         clock=lambda: datetime.now(UTC),
         on_interest_change=interest_changed,
         metrics=metrics,
+        state_dir=config.state_dir,
+        min_free_bytes=config.limits.min_free_bytes,
     )
     crl = crl_at_start(config, tls.ca_pem, store, metrics, at=node.now())
     if identity.serial in crl.revoked:

@@ -33,6 +33,9 @@ it guards, with a check that costs O(1) (a length, a counter, a byte count):
   one sent in parts (a Publish, a delivery from the uplink) is at most
   :attr:`Limits.document_bytes`, refused at its first part; it is staged in the store as it
   comes (never held whole), each part counting against the memory budget until it is stored;
+* a publish, a delivery from the uplink or a new subscription is refused while the state
+  directory has less than :attr:`Limits.min_free_bytes` free (:mod:`disseminator.storage`:
+  ``StorageFull``, also ``RESOURCE_EXHAUSTED``);
 * a site accepts no compressed request (:data:`SERVER_OPTIONS`): what xdn sends is ciphertext,
   which does not compress, so compression buys nothing and would let a small request inflate
   inside gRPC, before any limit here could see it (a compression bomb).
@@ -101,6 +104,9 @@ class Limits:
     receipts_per_call: int = 256
     part_bytes: int = DEFAULT_PART_BYTES
     document_bytes: int = 2048 * _MIB
+    # New work is refused below this much free space in the state directory (see
+    # disseminator.storage): room kept for acknowledgements and the logs.
+    min_free_bytes: int = 64 * _MIB
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -44,6 +44,12 @@ class SiteMetrics:
             "xdn_queue_full", "Deliveries refused because a queue was full",
             registry=self.registry,
         )
+        self.storage_full = Counter(
+            "xdn_storage_full",
+            "Work refused because the state directory is full (below [limits] min_free_bytes, "
+            "or a write failed with SQLITE_FULL / ENOSPC), by operation",
+            ["operation"], registry=self.registry,
+        )
         self.refused_peers = Counter(
             "xdn_refused_calls", "Calls refused (bad certificate, malformed or unauthorised)",
             ["reason"], registry=self.registry,

@@ -29,6 +29,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from disseminator import leases, moves, replay
 from disseminator.delivery import StreamCursor, resume_point
@@ -50,10 +51,11 @@ from disseminator.policy_notices import Checked, SitePolicyNotices
 from disseminator.publications import Publication
 from disseminator.refresh import RefreshRequests
 from disseminator.routing import Destination, Registration, RoutingTable
+from disseminator.storage import StorageGuard, is_full_error
 from disseminator.store import Append, History, QueueFull, Retained, Store
 from disseminator.stored_documents import StoredDocument
 from xdn import certs, provenance
-from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError
+from xdn.errors import PeerError, ProtocolError, ProvenanceError, SignatureError, StorageFull
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology
 from xdn.policy import ChangeSet, PolicyEngine, PolicySet
@@ -64,6 +66,8 @@ from xdn.wireconv import revocation_list_delivery
 __all__ = ["SiteIdentity", "SiteNode"]
 
 log = logging.getLogger(__name__)
+# Acknowledgements that could not be committed for want of space are tried again this late.
+_FULL_RETRY_S = 1.0
 
 _BATCH = 256
 #: Acknowledgements that arrive within this many seconds are committed together.
@@ -97,6 +101,8 @@ class SiteNode:
         clock: Callable[[], datetime],
         on_interest_change: Callable[[], None] = lambda: None,
         metrics: SiteMetrics | None = None,
+        state_dir: Path | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         self.site = site
         self.uplink_address = site.uplink  # found through the DHT when not configured
@@ -104,6 +110,11 @@ class SiteNode:
         self.ontology = ontology
         self.engine = engine
         self.store = store
+        # The state directory's free-space floor and write-failure mapping (a full disk).
+        self.storage = StorageGuard(
+            state_dir, min_free_bytes=min_free_bytes, rollback=store.rollback,
+            counted=lambda op: self.metrics.storage_full.labels(operation=op).inc(),
+        )
         self.table = RoutingTable()
         self._fingerprints = Fingerprints()  # of the certificates in table.local
         self.planner = Planner(
@@ -276,13 +287,17 @@ class SiteNode:
         if self._log_flush is not None:
             self._log_flush.cancel()
             self._log_flush = None
-        staged = self.store.take_log_outbox()
-        if staged:
-            blobs = [data for _, data in staged]
-            offset = self._log.append_raw(b"".join(blobs))
-            self.store.clear_log_outbox(
-                (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
-            )
+        try:
+            with self.storage.mapped("log", "writing the provenance log"):
+                staged = self.store.take_log_outbox()
+                if staged:
+                    blobs = [data for _, data in staged]
+                    offset = self._log.append_raw(b"".join(blobs))
+                    self.store.clear_log_outbox(
+                        (i for i, _ in staged), logged=(offset, blobs), at_ms=self.now_ms()
+                    )
+        except StorageFull as exc:  # the outbox keeps them: written at the next flush
+            log.warning("%s", exc)
 
     # ---- routing -------------------------------------------------------------------------
     def route(
@@ -620,16 +635,25 @@ class SiteNode:
         self, acks: dict[tuple[str, str], int], committing: asyncio.Future[int]
     ) -> None:
         self._acks_committing = None
-        if committing.cancelled() or committing.exception() is not None:
-            log.error("committing acknowledgements failed (kept, to try again): %r",
-                      None if committing.cancelled() else committing.exception())
+        delay_s = ACK_WINDOW_S
+        failed = None if committing.cancelled() else committing.exception()
+        if committing.cancelled() or failed is not None:
+            if failed is not None and is_full_error(failed):  # not again at once: every 1 s
+                self.metrics.storage_full.labels(operation="ack").inc()
+                log.warning(
+                    "committing acknowledgements failed for want of space in %s (kept, to try "
+                    "again in %gs): %s", self.storage.directory, _FULL_RETRY_S, failed,
+                )
+                delay_s = _FULL_RETRY_S
+            else:
+                log.error("committing acknowledgements failed (kept, to try again): %r", failed)
             for (kind, name), seq in acks.items():  # (acknowledged twice is harmless)
                 destination = Destination(kind, name)
                 self._acks[destination] = max(seq, self._acks.get(destination, 0))
         else:
             self.store.acked(acks, committing.result())
         if self._acks and self._ack_flush is None:
-            self._ack_flush = self._later(self._flush_acks_aside, ACK_WINDOW_S)
+            self._ack_flush = self._later(self._flush_acks_aside, delay_s)
 
     async def settle_acks(self) -> None:
         """Wait for the acknowledgements being committed on the worker thread, then commit the

@@ -91,7 +91,7 @@ from disseminator.store import Body, QueueFull
 from disseminator.stored_documents import StagedRequest, StoredDocument, read_request
 from disseminator.stream_watch import StreamWatch
 from xdn import certs, lease
-from xdn.errors import CertificateError, PeerError, ProtocolError
+from xdn.errors import CertificateError, PeerError, ProtocolError, StorageFull
 from xdn.grpc_tls import peer_certificate
 from xdn.liveness import interval_ms
 from xdn.logthrottle import ThrottledLog
@@ -134,7 +134,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     code = grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(exc, CertificateError):
         code = grpc.StatusCode.UNAUTHENTICATED
-    elif isinstance(exc, LimitExceeded):
+    elif isinstance(exc, LimitExceeded | StorageFull):
         code = grpc.StatusCode.RESOURCE_EXHAUSTED
     await context.abort(code, str(exc))
 
@@ -245,8 +245,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             well_formed(request)
             publisher = self._peer(context, role="publisher")
-            return self._publish(publisher, request)
-        except (_Abort, PeerError) as exc:
+            storage = self._node.storage
+            storage.check("publish")
+            with storage.mapped("publish"):
+                return self._publish(publisher, request)
+        except (_Abort, PeerError, StorageFull) as exc:
             await self._refuse(context, exc)
             raise
 
@@ -262,25 +265,34 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                     grpc.StatusCode.UNAVAILABLE, f"site {self._node.site.name} is shutting down"
                 )
             publisher = self._peer(context, role="publisher")
-            store = self._node.store
-            joined = await joined_request(
-                first, parts, limit=self.limits.document_bytes, open_sink=store.stage,
-                on_part=parts.release,  # (each part's memory share: it is in the store)
-            )
-            try:
-                staged = _staged_request(joined.message, joined.size)
-                self._node.metrics.publish_parts.inc(joined.parts)
-                log.info(
-                    "publish by %s staged from %d parts (%d bytes)",
-                    publisher.name, joined.parts, joined.size,
-                )
-                return self._publish(publisher, staged.rest, staged.document)
-            finally:
-                store.let_go(joined.message)  # (kept if routing refers to it)
-        except (_Abort, PeerError) as exc:
+            storage = self._node.storage
+            storage.check("publish")
+            with storage.mapped("publish"):
+                return await self._publish_parts(publisher, first, parts)
+        except (_Abort, PeerError, StorageFull) as exc:
             await _drain(parts, _REFUSED_PARTS_GRACE_S)
             await self._refuse(context, exc)
             raise
+
+    async def _publish_parts(
+        self, publisher: certs.Credential, first: Any, parts: KeptStream
+    ) -> pb.PublishAck:
+        """Stage the rest of a request sent in parts, then publish it."""
+        store = self._node.store
+        joined = await joined_request(
+            first, parts, limit=self.limits.document_bytes, open_sink=store.stage,
+            on_part=parts.release,  # (each part's memory share: it is in the store)
+        )
+        try:
+            staged = _staged_request(joined.message, joined.size)
+            self._node.metrics.publish_parts.inc(joined.parts)
+            log.info(
+                "publish by %s staged from %d parts (%d bytes)",
+                publisher.name, joined.parts, joined.size,
+            )
+            return self._publish(publisher, staged.rest, staged.document)
+        finally:
+            store.let_go(joined.message)  # (kept if routing refers to it)
 
     def _publish(
         self,
@@ -483,7 +495,10 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                 new = registration.subscriber not in node.table.local
                 if new and (refusal := self._crl_refusal()) is not None:
                     raise _Abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
-                registration = node.register_local(registration, requested)
+                if new:  # (one already registered is served what it has, full or not)
+                    node.storage.check("subscription", "a new subscription")
+                with node.storage.mapped("subscription"):
+                    registration = node.register_local(registration, requested)
                 if not registration.grants:
                     node.unregister_local(registration.subscriber)
                     raise _Abort(
@@ -491,9 +506,11 @@ class DisseminatorService(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
                         "no policy grants it anything any more: the certificate has received "
                         "every document instance its grants allowed (max_instances)",
                     )
-                retained = node.replay_retained(registration) if new and request.retained else 0
+                if new and request.retained:
+                    with node.storage.mapped("subscription"):
+                        retained = node.replay_retained(registration)
             cursor = node.connect(destination, request.resume_after, WINDOW)
-        except (_Abort, PeerError) as exc:
+        except (_Abort, PeerError, StorageFull) as exc:
             await self._refuse(context, exc)
             raise
         generation = node.generation(destination)

@@ -359,6 +359,18 @@ class _Recent:
         return item
 
 
+# SQLite checkpoints its write-ahead log after 1,000 pages: 64 MiB with the store's 64 KiB
+# pages, and the file never shrinks after. A site whose disk fills needs that space bounded
+# (and counted in [limits] min_free_bytes): checkpoint every 4 MiB, keep at most 8 MiB after.
+_WAL_CHECKPOINT_PAGES = 4 * 1024 * 1024 // _PAGE_SIZE
+_WAL_KEEP_BYTES = 8 * 1024 * 1024
+
+
+def _bound_wal(db: sqlite3.Connection) -> None:
+    db.execute(f"PRAGMA wal_autocheckpoint={_WAL_CHECKPOINT_PAGES}")
+    db.execute(f"PRAGMA journal_size_limit={_WAL_KEEP_BYTES}")
+
+
 class Store:
     """The SQLite-backed state of one site."""
 
@@ -388,6 +400,7 @@ class Store:
         # A delivered row is ciphertext the site could never read: zero freed space only where
         # that costs no extra writes (some SQLite builds zero every freed page by default).
         self._db.execute("PRAGMA secure_delete=FAST")
+        _bound_wal(self._db)
         self._db.executescript(
             _SCHEMA + routed.SCHEMA + publications.SCHEMA + notifications.SCHEMA + messages.SCHEMA
             + dht_records.SCHEMA
@@ -443,9 +456,15 @@ class Store:
             self._aside = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             self._aside.execute("PRAGMA synchronous=NORMAL")  # (no ack follows its commits)
             self._aside.execute("PRAGMA secure_delete=FAST")
+            _bound_wal(self._aside)
         with self._db:  # documents staged by a site that stopped before routing them
             self._db.execute("BEGIN IMMEDIATE")
             body_chunks.drop_unreferenced(self._db)
+
+    def rollback(self) -> None:
+        """End a transaction a failed write left open (a full disk), so the next one works."""
+        if self._db.in_transaction:
+            self._db.rollback()
 
     def close(self) -> None:
         if self._aside is not None:

@@ -43,8 +43,9 @@ move are applied before those routed after it. The hand-over ends the old :meth:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import grpc
 
@@ -63,7 +64,7 @@ from disseminator.stored_documents import StagedDelivery
 from disseminator.stored_documents import read_delivery as read_staged
 from xdn import certs, lease
 from xdn.backoff import Backoff
-from xdn.errors import CertificateError, PeerError, ProtocolError
+from xdn.errors import CertificateError, PeerError, ProtocolError, StorageFull
 from xdn.grpc_tls import CHANNEL_OPTIONS, channel_credentials
 from xdn.heartbeat import Heartbeats
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -203,6 +204,9 @@ class Uplink:
             except asyncio.CancelledError:
                 if self.refused is None:  # we are being cancelled, not cutting the link
                     raise
+            except StorageFull as exc:  # not acknowledged: the uplink keeps it and resends
+                log.warning("uplink %s: %s; reconnecting", self._address, exc)
+                self.heard = False  # (back off while the disk stays full)
             except (grpc.aio.AioRpcError, PeerError) as exc:
                 details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.warning("uplink %s: %s; reconnecting", self._address, details)
@@ -285,10 +289,12 @@ class Uplink:
                         watch.heard_heartbeat(delivery.heartbeat.interval_ms)
                     elif kind == "part":
                         assert isinstance(delivery, pb.Delivery)
-                        self._take_part(parts, delivery)
+                        with self._storing(delivery.sequence):
+                            self._take_part(parts, delivery)
                     else:
                         parts.check_whole(delivery)
-                        self._apply(delivery)
+                        with self._storing(delivery.sequence):
+                            self._apply(delivery)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() is grpc.StatusCode.PERMISSION_DENIED and HANDED_OVER in (
                     exc.details() or ""
@@ -301,6 +307,17 @@ class Uplink:
                 parts.reset()  # (a delivery partly staged goes)
                 if receipts is not None:  # what was not acknowledged stays queued
                     receipts.cancel()
+
+    @contextlib.contextmanager
+    def _storing(self, sequence: int) -> Iterator[None]:
+        """Store a delivery (or a part) from the uplink, or end the link with
+        :class:`StorageFull` before acknowledging it: below the free-space floor, or when a
+        write fails for want of space (:mod:`disseminator.storage`)."""
+        storage = self._node.storage
+        what = f"delivery {sequence} from uplink {self._address}"
+        storage.check("delivery", what)
+        with storage.mapped("delivery", what):
+            yield
 
     def _take_part(self, parts: DeliveryJoiner[StoredBytes], delivery: pb.Delivery) -> None:
         """Stage one part; apply the delivery once its last part came, then let its staged

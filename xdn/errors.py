@@ -31,6 +31,7 @@ __all__ = [
     "ProvenanceError",
     "ReceiptError",
     "SignatureError",
+    "StorageFull",
     "UsageError",
     "XdnError",
 ]
@@ -134,3 +135,14 @@ class NoticeError(ProvenanceError):
 class ForeignNoticeError(NoticeError):
     """A failure notice signed under another certificate than the one of the party that hands
     it over: a party passes on its own notices only (a downlink site passes on its members')."""
+
+
+class StorageFull(XdnError):
+    """A site's state directory has no room for new work (free space below the site's floor,
+    or a write failed with ``SQLITE_FULL`` / ``ENOSPC``). Nobody's fault and not final: the
+    caller retries once space is freed (``RESOURCE_EXHAUSTED`` at the gRPC surface)."""
+
+    def __init__(self, message: str, *, directory: object, free_bytes: int | None) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.free_bytes = free_bytes
