@@ -28,6 +28,7 @@ from disseminator.limits import SERVER_OPTIONS, Limits, MemoryBudget
 from disseminator.metrics import SiteMetrics
 from disseminator.publish_parts import joined_request, parsed_request
 from disseminator.server import DisseminatorService
+from disseminator.storage import StorageGuard
 from disseminator.store import Store
 from disseminator.stored_documents import StoredDocument
 from xdn import certs
@@ -51,6 +52,9 @@ class _Node:
     store: Store = field(default_factory=lambda: Store(":memory:"))
     metrics: SiteMetrics = field(default_factory=lambda: SiteMetrics("d9"))
     revoked: frozenset[int] = frozenset()
+    storage: StorageGuard = field(  # a store in memory: never full
+        default_factory=lambda: StorageGuard(None, min_free_bytes=0)
+    )
 
     @property
     def site(self) -> SimpleNamespace:
