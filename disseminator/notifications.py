@@ -205,8 +205,8 @@ class Notifications:
         return int(cursor.rowcount)
 
     def prune_receipts(self, before_ms: int) -> int:
-        """Delete the receipts' (and policy notices') notifications accepted before
-        ``before_ms`` (inside the caller's transaction); return how many."""
+        """Delete the notifications of receipts, failure notices and policy notices accepted
+        before ``before_ms`` (inside the caller's transaction); return how many."""
         return int(self._db.execute(
             "DELETE FROM notifications WHERE receipt <> 0 AND received_ms < ?", (before_ms,)
         ).rowcount)
