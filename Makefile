@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace clean
+.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace curl clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,16 @@ strace:
 	  else echo "error: install strace (e.g. apt-get install strace) and rerun" >&2; exit 1; fi; \
 	fi
 
+curl:
+	@if ! command -v curl >/dev/null 2>&1; then \
+	  echo "== curl not found: installing curl (the README tour uses it)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  else echo "error: install curl (e.g. apt-get install curl) and rerun" >&2; exit 1; fi; \
+	fi
+
 iproute2:
 	@if ! command -v ip >/dev/null 2>&1; then \
 	  echo "== ip not found: installing iproute2 (needed by the network-namespace test)"; \
@@ -70,12 +80,12 @@ test: $(STAMP) java xmlsec1 iproute2 strace
 
 # The heavy multi-process scenarios (a dishonest site, namesakes, limits under abuse, leases,
 # revocation of sites, twenty sites): a few minutes more; CI runs them after `make test`.
-test-long: $(STAMP) java xmlsec1 iproute2 strace
+test-long: $(STAMP) java xmlsec1 iproute2 strace curl
 	$(PY) -m pytest -q -m long -n $(JOBS)
 
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5
-test-stress: $(STAMP) java xmlsec1 iproute2 strace
+test-stress: $(STAMP) java xmlsec1 iproute2 strace curl
 	$(PY) tests/stress.py --runs $(RUNS)
 
 test-fast: $(STAMP)
