@@ -99,7 +99,7 @@ proto: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy xdn disseminator publisher subscriber audit deploy
+	$(VENV)/bin/mypy xdn cli disseminator publisher subscriber audit deploy benchmarks
 
 clean:
 	rm -rf build

@@ -49,10 +49,10 @@ import grpc
 
 from benchmarks.harness import Result, ratio_result
 from benchmarks.procstat import cpu_seconds, memory_mb
+from deploy.docgen import generate
 from deploy.network import LocalNetwork, SubscriberSpec
 from deploy.pki import Party, ensure_ca, issue_party, revoke_party
 from xdn.certs import BLOCK_FIELD
-from xdn.docgen import generate
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc

@@ -36,7 +36,8 @@ from pathlib import Path
 from lxml import etree
 
 from benchmarks.harness import Result, ratio_result
-from xdn import crypto, docgen
+from deploy import docgen
+from xdn import crypto
 from xdn.codec import (
     ConceptKey,
     EncodedDocument,

@@ -45,10 +45,10 @@ from typing import Any
 from benchmarks.harness import Result, ratio_result
 from benchmarks.key_service import PUBLISHER, key_service
 from benchmarks.procstat import memory_mb
+from deploy.docgen import generate
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
 from publisher.client import Publisher
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 

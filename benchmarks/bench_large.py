@@ -22,9 +22,9 @@ from pathlib import Path
 
 from benchmarks.harness import Result, ratio_result
 from benchmarks.procstat import memory_mb, run_measured
+from deploy.docgen import generate
 from deploy.expectations import read_received
 from deploy.network import LocalNetwork, SiteSpec, SubscriberSpec, wait_until
-from xdn.docgen import generate
 
 PUBLISHER = "production-dept"
 FRAGMENTS = 10_000  # a hint: padding makes a handful of large fragments (6 at 1 GB)

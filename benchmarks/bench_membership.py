@@ -27,13 +27,13 @@ import grpc
 
 from benchmarks.harness import Result, ratio_result
 from benchmarks.key_service import PUBLISHER, key_service
+from deploy.docgen import generate
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
 from disseminator.limits import Limits
 from disseminator.uplink import interest_chunks
 from publisher.client import Publisher
 from xdn import certs, crypto, lease
-from xdn.docgen import generate
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT

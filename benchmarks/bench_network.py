@@ -33,8 +33,8 @@ from pathlib import Path
 
 from benchmarks.bare_relay import drive
 from benchmarks.harness import Result, ratio_result
+from deploy.docgen import generate
 from deploy.network import LocalNetwork, SiteSpec, SubscriberSpec
-from xdn.docgen import generate
 
 
 def _bare_chain(workdir: Path, messages: int) -> float:

@@ -47,13 +47,13 @@ import grpc
 from benchmarks.bare_hop import drive
 from benchmarks.harness import Result, ratio_result
 from benchmarks.procstat import CLK_TCK, cpu_seconds
+from deploy.docgen import generate
 from deploy.network import DEFAULT_PUBLISHERS, LocalNetwork, SiteSpec, SubscriberSpec
 from deploy.pki import Party, issue_party
 from disseminator.planning import Planner
 from disseminator.routing import Registration, RoutingTable
 from publisher.client import Publisher, PublisherSetup
 from xdn import certs, crypto, provenance
-from xdn.docgen import generate
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
 from xdn.mapping import load_mapping
 from xdn.ontology import load_ontology

@@ -311,7 +311,7 @@ class Cluster:
         self._state(site.name, "metrics_port").unlink(missing_ok=True)
         self._state(site.name, "web_port").unlink(missing_ok=True)
         config = self.net.site_config(site)
-        args = [sys.executable, "-m", "xdn.cli", *(["-v"] if self._verbose else []),
+        args = [sys.executable, "-m", "cli", *(["-v"] if self._verbose else []),
                 "disseminator", "serve", "--config", str(config)]
         with open(self.workdir / f"{site.name}.out", "ab") as out:
             proc = subprocess.Popen(  # a new session: the site outlives this command

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.demo_linked_data import linked_data_step
+from deploy.docgen import generate
 from deploy.expectations import Deliveries, expected_deliveries, read_received
 from deploy.network import (
     DEFAULT_SUBSCRIBERS,
@@ -39,7 +40,6 @@ from deploy.network import (
     SubscriberSpec,
     wait_until,
 )
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 
 __all__ = ["DemoResult", "Expectation", "run_demo"]

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from urllib.parse import unquote
 
 from deploy.network import LocalNetwork, wait_until
+from deploy.web_client import WebClient
 from xdn import certs, provenance, rdf
 from xdn import linked_data as ld
-from xdn.admin_cli import WebClient
 from xdn.errors import PeerError
 from xdn.receipts import Receipt, read_receipt
 

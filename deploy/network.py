@@ -51,7 +51,7 @@ class SiteSpec:
     name: str
     block: str
     uplink: str | None = None
-    # A command prefix run instead of ``python -m xdn.cli`` (the tests' dishonest site).
+    # A command prefix run instead of ``python -m cli`` (the tests' dishonest site).
     launcher: tuple[str, ...] = ()
 
 
@@ -210,7 +210,7 @@ class LocalNetwork:
 
     # ---- processes -----------------------------------------------------------------------
     def _xdn(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "xdn.cli", *(["-v"] if self._verbose else []), *args]
+        return [sys.executable, "-m", "cli", *(["-v"] if self._verbose else []), *args]
 
     def _site_command(self, site: SiteSpec, config: Path) -> list[str]:
         args = ("disseminator", "serve", "--config", str(config))

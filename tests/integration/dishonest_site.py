@@ -345,7 +345,7 @@ def main(argv: Sequence[str]) -> int:
         raise SystemExit("usage: dishonest_site.py FAULT[:ARGUMENT] -- XDN-ARGUMENTS...")
     disable_grpc_fork_handlers()
     install(argv[0])
-    from xdn.cli import main as xdn_main
+    from cli.main import main as xdn_main
 
     print(f"dishonest site: fault {argv[0]} installed", flush=True)
     return xdn_main(list(argv[2:]))

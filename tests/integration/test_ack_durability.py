@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.docgen import generate
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn import ids
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 
 pytestmark = pytest.mark.integration

@@ -17,19 +17,11 @@ pytestmark = pytest.mark.integration
 
 TOPOLOGY = REPO_ROOT / "deploy" / "topologies" / "three-sites.toml"
 
-# The real `xdn` entry point, with `xdn cluster` registered even before xdn/cli.py lists it.
-_ENTRY = """\
-import sys
-import xdn.cli as cli
-if "deploy.cluster_cli" not in cli._COMMAND_MODULES:
-    cli._COMMAND_MODULES = (*cli._COMMAND_MODULES, "deploy.cluster_cli")
-sys.exit(cli.main(sys.argv[1:]))
-"""
 
 
 def _xdn(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _ENTRY, *args], capture_output=True, text=True,
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True,
         timeout=timeout, check=False,
     )
 

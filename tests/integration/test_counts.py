@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.docgen import generate
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, SubscriberSpec, wait_until
 from deploy.pki import Party, issue_party
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 
@@ -64,7 +64,7 @@ def _documents(directory: Path) -> dict[str, list[Path]]:
 
 def _unsubscribe(network: LocalNetwork, name: str, site: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address(site),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address(site),
          "--name", name, "--certs", str(network.certs)],
         capture_output=True, text=True, check=False, timeout=60,
     )

@@ -197,7 +197,7 @@ def test_a_root_listing_a_revoked_subscriber_gets_no_key_sealed_to_her(
     net = dishonest
     mallory = _member_id(net.certs, "mallory")
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(net.certs),
+        [sys.executable, "-m", "cli", "certs", "revoke", "--dir", str(net.certs),
          "--name", "mallory"],
         capture_output=True, text=True, check=False,
     )
@@ -311,7 +311,7 @@ def test_a_root_keeping_a_departed_member_delays_her_rekey_by_one_lease_at_most(
 
     net.stop_subscriber("alice")
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", net.address("d2"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", net.address("d2"),
          "--name", "alice", "--certs", str(net.certs)],
         capture_output=True, text=True, check=False,
     )

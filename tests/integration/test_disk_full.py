@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy.docgen import generate
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import (
     DEFAULT_SUBSCRIBERS,
@@ -27,7 +28,6 @@ from deploy.network import (
     wait_until,
 )
 from disseminator.storage import free_bytes
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.docgen import generate
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, SubscriberSpec
 from deploy.pki import Party, issue_party
-from xdn.docgen import generate
 from xdn.ontology import load_ontology
 
 pytestmark = pytest.mark.integration

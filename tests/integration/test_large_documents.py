@@ -15,9 +15,9 @@ import pytest
 from dishonest_site import launcher  # tests/integration is on sys.path (pytest's rootdir)
 
 from benchmarks.procstat import memory_mb, run_measured
+from deploy.docgen import generate
 from deploy.expectations import expected_deliveries, read_received
 from deploy.network import ONTOLOGY, LocalNetwork, wait_until
-from xdn.docgen import generate
 from xdn.grpc_tls import MAX_MESSAGE_BYTES
 from xdn.ontology import load_ontology
 

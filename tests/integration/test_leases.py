@@ -58,7 +58,7 @@ def test_a_silent_subscriber_is_rekeyed_out_when_its_lease_lapses_a_leaver_at_on
     lapsed_at = time.monotonic() + LEASE_S
     # carol unsubscribes (with a signed leave), though her hour-long lease has not lapsed.
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d2"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address("d2"),
          "--name", "carol", "--certs", str(network.certs)],
         capture_output=True, text=True, check=False,
     )

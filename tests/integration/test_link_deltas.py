@@ -87,7 +87,7 @@ def test_a_join_and_a_leave_behind_a_downlink_cost_the_uplink_one_check(
     assert net.metric("d1", UPDATES, kind="delta") > deltas
 
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", net.address("d2"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", net.address("d2"),
          "--name", "carol", "--certs", str(net.certs)],
         capture_output=True, text=True, check=False, timeout=60,
     )

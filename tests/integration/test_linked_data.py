@@ -297,7 +297,7 @@ def test_a_connection_flood_is_closed_at_accept_and_grpc_serves(network: LocalNe
 def test_the_inbox_from_the_command_line(
     network: LocalNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from xdn.cli import main
+    from cli.main import main
 
     note = tmp_path / "note.jsonld"
     note.write_text(json.dumps(NOTE))

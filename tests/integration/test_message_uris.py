@@ -101,7 +101,7 @@ def test_other_representations_and_unknown_messages(
 def test_provenance_show_fetches_a_message_uri(
     published: tuple[LocalNetwork, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from xdn.cli import main
+    from cli.main import main
 
     network, uri = published
     who = ["--web", network.web_url("d2"), "--certs", str(network.certs)]
@@ -117,8 +117,8 @@ def test_a_message_uri_resolves_through_another_site(
 ) -> None:
     """Only d1's endpoint is given: d2, which minted the URI, is found through it (its signed
     DHT record, checked here under the CA), and the message fetched from d2 verifies."""
-    from xdn.admin_cli._web import client_for
-    from xdn.cli import main
+    from cli.admin._web import client_for
+    from cli.main import main
 
     network, uri = published
     via = ["--via", network.web_url("d1"), "--certs", str(network.certs), "--name", "alice"]

@@ -31,7 +31,7 @@ ALICE = {"OU": "Cred1"}  # the default network's alice: granted production-dept'
 
 def _xdn(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, check=False
     )
 
 

@@ -113,7 +113,7 @@ class _Hosted:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(self, name: str, host: str, args: Sequence[str]) -> None:
-        command = [*self.hosts.exec(host), sys.executable, "-m", "xdn.cli", *args]
+        command = [*self.hosts.exec(host), sys.executable, "-m", "cli", *args]
         with open(self.net.workdir / f"{name}.out", "ab") as out:
             self.procs[name] = subprocess.Popen(
                 command, cwd=self.net.workdir, stdout=out, stderr=subprocess.STDOUT
@@ -185,7 +185,7 @@ def test_sites_in_separate_network_namespaces(hosts: Hosts, tmp_path: Path) -> N
         marker = net.workdir / "marker.xml"
         shutil.copyfile(SAMPLE, marker)
         publish = [
-            sys.executable, "-m", "xdn.cli", "publish", str(SAMPLE), str(marker),
+            sys.executable, "-m", "cli", "publish", str(SAMPLE), str(marker),
             "--connect", hosted.address("d1"), "--name", spec.name, "--certs", "certs",
             "--mapping", str(spec.mapping), "--policy", f"policies/{spec.policy.name}",
             "--ontology", str(ONTOLOGY), "--state-dir", "state", "--log", f"logs/{spec.name}.nq",

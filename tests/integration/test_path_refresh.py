@@ -64,7 +64,7 @@ def test_a_member_that_missed_an_epoch_catches_up_by_a_path_refresh(
 
     network.start_subscriber("alice")
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d2"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address("d2"),
          "--name", "carol", "--certs", str(network.certs)],
         capture_output=True, text=True, check=False,
     )

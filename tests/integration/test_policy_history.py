@@ -150,7 +150,7 @@ def _subscribe_again(network: LocalNetwork, name: str) -> dict[str, list[str]]:
     """Unsubscribe ``name``, restart d1, subscribe again; return the new registration's grants."""
     network.stop_subscriber(name)
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d1"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address("d1"),
          "--name", name, "--certs", str(network.certs)],
         capture_output=True, text=True, check=False, timeout=60,
     )

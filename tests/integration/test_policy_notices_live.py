@@ -153,7 +153,7 @@ def test_a_policy_change_reaches_alice_and_bob_as_signed_notices_in_their_inboxe
         assert _policy_notices(network, who, "d1").count(root) == 1
 
     # xdn inbox list, as alice, at d2: her notice, once.
-    from xdn.cli import main
+    from cli.main import main
 
     capsys.readouterr()
     who = ["--web", network.web_url("d2"), "--certs", str(network.certs), "--name", "alice"]

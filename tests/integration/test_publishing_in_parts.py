@@ -19,10 +19,10 @@ from typing import Any
 import grpc
 import pytest
 
+from deploy.docgen import generate
 from deploy.network import LocalNetwork, wait_until
 from tests.integration.networks import serving_alice
 from tests.integration.raw_calls import site_channel
-from xdn.docgen import generate
 from xdn.paths import REPO_ROOT
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc

@@ -70,7 +70,7 @@ def _published_while_carol_is_away(net: LocalNetwork, document_id: str) -> None:
 
 def _receipts(net: LocalNetwork, document_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "provenance", "receipts", document_id,
+        [sys.executable, "-m", "cli", "provenance", "receipts", document_id,
          "--connect", net.address("d1"), "--name", PUBLISHER, "--certs", "certs",
          "--state-dir", "state", *extra],
         cwd=net.workdir, capture_output=True, text=True, timeout=120, check=False,
@@ -137,7 +137,7 @@ def test_fetched_receipts_are_kept_by_the_publisher_and_acknowledged_at_the_root
 
 def test_an_unreachable_site_is_a_clear_error(network: LocalNetwork) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "provenance", "receipts", "order-r1",
+        [sys.executable, "-m", "cli", "provenance", "receipts", "order-r1",
          "--connect", "127.0.0.1:1", "--name", PUBLISHER, "--certs", "certs",
          "--state-dir", "state"],
         cwd=network.workdir, capture_output=True, text=True, timeout=120, check=False,

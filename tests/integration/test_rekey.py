@@ -44,7 +44,7 @@ def test_leave_rekeys_and_the_leaver_gets_no_new_key(network: LocalNetwork) -> N
     assert before == _keys(network, "alice")  # same groups, same epochs
 
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d2"),
+        [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address("d2"),
          "--name", "carol", "--certs", str(network.certs)],
         capture_output=True, text=True, check=False,
     )

@@ -23,7 +23,7 @@ SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 
 def _xdn(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, check=False
     )
 
 

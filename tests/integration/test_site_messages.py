@@ -25,7 +25,7 @@ def _subscribe(network: LocalNetwork, certs: Path, name: str, out: Path) -> (
     subprocess.CompletedProcess[str]
 ):
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "subscribe", "--connect", network.address("d2"),
+        [sys.executable, "-m", "cli", "subscribe", "--connect", network.address("d2"),
          "--name", name, "--certs", str(certs), "--out", str(out / "inbox"),
          "--state-dir", str(out / "state")],
         capture_output=True, text=True, timeout=60, check=False,
@@ -78,7 +78,7 @@ def test_a_revoked_subscriber_is_told(network: LocalNetwork, tmp_path: Path) -> 
     issue_party(network.certs, Party(name="carol", role="subscriber",
                                      attributes={"OU": "Cred1"}), now=now)
     revoke = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(network.certs),
+        [sys.executable, "-m", "cli", "certs", "revoke", "--dir", str(network.certs),
          "--name", "carol"], capture_output=True, text=True, check=False,
     )
     assert revoke.returncode == 0, revoke.stderr
@@ -107,7 +107,7 @@ def test_unsubscribe_ends_a_debugging_subscriber_cleanly(
     traceback among the debug lines."""
     out = tmp_path / "alice"
     subscriber = subprocess.Popen(
-        [sys.executable, "-m", "xdn.cli", "-vv", "subscribe", "--connect", network.address("d2"),
+        [sys.executable, "-m", "cli", "-vv", "subscribe", "--connect", network.address("d2"),
          "--name", "alice", "--certs", str(network.certs), "--out", str(out / "inbox"),
          "--state-dir", str(out / "state")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -116,7 +116,7 @@ def test_unsubscribe_ends_a_debugging_subscriber_cleanly(
         assert wait_until(lambda: (out / "inbox" / "subscription.json").exists()
                           or subscriber.poll() is not None)
         done = subprocess.run(
-            [sys.executable, "-m", "xdn.cli", "unsubscribe", "--connect", network.address("d2"),
+            [sys.executable, "-m", "cli", "unsubscribe", "--connect", network.address("d2"),
              "--name", "alice", "--certs", str(network.certs)],
             capture_output=True, text=True, timeout=60, check=False,
         )

@@ -54,7 +54,7 @@ def net(tmp_path: Path) -> Iterator[LocalNetwork]:
 def _site(net: LocalNetwork, action: str, site: str, name: str,
           *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "site", action, "--connect", net.address(site),
+        [sys.executable, "-m", "cli", "site", action, "--connect", net.address(site),
          "--certs", str(net.certs), "--name", name, *extra],
         cwd=net.workdir, capture_output=True, text=True, timeout=60, check=False,
     )

@@ -67,7 +67,7 @@ def _refusals(network: LocalNetwork, name: str) -> list[dict[str, object]]:
 
 def _revoke_publisher(network: LocalNetwork) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "certs", "revoke", "--dir", str(network.certs),
+        [sys.executable, "-m", "cli", "certs", "revoke", "--dir", str(network.certs),
          "--name", PUBLISHER],
         capture_output=True, text=True, check=False,
     )

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from deploy.docgen import generate
 from deploy.expectations import Deliveries, expected_deliveries, read_received
 from deploy.network import DEFAULT_PUBLISHERS, LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
 from subscriber.client import run_subscribers, unsubscribe
 from subscriber.session import SubscriberSetup
 from xdn.collector import tune_for_service
-from xdn.docgen import generate
 from xdn.grpc_tls import TlsFiles
 from xdn.ontology import Ontology, load_ontology
 from xdn.paths import REPO_ROOT

@@ -127,7 +127,7 @@ def test_withheld_documents_are_asked_for_replayed_or_reported(
     assert _gap_notices(network, "d2") == [2]  # once at each site
     # the publisher learns who is missing what: #2 is order-b v1, which alice never got
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "provenance", "receipts", "order-b", "--json",
+        [sys.executable, "-m", "cli", "provenance", "receipts", "order-b", "--json",
          "--connect", network.address("d1"), "--name", "production-dept", "--certs", "certs",
          "--state-dir", "state"],
         cwd=network.workdir, capture_output=True, text=True, timeout=120, check=False,

@@ -229,7 +229,7 @@ def test_audit_on_a_standalone_cluster_matches_local_mode(
         [
             sys.executable,
             "-m",
-            "xdn.cli",
+            "cli",
             "audit",
             str(logs),
             "--ca",

@@ -1,4 +1,4 @@
-"""The administrator commands end to end through ``xdn.cli.main``: output, exit codes, errors."""
+"""The administrator commands end to end through ``cli.main.main``: output, exit codes, errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from xdn import admin_cli, certs
-from xdn.cli import main
+from cli import admin as admin_cli
+from cli.main import main
+from xdn import certs
 from xdn.policy import signature_path
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from xdn import certs
-from xdn.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 PD = REPO / "policies" / "production-dept.toml"

@@ -255,7 +255,7 @@ def test_a_new_session_gets_driver_memory_partitions_and_conf() -> None:
 def test_cli_refuses_bad_session_options_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
 ) -> None:
-    from xdn.cli import main
+    from cli.main import main
 
     (tmp_path / "ca.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\n")
     argv = ["audit", str(tmp_path), "--ca", str(tmp_path / "ca.pem"), "--out", str(tmp_path)]

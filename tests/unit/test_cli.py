@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from xdn.cli import build_parser, main
+from cli.main import build_parser, main
 
 SUBCOMMANDS = (
     "demo",

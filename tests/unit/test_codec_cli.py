@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from xdn import cli, codec_cli, crypto
+from cli import codec as codec_cli
+from cli import main as cli
+from xdn import crypto
 from xdn.paths import REPO_ROOT
 
 ONTOLOGY = REPO_ROOT / "ontology" / "production.owl"
@@ -15,12 +17,6 @@ MAPPING = REPO_ROOT / "ontology" / "mappings" / "production-dept.toml"
 SAMPLE = REPO_ROOT / "ontology" / "samples" / "production-dept-order.xml"
 XENC = "http://www.w3.org/2001/04/xmlenc#"
 DS = "http://www.w3.org/2000/09/xmldsig#"
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    if "xdn.codec_cli" not in cli._COMMAND_MODULES:
-        monkeypatch.setattr(cli, "_COMMAND_MODULES", (*cli._COMMAND_MODULES, "xdn.codec_cli"))
 
 
 def encode(tmp_path: Path, *extra: str) -> tuple[Path, Path]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from xdn import docgen
+from deploy import docgen
 
 pytestmark = pytest.mark.integration
 

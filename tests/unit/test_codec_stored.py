@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from lxml import etree
 
+from deploy.docgen import generate
 from tests.unit.test_codec_property import (
     CONCEPTS,
     DOC,
@@ -33,7 +34,6 @@ from xdn.codec import (
 )
 from xdn.codec import _plaintext as plaintext
 from xdn.codec._canonical_view import CanonicalWriter, _attributes, _name
-from xdn.docgen import generate
 from xdn.errors import DecryptError, HostileXmlError
 from xdn.mapping import load_mapping, map_document
 from xdn.ontology import load_ontology

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from xdn import crypto, docgen
+from deploy import docgen
+from xdn import crypto
 from xdn.codec import (
     ConceptKey,
     EncodedDocument,

@@ -16,9 +16,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from cli.main import main
 from deploy.pki import Party, ensure_ca, issue_party
 from xdn import certs, crypto
-from xdn.cli import main
 from xdn.errors import DecryptError, SignatureError, UsageError
 from xdn.provenance import (
     ChainVerifier,

@@ -10,8 +10,9 @@ from typing import BinaryIO, cast
 import pytest
 from lxml import etree
 
-from xdn import admin_cli, xmlsafe
-from xdn.docgen import MAX_TEXT_PIECE, SCHEMAS, generate
+from cli import admin as admin_cli
+from deploy.docgen import MAX_TEXT_PIECE, SCHEMAS, generate
+from xdn import xmlsafe
 from xdn.errors import UsageError
 from xdn.mapping import Mapping, load_mapping, map_document
 from xdn.ontology import Ontology, load_ontology

@@ -83,7 +83,7 @@ def test_it_must_run_before_grpc_loads() -> None:
 def test_the_xdn_command_turns_the_handlers_off_before_any_subcommand_runs() -> None:
     done = _python(
         "import os, sys\n"
-        "from xdn.cli import main\n"
+        "from cli.main import main\n"
         "main(['certs', 'show', '/nonexistent.pem'])\n"
         f"print(os.environ.get({FORK_SUPPORT_VARIABLE!r}))\n"
     )

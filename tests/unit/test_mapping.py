@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from xdn import admin_cli, xmlsafe
+from cli import admin as admin_cli
+from xdn import xmlsafe
 from xdn.errors import HostileXmlError, MappingError
 from xdn.mapping import (
     Mapping,

@@ -4,8 +4,8 @@ Three in-process endpoints on loopback (real mutual TLS): d1, asked (``GET /node
 whose DHT lookup is a seam this test controls — honest, or dishonest in every way a site
 could be: someone else's record, an altered one, one forged under another site's
 certificate, a stale one, a withdrawal, garbage — and d2 and d3, the sites resolved to. The
-client (:func:`xdn.admin_cli._web.resolve`, :func:`client_for`) must accept only d2's own
-live record, and then only an endpoint presenting d2's certificate.
+client (:func:`deploy.web_client.resolve`, :func:`cli.admin._web.client_for`) must accept only
+d2's own live record, and then only an endpoint presenting d2's certificate.
 """
 
 from __future__ import annotations
@@ -22,19 +22,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from cli.admin._web import client_for
+from deploy.web_client import Reply, ResolveError, WebClient, node_name, resolve
 from disseminator.dht import SiteCredentials, SiteRecord, sign_site_record
 from disseminator.store import Store
 from disseminator.web import WebConfig, WebServer, WebSite, client_context, server_context
 from tests.unit.chain_fixtures import BLOCK
 from xdn import certs
-from xdn.admin_cli._web import (
-    Reply,
-    ResolveError,
-    WebClient,
-    client_for,
-    node_name,
-    resolve,
-)
 from xdn.errors import PeerError, UsageError
 
 NOW = datetime.now(UTC)

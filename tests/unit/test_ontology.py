@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from xdn import admin_cli
+from cli import admin as admin_cli
 from xdn.errors import OntologyError
 from xdn.ontology import Ontology, check, load_ontology, local_name
 

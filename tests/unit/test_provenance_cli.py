@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.admin._provenance import graph_at_fault
+from cli.main import main
 from xdn import certs, crypto
-from xdn.admin_cli._provenance import graph_at_fault
-from xdn.cli import main
 from xdn.provenance import (
     ContentFacts,
     Hop,

@@ -225,7 +225,7 @@ def test_a_part_size_out_of_bounds_is_refused_before_any_work(
 def test_the_cli_refuses_a_part_size_below_the_minimum(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from xdn.cli import main
+    from cli.main import main
 
     code = main([
         "publish", "doc.xml", "--connect", "127.0.0.1:9", "--name", PUBLISHER,

@@ -223,8 +223,8 @@ def _refusal(pki: Pki, who: str, hop: str, at_ms: int, **facts: object) -> bytes
 def test_refusals_that_name_no_document_version_are_reported_apart(
     pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from cli.main import main
     from publisher.receipts import check_notice
-    from xdn.cli import main
 
     t = int(NOW.timestamp() * 1000)
     notices = [

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from deploy.pki import Party, ensure_ca, issue_party, revoke_party, write_crl
 from disseminator.config import load_site_config
 from disseminator.daemon import crl_at_start, read_crl_file
 from disseminator.metrics import SiteMetrics
 from disseminator.store import Store
 from xdn import certs
-from xdn.cli import main
 from xdn.errors import ConfigError, UsageError
 
 SITE = """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from cli.main import _QuietCancelledRequests
 from subscriber.messages import UNSUBSCRIBED_REASON, accepted_line, stream_end
-from xdn.cli import _QuietCancelledRequests
 from xdn.grpc_tls import handshake_hint
 
 _BAD_SIGNATURE = (
@@ -93,7 +93,7 @@ def test_shutdown_cancellation_traceback_is_dropped() -> None:
 
 
 def test_any_command_failing_a_handshake_gets_the_hint() -> None:
-    from xdn.cli import _hint
+    from cli.main import _hint
     from xdn.errors import UsageError
 
     assert _hint(UsageError(f"unsubscribe at 127.0.0.1:1: UNAVAILABLE: {_BAD_SIGNATURE}")) \

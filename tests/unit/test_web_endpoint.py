@@ -324,7 +324,7 @@ def test_the_command_line_lists_every_page(pki: Path, capsys: pytest.CaptureFixt
                 async with http.post(base + "inbox/", data=NOTE, ssl=_client(pki, "alice"),
                                      headers={"Content-Type": "application/ld+json"}) as reply:
                     assert reply.status == 201
-        from xdn.cli import main
+        from cli.main import main
 
         who = ["--web", base, "--certs", str(pki), "--name", "alice"]
         assert await asyncio.to_thread(main, ["inbox", "list", *who]) == 0

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from lxml import etree
 from test_codec_property import CLARK, CONCEPTS, KEYS, ONTOLOGY, SPECS, build
 
-from xdn import crypto, docgen
+from deploy import docgen
+from xdn import crypto
 from xdn.codec import (
     XDN_NS,
     ConceptKey,

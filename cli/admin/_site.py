@@ -1,11 +1,11 @@
 """``xdn site resolve NAME|URI --via URL``: where a site's HTTPS endpoint is, and why to believe it.
 
-(``xdn site status`` and ``xdn site subscribers`` are in :mod:`xdn.admin_cli._site_status`.)
+(``xdn site status`` and ``xdn site subscribers`` are in :mod:`cli.admin._site_status`.)
 
 A node URI (``https://NAME.xdn.example/``) is a name, not an address. Any site's endpoint
 answers ``GET /nodes/NAME`` with NAME's signed DHT record as it finds it; this command checks
 that record here — signed by NAME under a site certificate of the network CA, live — and
-prints what it says (:func:`xdn.admin_cli._web.resolve`). A site that answers a forged,
+prints what it says (:func:`deploy.web_client.resolve`). A site that answers a forged,
 altered, stale or someone else's record is refused with the reason, so the site asked is
 trusted with nothing. The other commands that take ``--via`` resolve the same way.
 """
@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from xdn.admin_cli import _site_status
-from xdn.admin_cli._web import WebClient, node_name, resolve
+from cli.admin import _site_status
+from deploy.web_client import WebClient, node_name, resolve
 from xdn.errors import UsageError
 
 __all__ = ["cmd_site_resolve", "register"]

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xdn.admin_cli._common import load_ontology, ontology_arg, read
+from cli.admin._common import load_ontology, ontology_arg, read
 from xdn.errors import UsageError
 
 if TYPE_CHECKING:

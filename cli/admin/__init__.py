@@ -2,7 +2,7 @@
 ``inbox`` and ``generate``.
 
 Each leaf subcommand sets ``func`` to a function of the parsed namespace returning an exit
-code. Errors are raised as :class:`~xdn.errors.XdnError` and printed by ``xdn.cli.main``. Heavy
+code. Errors are raised as :class:`~xdn.errors.XdnError` and printed by ``cli.main.main``. Heavy
 imports (owlready2, lxml) happen inside the command functions so ``xdn --help`` stays fast.
 This is an edge package: it reads files and the clock (when ``--at`` is not given) and runs
 Graphviz; the modules it drives stay pure.
@@ -16,24 +16,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xdn.admin_cli import _inbox, _ontology, _policy, _provenance, _site
-from xdn.admin_cli._common import DEFAULT_ONTOLOGY
-from xdn.admin_cli._ontology import cmd_mapping_test, cmd_ontology_check, cmd_ontology_show
-from xdn.admin_cli._policy import (
+from cli.admin import _inbox, _ontology, _policy, _provenance, _site
+from cli.admin._common import DEFAULT_ONTOLOGY
+from cli.admin._ontology import cmd_mapping_test, cmd_ontology_check, cmd_ontology_show
+from cli.admin._policy import (
     cmd_policy_check,
     cmd_policy_diff,
     cmd_policy_explain,
     cmd_policy_sign,
     explain_lines,
 )
-from xdn.admin_cli._web import WebClient
 from xdn.errors import UsageError
 from xdn.paths import REPO_ROOT
 
 __all__ = [
     "DEFAULT_ONTOLOGY",
     "REPO_ROOT",
-    "WebClient",
     "cmd_generate",
     "cmd_mapping_test",
     "cmd_ontology_check",
@@ -80,7 +78,7 @@ def register(subparsers: Any) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``xdn generate``: write a deterministic document of about ``--size`` bytes."""
-    from xdn.docgen import generate
+    from deploy.docgen import generate
 
     if args.fragments is not None and args.fragments < 1:
         raise UsageError("--fragments must be positive")

@@ -27,7 +27,7 @@ made by concatenating a message and the logs of the nodes it passed through work
   (:mod:`publisher.receipts`, imported when the command runs: this admin CLI is an edge).
 
 Input is bounded (``--max-bytes``) before it is parsed. Every refusal is an
-:class:`~xdn.errors.PeerError` raised here and printed by ``xdn.cli.main``; this module is the
+:class:`~xdn.errors.PeerError` raised here and printed by ``cli.main.main``; this module is the
 edge that reads files and prints, the provenance core stays pure.
 """
 
@@ -42,8 +42,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xdn.admin_cli._common import at_arg, read, when
-from xdn.admin_cli._web import client_for, web_args
+from cli.admin._common import at_arg, read, when
+from cli.admin._web import client_for, web_args
 from xdn.errors import CertificateError, ProvenanceError, SignatureError, UsageError
 
 if TYPE_CHECKING:

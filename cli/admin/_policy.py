@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xdn.admin_cli._common import at_arg, credential, load_ontology, ontology_arg, read, when
+from cli.admin._common import at_arg, credential, load_ontology, ontology_arg, read, when
 from xdn.errors import PolicyError, UsageError
 
 if TYPE_CHECKING:

@@ -1,12 +1,12 @@
-"""An HTTPS client of a site's linked-data endpoint, for the command line (an edge).
+"""An HTTPS client of a site's linked-data endpoint (for the command line, the demo, the console).
 
-Every request is mutual TLS with a certificate of the network (``--certs DIR --name NAME``:
-``NAME.pem``, ``NAME.key``, ``ca.pem``), as the endpoint requires. Resources are named by node
+Every request is mutual TLS with a certificate of the network (a directory with ``NAME.pem``,
+``NAME.key`` and ``ca.pem``), as the endpoint requires. Resources are named by node
 URIs (``https://d2.xdn.example/msg/…``), which are names, not addresses. Where to ask:
 
-* ``--web URL`` — the base URL of the site's own endpoint (as ``xdn cluster status`` prints
-  it); a node URI's path is asked there, whoever's URI it is.
-* ``--via URL`` — *any* site's endpoint. The site a node URI names is resolved through it
+* a site's own endpoint (its base URL, as ``xdn cluster status`` prints it): a node URI's path
+  is asked there, whoever's URI it is;
+* *any* site's endpoint, through which the site a node URI names is resolved
   (:func:`resolve`): ``GET /nodes/NAME`` answers NAME's signed DHT record, which this client
   checks itself — the signature under the certificate the record carries, that certificate
   under the network CA (a site's, in force), that it is NAME's and live — and then asks the
@@ -14,17 +14,15 @@ URIs (``https://d2.xdn.example/msg/…``), which are names, not addresses. Where
   the site asked is trusted with nothing: a forged, altered, stale or someone else's record
   is refused (:class:`ResolveError`), and so is an endpoint that is not NAME's.
 
-Answers are read up to ``--max-bytes``; a status other than 2xx is a
+Answers are read up to a size limit; a status other than 2xx is a
 :class:`~xdn.errors.PeerError` carrying the site's message.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import ssl
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,14 +32,13 @@ from xdn import certs as xdn_certs
 from xdn.errors import CertificateError, PeerError, UsageError
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "Reply",
     "ResolveError",
     "Resolved",
     "WebClient",
-    "client_for",
     "node_name",
     "resolve",
-    "web_args",
 ]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -50,28 +47,7 @@ _RECORD_BYTES = 64 * 1024  # a site record: a certificate, a signature, a few na
 
 
 class ResolveError(PeerError):
-    """The site asked through ``--via`` answered a record that does not check out."""
-
-
-def web_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """Add ``--web`` or ``--via``, ``--certs`` and ``--name`` (who asks, and where)."""
-    where = parser.add_mutually_exclusive_group(required=required)
-    where.add_argument(
-        "--web", metavar="URL",
-        help="the HTTPS endpoint of the site to ask, e.g. https://127.0.0.1:8443/ (xdn cluster "
-        "status prints it); a node URI's path is asked there",
-    )
-    where.add_argument(
-        "--via", metavar="URL",
-        help="any site's HTTPS endpoint: the site a node URI names is found through it (its "
-        "DHT record, signed by that site and checked here against the CA) and asked at its own "
-        "endpoint",
-    )
-    parser.add_argument("--name", required=required, help="your certificate's name (NAME.pem)")
-    parser.add_argument(
-        "--certs", type=Path, required=required,
-        help="directory with NAME.pem, NAME.key and the network's ca.pem",
-    )
+    """The site asked to resolve a name answered a record that does not check out."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,27 +216,3 @@ def resolve(via: WebClient, name: str, *, ca_pem: bytes, now: datetime) -> Resol
         expires=datetime.fromtimestamp(record.expires_at_ms / 1000, UTC),
         serial=credential.serial, via=via.base,
     )
-
-
-def client_for(args: argparse.Namespace, node: str | None, *, quiet: bool = False) -> WebClient:
-    """The client to ask about ``node`` (a node URI or a site name; ``None``: the site asked):
-    at ``--web``, or at the endpoint of ``node`` resolved through ``--via`` (said on stderr
-    unless ``quiet``)."""
-    if not (args.certs and args.name and (args.web or args.via)):
-        raise UsageError("give --web (or --via), --certs and --name")
-    max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
-    if args.web:
-        return WebClient(args.web, certs=args.certs, name=args.name, max_bytes=max_bytes)
-    via = WebClient(args.via, certs=args.certs, name=args.name, max_bytes=max_bytes)
-    if node is None:
-        return via
-    name = node_name(node)
-    try:
-        ca_pem = (args.certs / "ca.pem").read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {args.certs / 'ca.pem'}: {exc.strerror}") from None
-    found = resolve(via, name, ca_pem=ca_pem, now=datetime.now(UTC))
-    if not quiet:
-        print(f"xdn: {found.describe()}", file=sys.stderr)
-    return WebClient(found.endpoint, certs=args.certs, name=args.name, max_bytes=max_bytes,
-                     server=name)

@@ -1,21 +1,27 @@
 """The ``xdn`` command: the composition root.
 
-This is the one module of the core that reaches into the edge packages (disseminator,
-publisher, subscriber, audit, deploy): each of them contributes subcommands through a
-``register(subparsers)`` function, imported here by name. Subcommand modules import their heavy
+The one module that reaches into every package (deploy, disseminator, publisher, subscriber,
+audit and this package's own admin and codec commands): each contributes subcommands through a
+``register(subparsers)`` function, listed here explicitly. Subcommand modules import their heavy
 dependencies (grpc, Spark) inside the command function, so ``xdn --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from audit import cli as audit_cli
+from cli import admin as admin_cli
+from cli import codec as codec_cli
+from deploy import certs_cli, cluster_cli, demo_cli
+from disseminator import cli as disseminator_cli
+from publisher import cli as publisher_cli
+from subscriber import cli as subscriber_cli
 from xdn import __version__
 from xdn.errors import PeerError, XdnError
 from xdn.grpc_fork import disable_grpc_fork_handlers
@@ -24,15 +30,15 @@ __all__ = ["main"]
 
 # Order is the order of ``xdn --help``: the story first, then each actor's commands.
 _COMMAND_MODULES = (
-    "deploy.demo_cli",
-    "deploy.certs_cli",
-    "deploy.cluster_cli",
-    "disseminator.cli",
-    "publisher.cli",
-    "subscriber.cli",
-    "xdn.admin_cli",
-    "xdn.codec_cli",
-    "audit.cli",
+    demo_cli,
+    certs_cli,
+    cluster_cli,
+    disseminator_cli,
+    publisher_cli,
+    subscriber_cli,
+    admin_cli,
+    codec_cli,
+    audit_cli,
 )
 
 _DESCRIPTION = """\
@@ -94,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-json", action="store_true", help="structured logs: one JSON object per line"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for module in _COMMAND_MODULES:
+        module.register(subparsers)
     return parser
 
 

@@ -4,7 +4,7 @@
 following the pages' ``rel="next"`` links; ``--first-page`` for the first only),
 ``show`` one notification (TriG by default, or ``--as`` another offered type), ``post`` sends
 a notification file (its media type from ``--type`` or its extension) and prints where the
-inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`xdn.admin_cli._web`), or to the
+inbox put it. Requests go to ``--web`` with mutual TLS (:mod:`deploy.web_client`), or to the
 site resolved through ``--via`` (any site's endpoint): the site a notification URI names, or
 ``--site NAME`` for ``list`` and ``post`` (without it, the site whose endpoint ``--via`` is).
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from xdn.admin_cli._web import WebClient, client_for, web_args
+from cli.admin._web import client_for, web_args
+from deploy.web_client import WebClient
 from xdn.errors import PeerError, UsageError
 
 __all__ = ["cmd_inbox_list", "cmd_inbox_post", "cmd_inbox_show", "register"]
