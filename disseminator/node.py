@@ -137,7 +137,9 @@ class SiteNode:
         self._events: dict[Destination, asyncio.Event] = {}
         self._idle: dict[Destination, int] = {}  # streams waiting to be woken: their generation
         self._generation: dict[Destination, int] = {}
-        self._online: set[Destination] = set()
+        # destination -> the generation of its live stream (end_stream moves the generation on
+        # to make that stream finish; the stream is still live until it disconnects)
+        self._online: dict[Destination, int] = {}
         self._last_seen: dict[Destination, int] = {}
         self._requested: dict[str, frozenset[str]] = {}
         self._link_blocks: dict[str, str] = {}
@@ -556,13 +558,13 @@ class SiteNode:
         if start > acked:
             self.store.ack(destination.kind, destination.name, start)
         self._generation[destination] = self._generation.get(destination, 0) + 1
-        self._online.add(destination)
+        self._online[destination] = self._generation[destination]
         self.wake(destination)
         return StreamCursor(sent=start, acked=start, window=window)
 
     def disconnect(self, destination: Destination, generation: int) -> None:
-        if self._generation.get(destination) == generation:
-            self._online.discard(destination)
+        if self._online.get(destination) == generation:  # (not superseded by a later stream)
+            del self._online[destination]
             self._last_seen[destination] = self.now_ms()
             self._touch(destination)
 
@@ -776,7 +778,7 @@ class SiteNode:
         self.store.drop_destination("subscriber", subscriber)
         self._ended[subscriber] = ending.reason
         self.end_stream(Destination("subscriber", subscriber))
-        self._online.discard(Destination("subscriber", subscriber))
+        self._online.pop(Destination("subscriber", subscriber), None)
         log.warning("subscription of %s ended: %s", subscriber, ending.reason)
 
     def replay_retained(self, registration: Registration) -> int:
@@ -973,7 +975,7 @@ class SiteNode:
         self.store.delete_registration("subscriber", "", subscriber)
         discarded = self.store.drop_destination("subscriber", subscriber)
         self.end_stream(destination)
-        self._online.discard(destination)
+        self._online.pop(destination, None)
         self._on_interest_change()
         return discarded
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import grpc
@@ -11,6 +13,7 @@ import grpc
 from disseminator.drain import DrainReport, acknowledged_since, backlog, drain
 from disseminator.routing import Destination
 from disseminator.server import DisseminatorService, add_to_server
+from tests.unit.site_fixtures import site_node
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
@@ -142,3 +145,25 @@ def test_a_draining_site_refuses_new_publish_subscribe_and_link_calls() -> None:
 
     refusals = asyncio.run(run())
     assert refusals == [(grpc.StatusCode.UNAVAILABLE, "site d9 is shutting down")] * 3
+
+
+def test_a_stream_the_site_ended_is_not_connected_once_it_disconnects(tmp_path: Path) -> None:
+    """``end_stream`` (an invalid request, a revocation) moves the generation on so that the
+    stream finishes; its ``disconnect`` with the generation it started with must still take
+    it off the connected list, or a drain waits its whole timeout for a stream long gone."""
+    node = site_node(tmp_path, "d2", "WorkOrder", lambda: datetime.now(UTC))
+    node.connect(ALICE, 0, 8)
+    started = node.generation(ALICE)
+    node.end_stream(ALICE)
+    assert node.connected() == {ALICE}  # ending, until its handler returns
+    node.disconnect(ALICE, started)
+    assert node.connected() == frozenset()
+
+
+def test_a_superseded_stream_does_not_disconnect_its_successor(tmp_path: Path) -> None:
+    node = site_node(tmp_path, "d2", "WorkOrder", lambda: datetime.now(UTC))
+    node.connect(ALICE, 0, 8)
+    first = node.generation(ALICE)
+    node.connect(ALICE, 0, 8)  # the subscriber reconnected before the old handler ended
+    node.disconnect(ALICE, first)
+    assert node.connected() == {ALICE}
