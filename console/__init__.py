@@ -6,7 +6,7 @@ functions (:mod:`xdn.ontology`, :mod:`xdn.policy`) and on the sites' Admin API
 one small script adds live validation to the policy editor. See ``docs/console.md``.
 """
 
-from console._access import ClientCertGate, Gate, TokenGate
+from console._access import ClientCertGate, Gate, TokenGate, mutual_tls
 from console._server import ConsoleConfig, build_app, latest_report
 from console._workspace import PublisherFiles, Workspace, known_subscribers
 
@@ -20,4 +20,5 @@ __all__ = [
     "build_app",
     "known_subscribers",
     "latest_report",
+    "mutual_tls",
 ]

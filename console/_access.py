@@ -21,6 +21,7 @@ import secrets
 import ssl
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Protocol
 
 from aiohttp import web
@@ -28,7 +29,7 @@ from aiohttp import web
 from xdn import certs
 from xdn.errors import CertificateError
 
-__all__ = ["COOKIE", "ClientCertGate", "Gate", "TokenGate", "same_origin"]
+__all__ = ["COOKIE", "ClientCertGate", "Gate", "TokenGate", "mutual_tls", "same_origin"]
 
 COOKIE = "xdn_console"
 
@@ -105,3 +106,11 @@ def same_origin(request: web.Request) -> bool:
         return site in ("same-origin", "none")
     origin = request.headers.get("Origin")
     return origin is None or origin == f"{request.scheme}://{request.host}"
+
+
+def mutual_tls(cert: Path, key: Path, ca: Path) -> ssl.SSLContext:
+    """The HTTPS server side: present ``cert``, demand a client certificate issued by ``ca``."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca))
+    context.load_cert_chain(cert, key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context

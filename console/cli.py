@@ -107,11 +107,10 @@ def _tls_files(args: argparse.Namespace) -> Any:
 
 
 def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(args.certs / f"{args.name}.pem", args.certs / f"{args.name}.key")
-    context.load_verify_locations(cafile=str(args.certs / "ca.pem"))
-    context.verify_mode = ssl.CERT_REQUIRED
-    return context
+    from console import mutual_tls
+
+    certs, name = args.certs, args.name
+    return mutual_tls(certs / f"{name}.pem", certs / f"{name}.key", certs / "ca.pem")
 
 
 def _gate(args: argparse.Namespace, tls: Any) -> Gate:
