@@ -36,6 +36,7 @@ def page(title: str, body: str, *, nav: Nav, current: str = "") -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} — xdn console</title>"
+        '<link rel="icon" href="/static/favicon.svg">'
         '<link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head><body>'
         '<a class="skip" href="#main">Skip to content</a>'
