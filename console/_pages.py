@@ -69,7 +69,7 @@ def ontology_page(ontology: Ontology, svg: str, problems: Sequence[Problem], *, 
 def who_page(grid: Mapping[str, Mapping[str, Authorization]], publishers: Sequence[str], *,
              pasted: str = "", explained: tuple[str, Mapping[str, Authorization]] | None = None,
              error: str = "", nav: Nav) -> str:
-    """Every known subscriber × publisher, and the explanation for one certificate."""
+    """What each known subscriber gets from each publisher; the explanation for one certificate."""
     rows = [
         [f'<a href="/who/{esc(name)}">{esc(name)}</a>']
         + [esc(", ".join(sorted(grants[p].concepts)) or "—") for p in publishers]

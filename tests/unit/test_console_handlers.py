@@ -144,8 +144,10 @@ def test_live_validation_answers_a_verdict_with_the_line_of_an_error(
 
     async def body(client: TestClient) -> list[dict[str, object]]:  # type: ignore[type-arg]
         out = []
-        for draft in (bumped(text, 2), text.replace('"Production"', '"Nonsense"'), text,
-                      "[policy\n", text.replace(f"publisher = \"{PUBLISHER}\"", "publisher = \"other\"")):
+        other = text.replace(f'publisher = "{PUBLISHER}"', 'publisher = "other"')
+        drafts = (bumped(text, 2), text.replace('"Production"', '"Nonsense"'), text, "[policy\n",
+                  other)
+        for draft in drafts:
             answer = await client.post(f"/policies/{PUBLISHER}/check", data={"draft": draft})
             assert answer.status == 200
             out.append(await answer.json())
