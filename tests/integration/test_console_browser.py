@@ -60,7 +60,7 @@ def console_url(world: ConsoleWorld) -> Iterator[str]:
     """``xdn console`` started as a user would; the address it printed, token included."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "xdn.cli", "console", "--listen", "127.0.0.1:0",
+        [sys.executable, "-m", "cli", "console", "--listen", "127.0.0.1:0",
          "--policy", str(world.policy), "--key", f"{PUBLISHER}={world.key}",
          "--subscribers", str(world.subscribers), "--audit-report", str(world.root / "audit")],
         cwd=world.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
