@@ -64,8 +64,10 @@ class TokenGate:
         session = request.cookies.get(COOKIE, "")
         if any(hmac.compare_digest(session.encode(), s.encode()) for s in self._sessions):
             return None
-        return ("not signed in: open the address with the token that `xdn console` printed "
-                "when it started (it works once)")
+        return (
+            "not signed in: open the address with the token that `xdn console` printed "
+            "when it started (it works once)"
+        )
 
 
 class ClientCertGate:
@@ -77,8 +79,9 @@ class ClientCertGate:
         revoked: serials the CA revoked.
     """
 
-    def __init__(self, ca_pem: bytes, *, clock: Callable[[], datetime],
-                 revoked: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, ca_pem: bytes, *, clock: Callable[[], datetime], revoked: frozenset[int] = frozenset()
+    ) -> None:
         self._ca_pem = ca_pem
         self._clock = clock
         self._revoked = revoked
@@ -90,8 +93,11 @@ class ClientCertGate:
             return "no client certificate: the console needs an admin certificate"
         try:
             certs.verify_certificate(
-                ssl.DER_cert_to_PEM_cert(der).encode(), self._ca_pem, at=self._clock(),
-                role="admin", revoked=self._revoked,
+                ssl.DER_cert_to_PEM_cert(der).encode(),
+                self._ca_pem,
+                at=self._clock(),
+                role="admin",
+                revoked=self._revoked,
             )
         except CertificateError as exc:
             return f"certificate refused: {exc}"

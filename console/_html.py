@@ -45,8 +45,9 @@ def page(title: str, body: str, *, nav: Nav, current: str = "") -> str:
     )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, caption: str = "",
-          empty: str = "none") -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], *, caption: str = "", empty: str = "none"
+) -> str:
     """A table of markup cells; ``empty`` (text) when there are no rows."""
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     if not body:

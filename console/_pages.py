@@ -31,23 +31,28 @@ class SiteAnswer:
     error: str = ""
 
 
-def overview_page(publishers: Mapping[str, str], *, sites: Sequence[str], subscribers: int,
-                  audit: bool, nav: Nav) -> str:
+def overview_page(
+    publishers: Mapping[str, str], *, sites: Sequence[str], subscribers: int, audit: bool, nav: Nav
+) -> str:
     """Where to go: one line per page, with what is configured."""
     policies = listing(
-        (f'<a href="/policies/{esc(p)}">{esc(p)}</a> — {esc(state)}'
-         for p, state in publishers.items()),
+        (
+            f'<a href="/policies/{esc(p)}">{esc(p)}</a> — {esc(state)}'
+            for p, state in publishers.items()
+        ),
         empty="no policy given (--policy)",
     )
     body = (
-        '<h2>Policies</h2>' + policies
-        + '<h2>Network</h2><ul>'
+        "<h2>Policies</h2>" + policies + "<h2>Network</h2><ul>"
         '<li><a href="/ontology">The ontology</a>: its concept-containment DAG</li>'
         f'<li><a href="/who">Who gets what</a>: {subscribers} known subscriber certificate(s)'
         "</li>"
         f'<li><a href="/sites">Sites</a>: {len(sites)} site(s) asked for their status</li>'
-        + ('<li><a href="/audit">The latest audit report</a></li>' if audit else
-           "<li>No audit report given (--audit-report)</li>")
+        + (
+            '<li><a href="/audit">The latest audit report</a></li>'
+            if audit
+            else "<li>No audit report given (--audit-report)</li>"
+        )
         + "</ul>"
     )
     return page("xdn console", body, nav=nav, current="/")
@@ -66,17 +71,27 @@ def ontology_page(ontology: Ontology, svg: str, problems: Sequence[Problem], *, 
     return page("Ontology", body, nav=nav, current="/ontology")
 
 
-def who_page(grid: Mapping[str, Mapping[str, Authorization]], publishers: Sequence[str], *,
-             pasted: str = "", explained: tuple[str, Mapping[str, Authorization]] | None = None,
-             error: str = "", nav: Nav) -> str:
+def who_page(
+    grid: Mapping[str, Mapping[str, Authorization]],
+    publishers: Sequence[str],
+    *,
+    pasted: str = "",
+    explained: tuple[str, Mapping[str, Authorization]] | None = None,
+    error: str = "",
+    nav: Nav,
+) -> str:
     """What each known subscriber gets from each publisher; the explanation for one certificate."""
     rows = [
         [f'<a href="/who/{esc(name)}">{esc(name)}</a>']
         + [esc(", ".join(sorted(grants[p].concepts)) or "—") for p in publishers]
         for name, grants in grid.items()
     ]
-    everyone = table(["subscriber", *publishers], rows, caption="known subscribers, now",
-                     empty="no subscriber certificate known (--subscribers DIR)")
+    everyone = table(
+        ["subscriber", *publishers],
+        rows,
+        caption="known subscribers, now",
+        empty="no subscriber certificate known (--subscribers DIR)",
+    )
     form = (
         '<h2>A certificate</h2><form method="post" action="/who">'
         '<label for="cert">Certificate (PEM)</label>'
@@ -105,36 +120,64 @@ def _site(answer: SiteAnswer, signed: Mapping[str, int]) -> str:
     if not s.root:
         uplink += " (connected)" if s.uplink_connected else " (not connected)"
     policies = [
-        [esc(p), esc(v), esc(d[:16]),
-         esc("" if p not in signed else "same" if signed[p] == v else f"here: {signed[p]}")]
+        [
+            esc(p),
+            esc(v),
+            esc(d[:16]),
+            esc("" if p not in signed else "same" if signed[p] == v else f"here: {signed[p]}"),
+        ]
         for p, (v, d) in sorted(s.policies.items())
     ]
-    links = [[esc(d.site), esc(d.block), "yes" if d.connected else "no", esc(d.members),
-              esc(d.queue_depth)] for d in s.downlinks]
-    subs = [[esc(r.name), _grants(r), esc(r.queue_depth), "yes" if r.connected else "no"]
-            for r in s.subscribers]
+    links = [
+        [
+            esc(d.site),
+            esc(d.block),
+            "yes" if d.connected else "no",
+            esc(d.members),
+            esc(d.queue_depth),
+        ]
+        for d in s.downlinks
+    ]
+    subs = [
+        [esc(r.name), _grants(r), esc(r.queue_depth), "yes" if r.connected else "no"]
+        for r in s.subscribers
+    ]
     return (
         f"<h2>{esc(s.site)} <small>{esc(answer.address)}</small></h2>"
         f"<p>Block {esc(s.block)}; uplink {esc(uplink)}; {s.queued_total} deliveries queued; "
         f"{s.subscribers_total} subscriber(s); DHT neighbours: "
         f"{esc(', '.join(s.neighbours) or 'none')}.</p>"
-        + table(["site", "block", "connected", "members", "queue"], links,
-                caption="downlinks", empty="none")
-        + table(["subscriber", "grants", "queue", "connected"], subs,
-                caption=f"subscribers (first {len(s.subscribers)} of {s.subscribers_total})",
-                empty="none")
-        + table(["publisher", "version", "digest", "policy file here"], policies,
-                caption="policies in force", empty="none")
+        + table(
+            ["site", "block", "connected", "members", "queue"],
+            links,
+            caption="downlinks",
+            empty="none",
+        )
+        + table(
+            ["subscriber", "grants", "queue", "connected"],
+            subs,
+            caption=f"subscribers (first {len(s.subscribers)} of {s.subscribers_total})",
+            empty="none",
+        )
+        + table(
+            ["publisher", "version", "digest", "policy file here"],
+            policies,
+            caption="policies in force",
+            empty="none",
+        )
     )
 
 
-def sites_page(answers: Sequence[SiteAnswer], signed: Mapping[str, int], *, configured: bool,
-               nav: Nav) -> str:
+def sites_page(
+    answers: Sequence[SiteAnswer], signed: Mapping[str, int], *, configured: bool, nav: Nav
+) -> str:
     """Each site's status as its Admin API gives it to the console's certificate."""
     if not configured:
-        body = ('<p class="muted">Start the console with <code>--site HOST:PORT</code> (and '
-                "<code>--certs DIR --name NAME</code> of an admin certificate) to see sites."
-                "</p>")
+        body = (
+            '<p class="muted">Start the console with <code>--site HOST:PORT</code> (and '
+            "<code>--certs DIR --name NAME</code> of an admin certificate) to see sites."
+            "</p>"
+        )
     else:
         body = "".join(_site(a, signed) for a in answers)
     return page("Sites", body, nav=nav, current="/sites")
@@ -144,7 +187,7 @@ def audit_page(path: str, written: str, *, nav: Nav) -> str:
     """A link to the audit's HTML report (served as it is, sandboxed)."""
     body = (
         f"<p>Report <code>{esc(path)}</code>, written {esc(written)}.</p>"
-        f'<p><a{attr("href", "/audit/report.html")}>Open the report</a></p>'
+        f"<p><a{attr('href', '/audit/report.html')}>Open the report</a></p>"
     )
     return page("Audit report", body, nav=nav, current="/audit")
 

@@ -30,14 +30,24 @@ def _rule_row(rule: Rule) -> list[str]:
     if rule.max_instances is not None:
         extra.append(f"at most {rule.max_instances} instance(s)")
     concept = rule.concept + (" and sub-concepts" if rule.inherit else "")
-    return [esc(rule.id), esc(rule.effect), esc(concept), esc(rule.when.describe()),
-            esc("; ".join(extra)), esc(rule.description)]
+    return [
+        esc(rule.id),
+        esc(rule.effect),
+        esc(concept),
+        esc(rule.when.describe()),
+        esc("; ".join(extra)),
+        esc(rule.description),
+    ]
 
 
 def rules_table(policy: Policy, *, caption: str) -> str:
     """The rules of ``policy`` as a table."""
-    return table(["rule", "effect", "concept", "for", "conditions", "description"],
-                 (_rule_row(r) for r in policy.rules), caption=caption, empty="no rule")
+    return table(
+        ["rule", "effect", "concept", "for", "conditions", "description"],
+        (_rule_row(r) for r in policy.rules),
+        caption=caption,
+        empty="no rule",
+    )
 
 
 def check_html(check: DraftCheck | None) -> str:
@@ -61,12 +71,23 @@ def _signature_line(current: Current) -> str:
     return f'<span class="{state}">signature {esc(current.signature)}</span>'
 
 
-def policy_page(publisher: str, path: str, current: Current, *, draft: str,
-                check: DraftCheck | None, can_sign: bool, nav: Nav) -> str:
+def policy_page(
+    publisher: str,
+    path: str,
+    current: Current,
+    *,
+    draft: str,
+    check: DraftCheck | None,
+    can_sign: bool,
+    nav: Nav,
+) -> str:
     """The policy in force, and the editor holding ``draft``."""
     base = f"/policies/{publisher}"
-    key = ("its key is here: drafts can be signed" if can_sign
-           else "no key given for it: drafts cannot be signed here")
+    key = (
+        "its key is here: drafts can be signed"
+        if can_sign
+        else "no key given for it: drafts cannot be signed here"
+    )
     body = (
         f"<p>File <code>{esc(path)}</code>, version {current.policy.version}, "
         f"{_signature_line(current)}; {esc(key)}.</p>"
@@ -103,8 +124,15 @@ def _changes(diff: DraftDiff) -> str:
 
 
 def _rule_text(rule: Rule) -> str:
-    cells = [c for c in (rule.effect, rule.concept + (" and sub-concepts" if rule.inherit
-             else ""), "for " + rule.when.describe()) if c]
+    cells = [
+        c
+        for c in (
+            rule.effect,
+            rule.concept + (" and sub-concepts" if rule.inherit else ""),
+            "for " + rule.when.describe(),
+        )
+        if c
+    ]
     return f"{rule.id}: {' '.join(cells)}"
 
 
@@ -113,28 +141,43 @@ def diff_page(publisher: str, diff: DraftDiff, *, draft: str, can_sign: bool, na
     base = f"/policies/{publisher}"
     old = diff.current.policy
     hidden = f'<input type="hidden" name="draft"{attr("value", draft)}>'
-    back = (f'<form method="post"{attr("action", base)}>{hidden}'
-            '<button type="submit" id="back">Back to the draft</button></form>')
+    back = (
+        f'<form method="post"{attr("action", base)}>{hidden}'
+        '<button type="submit" id="back">Back to the draft</button></form>'
+    )
     if not diff.check.ok or diff.check.policy is None:
         body = check_html(diff.check) + back
         return page(f"Diff of {publisher}'s draft", body, nav=nav, current=base)
     new = diff.check.policy
     signed = "signed" if diff.current.signed else f"current ({diff.current.signature})"
-    known = table(["certificate", "gains", "loses"], _impact_rows(diff.known),
-                  caption="known subscribers", empty="nobody gains or loses anything")
-    conditions = table(["credentials with", "gains", "loses"], _impact_rows(diff.by_condition),
-                       caption="every condition set", empty="nobody gains or loses anything")
+    known = table(
+        ["certificate", "gains", "loses"],
+        _impact_rows(diff.known),
+        caption="known subscribers",
+        empty="nobody gains or loses anything",
+    )
+    conditions = table(
+        ["credentials with", "gains", "loses"],
+        _impact_rows(diff.by_condition),
+        caption="every condition set",
+        empty="nobody gains or loses anything",
+    )
     if can_sign:
-        sign = (f'<form method="post"{attr("action", base + "/sign")}>{hidden}'
-                f'<button type="submit" id="sign">Sign version {new.version} with '
-                f"{esc(publisher)}'s key</button></form>")
+        sign = (
+            f'<form method="post"{attr("action", base + "/sign")}>{hidden}'
+            f'<button type="submit" id="sign">Sign version {new.version} with '
+            f"{esc(publisher)}'s key</button></form>"
+        )
     else:
         sign = '<p class="muted">No key for this publisher here: it cannot be signed.</p>'
     body = (
         f"<p>The {esc(signed)} version {old.version} → the draft's version {new.version}.</p>"
         + check_html(diff.check)
-        + "<h2>Rules</h2>" + _changes(diff)
-        + "<h2>Who gains and loses what</h2>" + known + conditions
+        + "<h2>Rules</h2>"
+        + _changes(diff)
+        + "<h2>Who gains and loses what</h2>"
+        + known
+        + conditions
         + f'<div class="buttons">{sign}{back}</div>'
     )
     return page(f"Diff of {publisher}'s draft", body, nav=nav, current=base)
@@ -155,8 +198,13 @@ def signed_page(publisher: str, policy: Policy, path: str, sig: str, *, nav: Nav
 def authorization_html(auth: Authorization) -> str:
     """What one publisher's policy grants, and why (rules, containment paths, notes)."""
     rows = [
-        [esc(g.effect), esc(g.concept), esc(g.rule), esc(" ⊒ ".join(g.via)),
-         esc(", ".join(g.because))]
+        [
+            esc(g.effect),
+            esc(g.concept),
+            esc(g.rule),
+            esc(" ⊒ ".join(g.via)),
+            esc(", ".join(g.because)),
+        ]
         for g in auth.explain
     ]
     notes = [esc(f"at most {n} instance(s) of {c}") for c, n in auth.limits]
@@ -164,7 +212,11 @@ def authorization_html(auth: Authorization) -> str:
     return (
         f"<p><strong>{esc(auth.publisher)}</strong>: "
         f"{esc(', '.join(sorted(auth.concepts)) or 'nothing')}</p>"
-        + table(["effect", "concept", "rule", "via", "because granted"], rows,
-                caption=f"why, by {auth.publisher}'s rules", empty="no rule matches")
+        + table(
+            ["effect", "concept", "rule", "via", "because granted"],
+            rows,
+            caption=f"why, by {auth.publisher}'s rules",
+            empty="no rule matches",
+        )
         + (listing(notes) if notes else "")
     )

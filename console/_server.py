@@ -30,8 +30,10 @@ from xdn.policy import signature_path
 __all__ = ["ConsoleConfig", "build_app", "latest_report"]
 
 MAX_BODY = 1024 * 1024
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 # The audit report is the audit's own HTML (inline style): shown sandboxed, no script at all.
 _REPORT_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -76,9 +78,14 @@ class _Console:
 
     @property
     def nav(self) -> list[tuple[str, str]]:
-        return [("/", "Overview"), ("/ontology", "Ontology"),
-                *((f"/policies/{p}", f"Policy: {p}") for p in self.ws.publishers),
-                ("/who", "Who gets what"), ("/sites", "Sites"), ("/audit", "Audit report")]
+        return [
+            ("/", "Overview"),
+            ("/ontology", "Ontology"),
+            *((f"/policies/{p}", f"Policy: {p}") for p in self.ws.publishers),
+            ("/who", "Who gets what"),
+            ("/sites", "Sites"),
+            ("/audit", "Audit report"),
+        ]
 
     def html(self, text: str, status: int = 200) -> web.Response:
         return web.Response(text=text, status=status, content_type="text/html")
@@ -107,14 +114,20 @@ class _Console:
                 states[p] = f"version {current.policy.version}, signature {current.signature}"
             except XdnError as exc:
                 states[p] = f"unreadable: {exc}"
-        return self.html(pages.overview_page(
-            states, sites=self.config.sites, subscribers=len(self.ws.subscribers),
-            audit=self.config.audit_report is not None, nav=self.nav,
-        ))
+        return self.html(
+            pages.overview_page(
+                states,
+                sites=self.config.sites,
+                subscribers=len(self.ws.subscribers),
+                audit=self.config.audit_report is not None,
+                nav=self.nav,
+            )
+        )
 
     async def ontology(self, request: web.Request) -> web.Response:
-        return self.html(pages.ontology_page(self.ws.ontology, self.svg, self.problems,
-                                             nav=self.nav))
+        return self.html(
+            pages.ontology_page(self.ws.ontology, self.svg, self.problems, nav=self.nav)
+        )
 
     async def policy(self, request: web.Request) -> web.Response:
         publisher = self.publisher(request)
@@ -126,26 +139,45 @@ class _Console:
         if request.method == "POST":
             draft = await self.draft(request)
             checked = self.ws.check(publisher, draft)
-        return self.html(policy_pages.policy_page(
-            publisher, str(self.ws.files(publisher).policy), current, draft=draft, check=checked,
-            can_sign=self.ws.files(publisher).key is not None, nav=self.nav,
-        ), 400 if checked is not None and not checked.ok else 200)
+        return self.html(
+            policy_pages.policy_page(
+                publisher,
+                str(self.ws.files(publisher).policy),
+                current,
+                draft=draft,
+                check=checked,
+                can_sign=self.ws.files(publisher).key is not None,
+                nav=self.nav,
+            ),
+            400 if checked is not None and not checked.ok else 200,
+        )
 
     async def check(self, request: web.Request) -> web.Response:
         checked = self.ws.check(self.publisher(request), await self.draft(request))
-        return web.json_response({
-            "ok": checked.ok, "error": checked.error, "line": checked.line,
-            "warnings": list(checked.warnings), "html": policy_pages.check_html(checked),
-        })
+        return web.json_response(
+            {
+                "ok": checked.ok,
+                "error": checked.error,
+                "line": checked.line,
+                "warnings": list(checked.warnings),
+                "html": policy_pages.check_html(checked),
+            }
+        )
 
     async def diff(self, request: web.Request) -> web.Response:
         publisher = self.publisher(request)
         draft = await self.draft(request)
         found = self.ws.diff(publisher, draft)
-        return self.html(policy_pages.diff_page(
-            publisher, found, draft=draft, can_sign=self.ws.files(publisher).key is not None,
-            nav=self.nav,
-        ), 200 if found.check.ok else 400)
+        return self.html(
+            policy_pages.diff_page(
+                publisher,
+                found,
+                draft=draft,
+                can_sign=self.ws.files(publisher).key is not None,
+                nav=self.nav,
+            ),
+            200 if found.check.ok else 400,
+        )
 
     async def sign(self, request: web.Request) -> web.Response:
         publisher = self.publisher(request)
@@ -154,9 +186,15 @@ class _Console:
         except XdnError as exc:
             return self.fail(f"Not signed: {publisher}'s policy", str(exc))
         path = self.ws.files(publisher).policy
-        return self.html(policy_pages.signed_page(
-            publisher, policy, str(path), str(signature_path(path)), nav=self.nav,
-        ))
+        return self.html(
+            policy_pages.signed_page(
+                publisher,
+                policy,
+                str(path),
+                str(signature_path(path)),
+                nav=self.nav,
+            )
+        )
 
     async def who(self, request: web.Request) -> web.Response:
         grid, explained, pasted, error = {}, None, "", ""
@@ -166,8 +204,10 @@ class _Console:
                 form = await request.post()
                 pasted = str(form.get("cert", ""))
                 credential = credential_from_pem(pasted.encode())
-                explained = (f"certificate of {credential.name} (role {credential.role})",
-                             self.ws.grants(credential))
+                explained = (
+                    f"certificate of {credential.name} (role {credential.role})",
+                    self.ws.grants(credential),
+                )
             elif "name" in request.match_info:
                 name = request.match_info["name"]
                 if name not in self.ws.subscribers:
@@ -175,10 +215,17 @@ class _Console:
                 explained = (name, grid[name])
         except XdnError as exc:
             error = str(exc)
-        return self.html(pages.who_page(
-            grid, list(self.ws.publishers), pasted=pasted, explained=explained, error=error,
-            nav=self.nav,
-        ), 400 if error else 200)
+        return self.html(
+            pages.who_page(
+                grid,
+                list(self.ws.publishers),
+                pasted=pasted,
+                explained=explained,
+                error=error,
+                nav=self.nav,
+            ),
+            400 if error else 200,
+        )
 
     async def sites(self, request: web.Request) -> web.Response:
         tls, sites = self.config.admin_tls, self.config.sites
@@ -189,8 +236,9 @@ class _Console:
                 signed[p] = self.ws.current(p).policy.version
             except XdnError:
                 continue
-        return self.html(pages.sites_page(answers, signed, configured=bool(tls and sites),
-                                          nav=self.nav))
+        return self.html(
+            pages.sites_page(answers, signed, configured=bool(tls and sites), nav=self.nav)
+        )
 
     async def _ask(self, address: str, tls: TlsFiles) -> pages.SiteAnswer:
         try:
@@ -207,32 +255,41 @@ class _Console:
         report = self._report()
         if report is None:
             where = self.config.audit_report
-            return self.fail("Audit report", f"no audit report found at {where}" if where else
-                             "no audit report given: start the console with --audit-report",
-                             404)
+            return self.fail(
+                "Audit report",
+                f"no audit report found at {where}"
+                if where
+                else "no audit report given: start the console with --audit-report",
+                404,
+            )
         written = datetime.fromtimestamp(report.stat().st_mtime, UTC).strftime(
-            "%Y-%m-%d %H:%M:%S UTC")
+            "%Y-%m-%d %H:%M:%S UTC"
+        )
         return self.html(pages.audit_page(str(report), written, nav=self.nav))
 
     async def audit_report(self, request: web.Request) -> web.Response:
         report = self._report()
         if report is None:
             raise web.HTTPNotFound(text="no audit report")
-        response = web.Response(body=report.read_bytes(), content_type="text/html",
-                                charset="utf-8")
+        response = web.Response(body=report.read_bytes(), content_type="text/html", charset="utf-8")
         response.headers["Content-Security-Policy"] = _REPORT_CSP
         return response
 
     async def login(self, request: web.Request) -> web.Response:
         gate = self.config.gate
-        session = (gate.login(request.query.get("token", ""))
-                   if isinstance(gate, TokenGate) else None)
+        session = (
+            gate.login(request.query.get("token", "")) if isinstance(gate, TokenGate) else None
+        )
         if session is None:
-            return self.fail("Not signed in", "this token is wrong or already used: restart "
-                             "`xdn console` for a new one", 403)
+            return self.fail(
+                "Not signed in",
+                "this token is wrong or already used: restart `xdn console` for a new one",
+                403,
+            )
         response = web.HTTPSeeOther("/")
-        response.set_cookie(COOKIE, session, httponly=True, samesite="Strict", path="/",
-                            secure=request.secure)
+        response.set_cookie(
+            COOKIE, session, httponly=True, samesite="Strict", path="/", secure=request.secure
+        )
         raise response
 
 

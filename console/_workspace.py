@@ -246,11 +246,14 @@ class Workspace:
         check = self.check(publisher, draft)
         current = self.current(publisher)
         if check.policy is None:
-            return DraftDiff(check=check, current=current, rules=RuleDiff(), known=(),
-                             by_condition=())
+            return DraftDiff(
+                check=check, current=current, rules=RuleDiff(), known=(), by_condition=()
+            )
         old, new, at = current.policy, check.policy, self.clock()
         return DraftDiff(
-            check=check, current=current, rules=rule_diff(old, new),
+            check=check,
+            current=current,
+            rules=rule_diff(old, new),
             known=tuple(impacts(old, new, self.ontology, self.subscribers, at=at)),
             by_condition=tuple(impacts(old, new, self.ontology, representatives(old, new), at=at)),
         )
@@ -272,15 +275,19 @@ class Workspace:
         """
         files = self.files(publisher)
         if files.key is None:
-            raise UsageError(f"no key for {publisher!r}: start the console with --key "
-                             f"{publisher}=KEY.pem to sign its policy here")
+            raise UsageError(
+                f"no key for {publisher!r}: start the console with --key "
+                f"{publisher}=KEY.pem to sign its policy here"
+            )
         check = self.check(publisher, draft)
         if check.policy is None:
             raise PolicyError(check.error or "invalid draft")
         current = self.current(publisher)
         if current.signed and check.policy.version <= current.policy.version:
-            raise PolicyError(f"version {check.policy.version} does not supersede the signed "
-                              f"version {current.policy.version}: raise it first")
+            raise PolicyError(
+                f"version {check.policy.version} does not supersede the signed "
+                f"version {current.policy.version}: raise it first"
+            )
         data = draft.encode("utf-8")
         signature = sign_policy(data, self._key(files.key))
         _write_atomically(files.policy, data)

@@ -32,35 +32,75 @@ DEFAULT_LISTEN = "127.0.0.1:8470"
 def register(subparsers: Any) -> None:
     """Add ``xdn console``."""
     p = subparsers.add_parser(
-        "console", help="serve the administrators' web console (policies, sites, audit)",
+        "console",
+        help="serve the administrators' web console (policies, sites, audit)",
         description="A web console for administrators: the ontology DAG, each publisher's "
         "policy with live validation as you edit, who gets what, the diff of a draft against "
         "the signed version, signing with the publisher's key (which stays on this machine), "
         "the sites' subscribers and queues, the latest audit report. Loopback only unless "
         "--tls; prints the address to open (with a one-time token) when it is ready.",
     )
-    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                   help=f"where to serve (default {DEFAULT_LISTEN}; port 0: any free port)")
-    p.add_argument("--ontology", type=Path, action="append", metavar="OWL",
-                   help="ontology file, repeatable (default ontology/production.owl)")
-    p.add_argument("--policy", type=Path, action="append", metavar="POLICY.toml",
-                   help="a publisher's policy file, repeatable (default policies/*.toml)")
-    p.add_argument("--key", action="append", default=[], metavar="PUBLISHER=KEY.pem",
-                   help="the key that signs PUBLISHER's policy, repeatable")
-    p.add_argument("--subscribers", type=Path, metavar="DIR",
-                   help="certificates of known subscribers (*.pem; crl.pem and ca.pem beside "
-                   "drop revoked ones), for 'who gets what' and diffs")
-    p.add_argument("--site", action="append", default=[], metavar="HOST:PORT",
-                   help="a site's gRPC port to ask for its status, repeatable")
-    p.add_argument("--certs", type=Path, metavar="DIR",
-                   help="directory with NAME.pem, NAME.key and ca.pem: the console's own "
-                   "(admin) certificate, for --site and --tls")
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve (default {DEFAULT_LISTEN}; port 0: any free port)",
+    )
+    p.add_argument(
+        "--ontology",
+        type=Path,
+        action="append",
+        metavar="OWL",
+        help="ontology file, repeatable (default ontology/production.owl)",
+    )
+    p.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        metavar="POLICY.toml",
+        help="a publisher's policy file, repeatable (default policies/*.toml)",
+    )
+    p.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="PUBLISHER=KEY.pem",
+        help="the key that signs PUBLISHER's policy, repeatable",
+    )
+    p.add_argument(
+        "--subscribers",
+        type=Path,
+        metavar="DIR",
+        help="certificates of known subscribers (*.pem; crl.pem and ca.pem beside "
+        "drop revoked ones), for 'who gets what' and diffs",
+    )
+    p.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a site's gRPC port to ask for its status, repeatable",
+    )
+    p.add_argument(
+        "--certs",
+        type=Path,
+        metavar="DIR",
+        help="directory with NAME.pem, NAME.key and ca.pem: the console's own "
+        "(admin) certificate, for --site and --tls",
+    )
     p.add_argument("--name", help="the console's certificate name in --certs")
-    p.add_argument("--tls", action="store_true",
-                   help="serve HTTPS with mutual TLS: browsers must present an admin "
-                   "certificate of the CA in --certs (needed to listen beyond loopback)")
-    p.add_argument("--audit-report", type=Path, metavar="PATH",
-                   help="the audit's report.html, or an audit output folder (newest report)")
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with mutual TLS: browsers must present an admin "
+        "certificate of the CA in --certs (needed to listen beyond loopback)",
+    )
+    p.add_argument(
+        "--audit-report",
+        type=Path,
+        metavar="PATH",
+        help="the audit's report.html, or an audit output folder (newest report)",
+    )
     p.set_defaults(func=cmd_console)
 
 
@@ -120,8 +160,11 @@ def _gate(args: argparse.Namespace, tls: Any) -> Gate:
     if not args.tls:
         return TokenGate()
     crl = args.certs / "crl.pem"
-    revoked = (frozenset(read_crl(crl.read_bytes(), tls.ca_pem).serials) if crl.exists()
-               else frozenset[int]())
+    revoked = (
+        frozenset(read_crl(crl.read_bytes(), tls.ca_pem).serials)
+        if crl.exists()
+        else frozenset[int]()
+    )
     return ClientCertGate(tls.ca_pem, clock=lambda: datetime.now(UTC), revoked=revoked)
 
 
@@ -136,25 +179,33 @@ def build_config(args: argparse.Namespace) -> ConsoleConfig:
     if args.tls and tls is None:
         raise UsageError("--tls needs the console's certificate: --certs DIR --name NAME")
     if not args.tls and not _loopback(host):
-        raise UsageError(f"--listen {args.listen}: beyond loopback the console needs --tls "
-                         "(a token over plain HTTP could be read on the way)")
+        raise UsageError(
+            f"--listen {args.listen}: beyond loopback the console needs --tls "
+            "(a token over plain HTTP could be read on the way)"
+        )
     if args.site and tls is None:
         raise UsageError("--site needs the console's certificate: --certs DIR --name NAME")
     ontology = load_ontology(args.ontology or [REPO_ROOT / "ontology" / "production.owl"])
     policies = args.policy or sorted((REPO_ROOT / "policies").glob("*.toml"))
     workspace = Workspace.of_files(
-        ontology, policies, _keys(args.key),
+        ontology,
+        policies,
+        _keys(args.key),
         subscribers=known_subscribers(args.subscribers) if args.subscribers else {},
         clock=lambda: datetime.now(UTC),
     )
     return ConsoleConfig(
-        workspace=workspace, gate=_gate(args, tls), sites=tuple(args.site), admin_tls=tls,
+        workspace=workspace,
+        gate=_gate(args, tls),
+        sites=tuple(args.site),
+        admin_tls=tls,
         audit_report=args.audit_report,
     )
 
 
-async def _serve(config: ConsoleConfig, host: str, port: int,
-                 context: ssl.SSLContext | None) -> None:
+async def _serve(
+    config: ConsoleConfig, host: str, port: int, context: ssl.SSLContext | None
+) -> None:
     from aiohttp import web
 
     from console import TokenGate, build_app
@@ -168,11 +219,14 @@ async def _serve(config: ConsoleConfig, host: str, port: int,
         where = f"[{host}]" if ":" in host else host
         url = f"{'https' if context else 'http'}://{where}:{bound}/"
         if isinstance(config.gate, TokenGate):
-            print(f"xdn console: open {url}login?token={config.gate.token} "
-                  "(the token works once)", flush=True)
+            print(
+                f"xdn console: open {url}login?token={config.gate.token} (the token works once)",
+                flush=True,
+            )
         else:
-            print(f"xdn console: open {url} with an admin certificate of the network CA",
-                  flush=True)
+            print(
+                f"xdn console: open {url} with an admin certificate of the network CA", flush=True
+            )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

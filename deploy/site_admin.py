@@ -94,13 +94,22 @@ def _subscriber(row: Any) -> SubscriberState:
 
 def _report(s: Any) -> SiteReport:
     return SiteReport(
-        site=s.site, block=s.block, view=s.view, root=s.uplink.root,
-        uplink_address=s.uplink.address, uplink_connected=s.uplink.connected,
+        site=s.site,
+        block=s.block,
+        view=s.view,
+        root=s.uplink.root,
+        uplink_address=s.uplink.address,
+        uplink_connected=s.uplink.connected,
         subscribers_total=s.subscribers_total,
         subscribers=tuple(_subscriber(r) for r in s.subscribers),
         downlinks=tuple(
-            DownlinkState(site=d.site, block=d.block, connected=d.connected, members=d.members,
-                          queue_depth=d.queue_depth)
+            DownlinkState(
+                site=d.site,
+                block=d.block,
+                connected=d.connected,
+                members=d.members,
+                queue_depth=d.queue_depth,
+            )
             for d in s.downlinks
         ),
         policies={p.publisher: (p.version, p.digest) for p in s.policies},
@@ -135,8 +144,9 @@ async def fetch_status(
     """The status of the site at ``address`` (``HOST:PORT``), with its first ``limit``
     subscribers by name."""
     _check_limit(limit)
-    status = await _ask(address, tls, "Status", pb.SiteStatusRequest(subscriber_limit=limit),
-                        timeout)
+    status = await _ask(
+        address, tls, "Status", pb.SiteStatusRequest(subscriber_limit=limit), timeout
+    )
     return _report(status)
 
 
@@ -145,9 +155,11 @@ async def fetch_subscribers(
 ) -> SubscriberPage:
     """One page of the subscribers of the site at ``address``, after the name ``after``."""
     _check_limit(limit)
-    page = await _ask(address, tls, "Subscribers",
-                      pb.SubscribersRequest(limit=limit, after=after), timeout)
+    page = await _ask(
+        address, tls, "Subscribers", pb.SubscribersRequest(limit=limit, after=after), timeout
+    )
     return SubscriberPage(
-        subscribers=tuple(_subscriber(r) for r in page.subscribers), total=page.total,
+        subscribers=tuple(_subscriber(r) for r in page.subscribers),
+        total=page.total,
         next_after=page.next_after,
     )

@@ -50,8 +50,9 @@ def world(tmp_path: Path) -> ConsoleWorld:
     made = console_world(tmp_path / "world")
     report = made.root / "audit" / "report.html"
     report.parent.mkdir()
-    report.write_text("<html><body><h1>xdn provenance audit</h1><p>Every chain verifies.</p>"
-                      "</body></html>")
+    report.write_text(
+        "<html><body><h1>xdn provenance audit</h1><p>Every chain verifies.</p></body></html>"
+    )
     return made
 
 
@@ -60,10 +61,27 @@ def console_url(world: ConsoleWorld) -> Iterator[str]:
     """``xdn console`` started as a user would; the address it printed, token included."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "console", "--listen", "127.0.0.1:0",
-         "--policy", str(world.policy), "--key", f"{PUBLISHER}={world.key}",
-         "--subscribers", str(world.subscribers), "--audit-report", str(world.root / "audit")],
-        cwd=world.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "console",
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            str(world.policy),
+            "--key",
+            f"{PUBLISHER}={world.key}",
+            "--subscribers",
+            str(world.subscribers),
+            "--audit-report",
+            str(world.root / "audit"),
+        ],
+        cwd=world.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -86,8 +104,14 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     assert chromium and driver, "no chromium / chromedriver: run `make chromium`"
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,1000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1280,1000",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     session = webdriver.Chrome(service=Service(driver), options=options)
@@ -142,8 +166,10 @@ def test_pages_then_a_keyboard_only_edit_diff_and_sign(
     assert browser.find_element(By.TAG_NAME, "h1").text == "xdn console"
 
     browser.get(base + "ontology")
-    concepts = {e.get_attribute("data-concept") for e in browser.find_elements(
-        By.CSS_SELECTOR, "figure.dag svg text")}
+    concepts = {
+        e.get_attribute("data-concept")
+        for e in browser.find_elements(By.CSS_SELECTOR, "figure.dag svg text")
+    }
     assert concepts == set(load_ontology([ONTOLOGY]).concepts)
     browser.get(base + "who")
     assert "MachineSetting" in browser.find_element(By.XPATH, "//tr[td/a='alice']").text

@@ -42,11 +42,13 @@ def console_world(root: Path) -> ConsoleWorld:
     subscribers.mkdir(parents=True)
     ensure_ca(certs_dir, now=NOW)
     issue_party(certs_dir, Party(name=PUBLISHER, role="publisher"), now=NOW)
-    issue_party(certs_dir, Party(name="ops", role="admin", hosts=("localhost", "127.0.0.1")),
-                now=NOW)
+    issue_party(
+        certs_dir, Party(name="ops", role="admin", hosts=("localhost", "127.0.0.1")), now=NOW
+    )
     for name, unit in (("alice", "Cred1"), ("carl", "Contractors")):
-        issue_party(certs_dir, Party(name=name, role="subscriber", attributes={"OU": unit}),
-                    now=NOW)
+        issue_party(
+            certs_dir, Party(name=name, role="subscriber", attributes={"OU": unit}), now=NOW
+        )
         shutil.copy(certs_dir / f"{name}.pem", subscribers / f"{name}.pem")
     policy = root / "policies" / f"{PUBLISHER}.toml"
     policy.parent.mkdir()
@@ -55,21 +57,31 @@ def console_world(root: Path) -> ConsoleWorld:
     signature_path(policy).write_bytes(
         sign_policy(policy.read_bytes(), crypto.load_private_key_pem(key.read_bytes()))
     )
-    return ConsoleWorld(root=root, certs=certs_dir, subscribers=subscribers, policy=policy,
-                        key=key)
+    return ConsoleWorld(root=root, certs=certs_dir, subscribers=subscribers, policy=policy, key=key)
 
 
-def console_config(world: ConsoleWorld, ontology: Ontology, *, with_key: bool = True,
-                   sites: tuple[str, ...] = (), audit: Path | None = None) -> ConsoleConfig:
+def console_config(
+    world: ConsoleWorld,
+    ontology: Ontology,
+    *,
+    with_key: bool = True,
+    sites: tuple[str, ...] = (),
+    audit: Path | None = None,
+) -> ConsoleConfig:
     """A console over ``world``, behind a token gate."""
     workspace = Workspace(
         ontology,
         {PUBLISHER: PublisherFiles(policy=world.policy, key=world.key if with_key else None)},
-        subscribers=known_subscribers(world.subscribers), clock=lambda: datetime.now(UTC),
+        subscribers=known_subscribers(world.subscribers),
+        clock=lambda: datetime.now(UTC),
     )
     return ConsoleConfig(
-        workspace=workspace, gate=TokenGate(), sites=sites,
-        admin_tls=TlsFiles.from_dir(world.certs, "ops"), audit_report=audit, site_timeout=5.0,
+        workspace=workspace,
+        gate=TokenGate(),
+        sites=sites,
+        admin_tls=TlsFiles.from_dir(world.certs, "ops"),
+        audit_report=audit,
+        site_timeout=5.0,
     )
 
 
@@ -83,5 +95,13 @@ def without_deny(text: str) -> str:
     return text[: text.index('[[rule]]\nid = "C2"')].rstrip() + "\n"
 
 
-__all__ = ["NOW", "ONTOLOGY", "PUBLISHER", "ConsoleWorld", "bumped", "console_config",
-           "console_world", "without_deny"]
+__all__ = [
+    "NOW",
+    "ONTOLOGY",
+    "PUBLISHER",
+    "ConsoleWorld",
+    "bumped",
+    "console_config",
+    "console_world",
+    "without_deny",
+]

@@ -30,14 +30,21 @@ def test_over_mutual_tls_an_admin_certificate_gets_in_and_others_do_not(tmp_path
     world = console_world(tmp_path)
     ca_pem = (world.certs / "ca.pem").read_bytes()
     config = console_config(world, load_ontology([ONTOLOGY]))
-    config = type(config)(workspace=config.workspace,
-                          gate=ClientCertGate(ca_pem, clock=lambda: datetime.now(UTC)))
+    config = type(config)(
+        workspace=config.workspace, gate=ClientCertGate(ca_pem, clock=lambda: datetime.now(UTC))
+    )
 
     async def run() -> dict[str, object]:
         runner = web.AppRunner(build_app(config))
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=mutual_tls(
-            world.certs / "ops.pem", world.certs / "ops.key", world.certs / "ca.pem"))
+        site = web.TCPSite(
+            runner,
+            "127.0.0.1",
+            0,
+            ssl_context=mutual_tls(
+                world.certs / "ops.pem", world.certs / "ops.key", world.certs / "ca.pem"
+            ),
+        )
         await site.start()
         url = f"https://127.0.0.1:{runner.addresses[0][1]}/"
         seen: dict[str, object] = {}
@@ -93,11 +100,25 @@ def test_a_key_for_a_publisher_without_a_policy_is_refused(tmp_path: Path) -> No
 
 def test_the_command_line_builds_a_console_with_its_certificate(tmp_path: Path) -> None:
     world = console_world(tmp_path)
-    config = build_config(_args(
-        "--listen", "0.0.0.0:0", "--tls", "--certs", str(world.certs), "--name", "ops",
-        "--policy", str(world.policy), "--key", f"production-dept={world.key}",
-        "--subscribers", str(world.subscribers), "--site", "localhost:5001",
-    ))
+    config = build_config(
+        _args(
+            "--listen",
+            "0.0.0.0:0",
+            "--tls",
+            "--certs",
+            str(world.certs),
+            "--name",
+            "ops",
+            "--policy",
+            str(world.policy),
+            "--key",
+            f"production-dept={world.key}",
+            "--subscribers",
+            str(world.subscribers),
+            "--site",
+            "localhost:5001",
+        )
+    )
     assert isinstance(config.gate, ClientCertGate)
     assert config.sites == ("localhost:5001",)
     assert set(config.workspace.subscribers) == {"alice", "carl"}

@@ -47,8 +47,9 @@ def _run(config: ConsoleConfig, body: Body[T], *, login: bool = True) -> T:
         async with TestClient(TestServer(build_app(config))) as client:
             if login:
                 assert isinstance(config.gate, TokenGate) and config.gate.token
-                answer = await client.get(f"/login?token={config.gate.token}",
-                                          allow_redirects=False)
+                answer = await client.get(
+                    f"/login?token={config.gate.token}", allow_redirects=False
+                )
                 assert answer.status == 303
             return await body(client)
 
@@ -62,8 +63,12 @@ async def _text(client: TestClient, path: str, status: int = 200) -> str:  # typ
     return text
 
 
-async def _post(client: TestClient, path: str, status: int = 200,  # type: ignore[type-arg]
-                **form: str) -> str:
+async def _post(
+    client: TestClient,
+    path: str,
+    status: int = 200,  # type: ignore[type-arg]
+    **form: str,
+) -> str:
     answer = await client.post(path, data=form)
     text = await answer.text()
     assert answer.status == status, text
@@ -145,8 +150,13 @@ def test_live_validation_answers_a_verdict_with_the_line_of_an_error(
     async def body(client: TestClient) -> list[dict[str, object]]:  # type: ignore[type-arg]
         out = []
         other = text.replace(f'publisher = "{PUBLISHER}"', 'publisher = "other"')
-        drafts = (bumped(text, 2), text.replace('"Production"', '"Nonsense"'), text, "[policy\n",
-                  other)
+        drafts = (
+            bumped(text, 2),
+            text.replace('"Production"', '"Nonsense"'),
+            text,
+            "[policy\n",
+            other,
+        )
         for draft in drafts:
             answer = await client.post(f"/policies/{PUBLISHER}/check", data={"draft": draft})
             assert answer.status == 200
@@ -166,8 +176,10 @@ def test_checking_without_javascript_renders_the_page_with_the_draft_and_verdict
     world: ConsoleWorld, ontology: Ontology
 ) -> None:
     draft = world.policy.read_text().replace('"Production"', '"Nonsense"')
-    page = _run(console_config(world, ontology),
-                lambda c: _post(c, f"/policies/{PUBLISHER}", 400, draft=draft))
+    page = _run(
+        console_config(world, ontology),
+        lambda c: _post(c, f"/policies/{PUBLISHER}", 400, draft=draft),
+    )
     assert 'class="error"' in page and "Nonsense" in page
     assert "&quot;Nonsense&quot;" in page  # the draft is kept, escaped, in the editor
 
@@ -176,8 +188,10 @@ def test_the_diff_shows_the_rule_removed_and_who_gains_what(
     world: ConsoleWorld, ontology: Ontology
 ) -> None:
     draft = without_deny(bumped(world.policy.read_text(), 2))
-    page = _run(console_config(world, ontology),
-                lambda c: _post(c, f"/policies/{PUBLISHER}/diff", draft=draft))
+    page = _run(
+        console_config(world, ontology),
+        lambda c: _post(c, f"/policies/{PUBLISHER}/diff", draft=draft),
+    )
     assert "signed version 1 → the draft's version 2" in page
     assert '<span class="loss">removed</span> C2: deny MachineSetting' in page
     # carl, a contractor, gains the machine settings; alice (Cred1) is not in the table.
@@ -189,8 +203,10 @@ def test_the_diff_shows_the_rule_removed_and_who_gains_what(
 def test_a_diff_of_an_invalid_draft_shows_the_error_and_offers_no_signing(
     world: ConsoleWorld, ontology: Ontology
 ) -> None:
-    page = _run(console_config(world, ontology),
-                lambda c: _post(c, f"/policies/{PUBLISHER}/diff", 400, draft="[policy]\n"))
+    page = _run(
+        console_config(world, ontology),
+        lambda c: _post(c, f"/policies/{PUBLISHER}/diff", 400, draft="[policy]\n"),
+    )
     assert 'class="error"' in page and 'id="sign"' not in page and 'id="back"' in page
 
 
@@ -198,9 +214,10 @@ def test_signing_writes_the_draft_and_a_signature_that_verifies_and_never_shows_
     world: ConsoleWorld, ontology: Ontology
 ) -> None:
     draft = without_deny(bumped(world.policy.read_text(), 2))
-    page = _run(console_config(world, ontology),
-                lambda c: _post(c, f"/policies/{PUBLISHER}/sign", draft=draft.replace("\n",
-                                                                                       "\r\n")))
+    page = _run(
+        console_config(world, ontology),
+        lambda c: _post(c, f"/policies/{PUBLISHER}/sign", draft=draft.replace("\n", "\r\n")),
+    )
     assert "Signed version 2" in page
     assert world.policy.read_text() == draft  # the browser's CRLF line ends normalised
     key = crypto.load_private_key_pem(world.key.read_bytes())
@@ -211,16 +228,21 @@ def test_signing_writes_the_draft_and_a_signature_that_verifies_and_never_shows_
 
 @pytest.mark.parametrize(
     ("change", "refusal"),
-    [(lambda t: t, "does not supersede the signed version 1"),
-     (lambda t: bumped(t, 2).replace('"Production"', '"Nonsense"'), "Nonsense")],
+    [
+        (lambda t: t, "does not supersede the signed version 1"),
+        (lambda t: bumped(t, 2).replace('"Production"', '"Nonsense"'), "Nonsense"),
+    ],
 )
 def test_signing_refuses_a_draft_sites_would_not_take_and_writes_nothing(
     world: ConsoleWorld, ontology: Ontology, change: Callable[[str], str], refusal: str
 ) -> None:
     before = (world.policy.read_bytes(), world.signature.read_bytes())
-    page = _run(console_config(world, ontology),
-                lambda c: _post(c, f"/policies/{PUBLISHER}/sign", 400,
-                                draft=change(world.policy.read_text())))
+    page = _run(
+        console_config(world, ontology),
+        lambda c: _post(
+            c, f"/policies/{PUBLISHER}/sign", 400, draft=change(world.policy.read_text())
+        ),
+    )
     assert "Not signed" in page and refusal in page
     assert (world.policy.read_bytes(), world.signature.read_bytes()) == before
 
@@ -248,8 +270,9 @@ def test_a_post_from_another_site_is_refused(world: ConsoleWorld, ontology: Onto
     async def body(client: TestClient) -> list[int]:  # type: ignore[type-arg]
         statuses = []
         for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
-            answer = await client.post(f"/policies/{PUBLISHER}/sign", data={"draft": draft},
-                                       headers=headers)
+            answer = await client.post(
+                f"/policies/{PUBLISHER}/sign", data={"draft": draft}, headers=headers
+            )
             statuses.append(answer.status)
         return statuses
 

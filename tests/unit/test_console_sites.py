@@ -37,8 +37,7 @@ async def _site(certs: Path) -> tuple[grpc.aio.Server, str]:
     )
     server = grpc.aio.server()
     add_admin_to_server(server, AdminService(node, uplink_connected=lambda: False, dht=None))
-    port = server.add_secure_port("127.0.0.1:0", server_credentials(TlsFiles.from_dir(certs,
-                                                                                     "d1")))
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(TlsFiles.from_dir(certs, "d1")))
     await server.start()
     return server, f"localhost:{port}"
 
@@ -76,8 +75,7 @@ def test_the_admin_client_pages_subscribers_and_passes_on_a_refusal(tmp_path: Pa
     async def run() -> None:
         server, address = await _site(world.certs)
         try:
-            page = await fetch_subscribers(address, TlsFiles.from_dir(world.certs, "ops"),
-                                           limit=1)
+            page = await fetch_subscribers(address, TlsFiles.from_dir(world.certs, "ops"), limit=1)
             assert [r.name for r in page.subscribers] == ["alice"] and page.total == 1
             assert page.next_after == ""
             refusal = r"PERMISSION_DENIED: 'alice' holds a subscriber certificate"
