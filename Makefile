@@ -114,7 +114,7 @@ proto: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy xdn cli disseminator publisher subscriber audit deploy benchmarks
+	$(VENV)/bin/mypy xdn cli disseminator publisher subscriber audit deploy benchmarks console
 
 clean:
 	rm -rf build

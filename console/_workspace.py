@@ -198,18 +198,20 @@ class Workspace:
         except OSError as exc:
             raise UsageError(f"{files.policy}: cannot read: {exc.strerror}") from None
         policy = parse_policy(data, self.ontology, source=str(files.policy))
-        return Current(text=data.decode("utf-8"), policy=policy, **self._signature(files))
+        signed, signature = self._signature(files, data)
+        return Current(text=data.decode("utf-8"), policy=policy, signed=signed, signature=signature)
 
-    def _signature(self, files: PublisherFiles) -> dict[str, bool | str]:
+    def _signature(self, files: PublisherFiles, data: bytes) -> tuple[bool, str]:
+        """Whether ``<policy>.sig`` verifies over ``data`` (the bytes just read), and why not."""
         if not signature_path(files.policy).exists():
-            return {"signed": False, "signature": "missing"}
+            return False, "missing"
         if files.key is None:
-            return {"signed": False, "signature": "not checked (no key given for it)"}
+            return False, "not checked (no key given for it)"
         try:
-            verify_policy_file(files.policy, self._key(files.key).public_key())
+            verified = verify_policy_file(files.policy, self._key(files.key).public_key())
         except PolicyError:
-            return {"signed": False, "signature": "does not verify"}
-        return {"signed": True, "signature": "verified"}
+            return False, "does not verify"
+        return (True, "verified") if verified == data else (False, "changed while read")
 
     @staticmethod
     def _key(path: Path) -> crypto.PrivateKey:
