@@ -188,8 +188,8 @@ def signed_page(publisher: str, policy: Policy, path: str, sig: str, *, nav: Nav
     body = (
         f'<p class="ok" role="status">Signed version {policy.version} of {esc(publisher)}\'s '
         f"policy: wrote <code>{esc(path)}</code> and <code>{esc(sig)}</code>.</p>"
-        "<p>Sites take it up when it is copied to where they read their policies (docs/"
-        "operations.md).</p>"
+        "<p>Sites that read this file reload it at once; others take it up when it is copied "
+        "to where they read their policies (docs/operations.md).</p>"
         f'<p><a href="/policies/{esc(publisher)}">Back to the policy</a></p>'
     )
     return page(f"Signed {publisher}'s policy", body, nav=nav, current=f"/policies/{publisher}")

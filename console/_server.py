@@ -302,7 +302,10 @@ def _middlewares(console: _Console) -> list[Callable[..., Awaitable[web.StreamRe
             return console.fail("Not signed in", refusal, 401)
         if request.method == "POST" and not same_origin(request):
             return console.fail("Refused", "a request from another site", 403)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except XdnError as exc:  # a file the console reads went bad under it, typically
+            return console.fail("Error", str(exc), 500)
 
     @web.middleware
     async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:

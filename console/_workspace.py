@@ -220,6 +220,18 @@ class Workspace:
         except OSError as exc:
             raise UsageError(f"{path}: cannot read the key: {exc.strerror}") from None
 
+    def _others(self, publisher: str) -> list[Policy]:
+        """The current policies of the other publishers (an unreadable one is left out: its
+        own page says what is wrong with it)."""
+        found = []
+        for other in self.publishers:
+            if other != publisher:
+                try:
+                    found.append(self.current(other).policy)
+                except XdnError:
+                    continue
+        return found
+
     def check(self, publisher: str, draft: str) -> DraftCheck:
         """Validate ``draft`` as the next policy of ``publisher``."""
         try:
@@ -228,8 +240,7 @@ class Workspace:
             )
             if policy.publisher != publisher:
                 raise PolicyError(f"a policy of {policy.publisher!r}, not of {publisher!r}")
-            others = [self.current(p).policy for p in self.publishers if p != publisher]
-            PolicySet.of(self.ontology, [*others, policy])
+            PolicySet.of(self.ontology, [*self._others(publisher), policy])
         except PolicyError as exc:
             match = _LINE.search(str(exc))
             line = int(match[1] or match[2]) if match else None

@@ -340,3 +340,18 @@ def test_without_an_audit_report_the_page_says_how_to_give_one(
 
 def test_an_unknown_publisher_is_not_found(world: ConsoleWorld, ontology: Ontology) -> None:
     _run(console_config(world, ontology), lambda c: _text(c, "/policies/nobody", 404))
+
+
+def test_a_policy_file_broken_behind_the_consoles_back_is_reported_not_a_crash(
+    world: ConsoleWorld, ontology: Ontology
+) -> None:
+    config = console_config(world, ontology)
+    world.policy.write_text("[policy\n")
+
+    async def body(client: TestClient) -> tuple[str, str]:  # type: ignore[type-arg]
+        page = await _text(client, f"/policies/{PUBLISHER}", 500)
+        diff = await _post(client, f"/policies/{PUBLISHER}/diff", 500, draft="[policy]\n")
+        return page, diff
+
+    page, diff = _run(config, body)
+    assert "malformed TOML" in page and "malformed TOML" in diff
