@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from console._html import Nav, attr, esc, listing, page, table
 from console._policy_pages import authorization_html
-from deploy.site_admin import SiteReport, SubscriberState
+from deploy.site_admin import SiteReport, SubscriberPage, SubscriberState
 from xdn.ontology import Ontology, Problem
 from xdn.policy import Authorization
 
@@ -18,6 +19,7 @@ __all__ = [
     "ontology_page",
     "overview_page",
     "sites_page",
+    "subscribers_page",
     "who_page",
 ]
 
@@ -107,6 +109,12 @@ def who_page(
     return page("Who gets what", everyone + detail + form, nav=nav, current="/who")
 
 
+def _subscriber_rows(rows: Sequence[SubscriberState]) -> list[list[str]]:
+    return [
+        [esc(r.name), _grants(r), esc(r.queue_depth), "yes" if r.connected else "no"] for r in rows
+    ]
+
+
 def _grants(row: SubscriberState) -> str:
     return esc("; ".join(f"{p}: {', '.join(c)}" for p, c in sorted(row.grants.items())) or "—")
 
@@ -138,10 +146,12 @@ def _site(answer: SiteAnswer, signed: Mapping[str, int]) -> str:
         ]
         for d in s.downlinks
     ]
-    subs = [
-        [esc(r.name), _grants(r), esc(r.queue_depth), "yes" if r.connected else "no"]
-        for r in s.subscribers
-    ]
+    more = ""
+    if s.subscribers_total > len(s.subscribers):
+        href = "/sites/subscribers?" + urlencode({"site": answer.address})
+        more = (
+            f"<p><a{attr('href', href)}>Every subscriber of {esc(s.site)}, a page at a time</a></p>"
+        )
     return (
         f"<h2>{esc(s.site)} <small>{esc(answer.address)}</small></h2>"
         f"<p>Block {esc(s.block)}; uplink {esc(uplink)}; {s.queued_total} deliveries queued; "
@@ -155,10 +165,11 @@ def _site(answer: SiteAnswer, signed: Mapping[str, int]) -> str:
         )
         + table(
             ["subscriber", "grants", "queue", "connected"],
-            subs,
+            _subscriber_rows(s.subscribers),
             caption=f"subscribers (first {len(s.subscribers)} of {s.subscribers_total})",
             empty="none",
         )
+        + more
         + table(
             ["publisher", "version", "digest", "policy file here"],
             policies,
@@ -181,6 +192,25 @@ def sites_page(
     else:
         body = "".join(_site(a, signed) for a in answers)
     return page("Sites", body, nav=nav, current="/sites")
+
+
+def subscribers_page(
+    address: str, found: SubscriberPage | None, *, after: str, error: str = "", nav: Nav
+) -> str:
+    """One page of a site's subscribers, and the link to the next."""
+    if found is None:
+        body = f'<p class="error">{esc(error)}</p>'
+    else:
+        start = f"after {after}" if after else "from the first"
+        body = table(
+            ["subscriber", "grants", "queue", "connected"],
+            _subscriber_rows(found.subscribers),
+            caption=f"{len(found.subscribers)} of {found.total}, {start}",
+        )
+        if found.next_after:
+            href = "/sites/subscribers?" + urlencode({"site": address, "after": found.next_after})
+            body += f'<p><a{attr("href", href)} rel="next">Next page</a></p>'
+    return page(f"Subscribers of {address}", body, nav=nav, current="/sites")
 
 
 def audit_page(path: str, written: str, *, nav: Nav) -> str:

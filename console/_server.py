@@ -20,7 +20,7 @@ from console import _pages as pages
 from console import _policy_pages as policy_pages
 from console._access import COOKIE, Gate, TokenGate, same_origin
 from console._workspace import Workspace
-from deploy.site_admin import fetch_status
+from deploy.site_admin import fetch_status, fetch_subscribers
 from xdn.certs import credential_from_pem
 from xdn.errors import XdnError
 from xdn.grpc_tls import TlsFiles
@@ -51,6 +51,7 @@ class ConsoleConfig:
         audit_report: the audit's ``report.html``, or a folder of audit outputs (the newest
             ``report.html`` under it is shown).
         site_timeout: seconds to wait for one site.
+        page_size: subscribers shown at once (1 to 1000).
     """
 
     workspace: Workspace
@@ -59,6 +60,7 @@ class ConsoleConfig:
     admin_tls: TlsFiles | None = None
     audit_report: Path | None = None
     site_timeout: float = 10.0
+    page_size: int = 100
 
 
 def latest_report(path: Path) -> Path | None:
@@ -242,10 +244,32 @@ class _Console:
 
     async def _ask(self, address: str, tls: TlsFiles) -> pages.SiteAnswer:
         try:
-            report = await fetch_status(address, tls, timeout=self.config.site_timeout)
+            report = await fetch_status(
+                address, tls, limit=self.config.page_size, timeout=self.config.site_timeout
+            )
         except XdnError as exc:
             return pages.SiteAnswer(address=address, error=str(exc))
         return pages.SiteAnswer(address=address, report=report)
+
+    async def subscribers(self, request: web.Request) -> web.Response:
+        address, after = request.query.get("site", ""), request.query.get("after", "")
+        tls = self.config.admin_tls
+        if address not in self.config.sites or tls is None:  # only the sites we were given
+            raise web.HTTPNotFound(text=f"no site {address!r} here")
+        found, error = None, ""
+        try:
+            found = await fetch_subscribers(
+                address,
+                tls,
+                after=after,
+                limit=self.config.page_size,
+                timeout=self.config.site_timeout,
+            )
+        except XdnError as exc:
+            error = str(exc)
+        return self.html(
+            pages.subscribers_page(address, found, after=after, error=error, nav=self.nav)
+        )
 
     def _report(self) -> Path | None:
         path = self.config.audit_report
@@ -342,6 +366,7 @@ def build_app(config: ConsoleConfig) -> web.Application:
     app.router.add_post("/who", console.who)
     app.router.add_get("/who/{name}", console.who)
     app.router.add_get("/sites", console.sites)
+    app.router.add_get("/sites/subscribers", console.subscribers)
     app.router.add_get("/audit", console.audit)
     app.router.add_get("/audit/report.html", console.audit_report)
     return app

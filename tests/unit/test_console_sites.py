@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import socket
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,13 +31,15 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _site(certs: Path) -> tuple[grpc.aio.Server, str]:
+async def _site(
+    certs: Path, subscribers: tuple[str, ...] = ("alice",)
+) -> tuple[grpc.aio.Server, str]:
     node = site_node(certs, "d1", "ProductionProcess", lambda: datetime.now(UTC))
-    alice = (certs / "alice.pem").read_bytes()
-    node.register_local(
-        Registration(subscriber="alice", certificate=alice, grants=node.grants(alice)),
-        frozenset(),
-    )
+    for name in subscribers:
+        pem = (certs / f"{name}.pem").read_bytes()
+        node.register_local(
+            Registration(subscriber=name, certificate=pem, grants=node.grants(pem)), frozenset()
+        )
     server = grpc.aio.server()
     add_admin_to_server(server, AdminService(node, uplink_connected=lambda: False, dht=None))
     port = server.add_secure_port("127.0.0.1:0", server_credentials(TlsFiles.from_dir(certs, "d1")))
@@ -89,3 +94,35 @@ def test_the_admin_client_pages_subscribers_and_passes_on_a_refusal(tmp_path: Pa
             await fetch_status(address, TlsFiles.from_dir(world.certs, "ops"), timeout=5)
 
     asyncio.run(run())
+
+
+def test_every_subscriber_of_a_site_a_page_at_a_time_and_only_of_the_sites_given(
+    tmp_path: Path,
+) -> None:
+    world = console_world(tmp_path)
+    ontology = load_ontology([ONTOLOGY])
+
+    async def run() -> list[str]:
+        server, address = await _site(world.certs, ("alice", "carl"))
+        config = replace(console_config(world, ontology, sites=(address,)), page_size=1)
+        try:
+            async with TestClient(TestServer(build_app(config))) as client:
+                await client.get(f"/login?token={config.gate.token}")  # type: ignore[attr-defined]
+                texts = [await (await client.get("/sites")).text()]
+                for _ in range(2):  # the link on the sites page, then "Next page"
+                    link = re.findall(r'href="(/sites/subscribers\?[^"]+)"', texts[-1])
+                    answer = await client.get(html.unescape(link[0]))
+                    assert answer.status == 200
+                    texts.append(await answer.text())
+                elsewhere = await client.get("/sites/subscribers?site=127.0.0.1:1")
+                assert elsewhere.status == 404
+                return texts
+        finally:
+            await server.stop(None)
+
+    status, first, second = asyncio.run(run())
+    assert "subscribers (first 1 of 2)" in status and "a page at a time" in status
+    assert "1 of 2, from the first" in first and "<td>alice</td>" in first
+    assert "<td>carl</td>" not in first and "Next page" in first
+    assert "1 of 2, after alice" in second and "<td>carl</td>" in second
+    assert "Next page" not in second
