@@ -17,6 +17,17 @@ from xdn.ontology import Ontology
 from xdn.paths import REPO_ROOT
 from xdn.policy import sign_policy, signature_path
 
+__all__ = [
+    "NOW",
+    "ONTOLOGY",
+    "PUBLISHER",
+    "ConsoleWorld",
+    "bumped",
+    "console_config",
+    "console_world",
+    "without_deny",
+]
+
 PUBLISHER = "production-dept"
 NOW = datetime.now(UTC)
 
@@ -93,15 +104,3 @@ def bumped(text: str, version: int) -> str:
 def without_deny(text: str) -> str:
     """``text`` less its last rule, C2: contractors' deny of machine settings."""
     return text[: text.index('[[rule]]\nid = "C2"')].rstrip() + "\n"
-
-
-__all__ = [
-    "NOW",
-    "ONTOLOGY",
-    "PUBLISHER",
-    "ConsoleWorld",
-    "bumped",
-    "console_config",
-    "console_world",
-    "without_deny",
-]
