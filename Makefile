@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace curl clean
+.PHONY: demo test test-long test-fast test-stress test-browser bench proto lint java xmlsec1 iproute2 strace curl chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,17 @@ curl:
 	  else echo "error: install curl (e.g. apt-get install curl) and rerun" >&2; exit 1; fi; \
 	fi
 
+# The web console's browser test drives Debian's chromium through chromedriver (selenium).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  echo "== chromium not found: installing chromium and chromium-driver (the console's browser test)"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "error: install chromium and chromedriver (e.g. apt-get install chromium chromium-driver) and rerun" >&2; exit 1; fi; \
+	fi
+
 iproute2:
 	@if ! command -v ip >/dev/null 2>&1; then \
 	  echo "== ip not found: installing iproute2 (needed by the network-namespace test)"; \
@@ -75,8 +86,12 @@ demo: $(STAMP) java
 # Test processes in parallel: one per core, at most 4 (each test starts daemons of its own).
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 
-test: $(STAMP) java xmlsec1 iproute2 strace
+test: $(STAMP) java xmlsec1 iproute2 strace chromium
 	$(PY) -m pytest -q -m "not long" -n $(JOBS)
+
+# Only the web console in a headless chromium (also part of `make test`: it takes ~15 s).
+test-browser: $(STAMP) chromium
+	$(PY) -m pytest -q -m browser
 
 # The heavy multi-process scenarios (a dishonest site, namesakes, limits under abuse, leases,
 # revocation of sites, twenty sites): a few minutes more; CI runs them after `make test`.
@@ -85,7 +100,7 @@ test-long: $(STAMP) java xmlsec1 iproute2 strace curl
 
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5
-test-stress: $(STAMP) java xmlsec1 iproute2 strace curl
+test-stress: $(STAMP) java xmlsec1 iproute2 strace curl chromium
 	$(PY) tests/stress.py --runs $(RUNS)
 
 test-fast: $(STAMP)
@@ -99,7 +114,7 @@ proto: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy xdn cli disseminator publisher subscriber audit deploy benchmarks
+	$(VENV)/bin/mypy xdn cli disseminator publisher subscriber audit deploy benchmarks console
 
 clean:
 	rm -rf build

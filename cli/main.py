@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from audit import cli as audit_cli
 from cli import admin as admin_cli
 from cli import codec as codec_cli
+from console import cli as console_cli
 from deploy import certs_cli, cluster_cli, demo_cli
 from disseminator import cli as disseminator_cli
 from publisher import cli as publisher_cli
@@ -39,6 +40,7 @@ _COMMAND_MODULES = (
     admin_cli,
     codec_cli,
     audit_cli,
+    console_cli,
 )
 
 _DESCRIPTION = """\

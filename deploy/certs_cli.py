@@ -96,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="extra subject field policies can match, e.g. OU=Cred1 (repeatable)",
     )
     issue.add_argument(
-        "--host", action="append", default=[], help="TLS host name or IP for sites (repeatable)"
+        "--host", action="append", default=[],
+        help="TLS host name or IP it serves (a site; `xdn console --tls`), repeatable",
     )
     issue.add_argument(
         "--block", metavar="CONCEPT",

@@ -266,7 +266,7 @@ def issue(
         except ValueError:
             sans.append(x509.DNSName(host))
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
-    if role == "site":
+    if role == "site" or hosts:  # naming hosts: it serves TLS there (a site, the console)
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     cert = (
         x509.CertificateBuilder()
