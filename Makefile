@@ -15,70 +15,32 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,audit]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
-# PySpark needs a Java runtime (17 or newer). Install it when missing and we may.
-java:
-	@if ! command -v java >/dev/null 2>&1; then \
-	  echo "== Java not found: installing openjdk-17-jre-headless (needed by PySpark)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
-	  else echo "error: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) and rerun" >&2; exit 1; fi; \
+# System tools some suites need, installed with apt when missing and we may (root or sudo):
+# $(call ensure,COMMANDS,PACKAGES,WHY) — WHY without commas.
+define ensure
+	@missing=; for c in $(1); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== $(1) not found: installing $(2) ($(3))"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then sudo=; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then sudo=sudo; \
+	  else echo "error: install $(2) (e.g. apt-get install $(2)) and rerun" >&2; exit 1; fi; \
+	  $$sudo apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
 	fi
+endef
 
-# The interop tests run Debian's xmlsec1 on the codec's XML Encryption output. Install it when
-# missing and we may.
-xmlsec1:
-	@if ! command -v xmlsec1 >/dev/null 2>&1; then \
-	  echo "== xmlsec1 not found: installing xmlsec1 (needed by the interop tests)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xmlsec1 >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xmlsec1 >/dev/null; \
-	  else echo "error: install xmlsec1 (e.g. apt-get install xmlsec1) and rerun" >&2; exit 1; fi; \
-	fi
-
-# The network-namespace integration test runs sites as separate hosts with iproute2's `ip netns`.
-strace:
-	@if ! command -v strace >/dev/null 2>&1; then \
-	  echo "== strace not found: installing strace (needed by the power-loss simulation)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; \
-	  else echo "error: install strace (e.g. apt-get install strace) and rerun" >&2; exit 1; fi; \
-	fi
-
-curl:
-	@if ! command -v curl >/dev/null 2>&1; then \
-	  echo "== curl not found: installing curl (the README tour uses it)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
-	  else echo "error: install curl (e.g. apt-get install curl) and rerun" >&2; exit 1; fi; \
-	fi
-
-# The web console's browser test drives Debian's chromium through chromedriver (selenium).
-chromium:
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
-	  echo "== chromium not found: installing chromium and chromium-driver (the console's browser test)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	  else echo "error: install chromium and chromedriver (e.g. apt-get install chromium chromium-driver) and rerun" >&2; exit 1; fi; \
-	fi
-
-iproute2:
-	@if ! command -v ip >/dev/null 2>&1; then \
-	  echo "== ip not found: installing iproute2 (needed by the network-namespace test)"; \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
-	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
-	  else echo "error: install iproute2 (e.g. apt-get install iproute2) and rerun" >&2; exit 1; fi; \
-	fi
+java:  # PySpark needs a Java runtime (17 or newer)
+	$(call ensure,java,openjdk-17-jre-headless,needed by PySpark)
+xmlsec1:  # the interop tests run Debian's xmlsec1 on the codec's XML Encryption output
+	$(call ensure,xmlsec1,xmlsec1,needed by the interop tests)
+strace:  # the power-loss simulation traces a site's writes
+	$(call ensure,strace,strace,needed by the power-loss simulation)
+curl:  # the README tour uses it
+	$(call ensure,curl,curl,the README tour uses it)
+chromium:  # the web console's browser test drives chromium through chromedriver (selenium)
+	$(call ensure,chromium chromedriver,chromium chromium-driver,the console's browser test)
+iproute2:  # the network-namespace test runs sites as separate hosts with `ip netns`
+	$(call ensure,ip,iproute2,needed by the network-namespace test)
 
 demo: $(STAMP) java
 	$(VENV)/bin/xdn demo
