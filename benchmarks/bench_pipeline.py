@@ -92,20 +92,16 @@ def _samples(items: list[Timed], *, repeat: int, min_time: float = 0.05) -> list
         call()
         calls.append(max(1, int(min_time / max(time.perf_counter() - started, 1e-6))))
     samples: list[list[float]] = [[] for _ in items]
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            for index, (prepare, call) in enumerate(items):
-                spent = 0.0
-                for _ in range(calls[index]):
-                    prepare()
-                    started = time.perf_counter()
-                    call()
-                    spent += time.perf_counter() - started
-                samples[index].append(spent / calls[index])
-                gc.collect()
-    finally:
-        gc.enable()
+    for _ in range(repeat):  # (the garbage collector on, as in the commands)
+        for index, (prepare, call) in enumerate(items):
+            spent = 0.0
+            for _ in range(calls[index]):
+                prepare()
+                started = time.perf_counter()
+                call()
+                spent += time.perf_counter() - started
+            samples[index].append(spent / calls[index])
+            gc.collect()
     return samples
 
 
