@@ -41,8 +41,9 @@ from xdn.completeness import Checkpoint, sign_checkpoint
 from xdn.grpc_tls import TlsFiles
 from xdn.mapping import load_mapping
 from xdn.ontology import load_ontology
-from xdn.parts import DEFAULT_PART_BYTES, cut
+from xdn.parts import DEFAULT_PART_BYTES, ReadableChunk, cut
 from xdn.paths import REPO_ROOT
+from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire_parts import DeliveryJoiner
 from xdn.wire_write import request_framing
@@ -76,7 +77,10 @@ def parties(now: datetime) -> Parties:
         crl_pem=certs.create_crl(*ca, [], now=now, next_update=now + timedelta(days=1)),
         publisher=certs.issue(*ca, name=PUBLISHER, role="publisher", now=now),
         site=certs.issue(
-            *ca, name=SITE, role="site", attributes={certs.BLOCK_FIELD: "ProductionProcess"},
+            *ca,
+            name=SITE,
+            role="site",
+            attributes={certs.BLOCK_FIELD: "ProductionProcess"},
             now=now,
         ),
         subscriber=certs.issue(*ca, name=SUBSCRIBER, role="subscriber", now=now),
@@ -112,10 +116,15 @@ class PublishRun:
             for c in document.concepts
         }
         encoded = document.encode(
-            document_id=document_id, publisher=PUBLISHER, version=version,
-            issued_at_ms=now_ms, keys=keys, signer=self._signer.private_key,
-            concept_order=self._order, sequencing=Sequencing(sequence=version),
-        )  # fmt: skip
+            document_id=document_id,
+            publisher=PUBLISHER,
+            version=version,
+            issued_at_ms=now_ms,
+            keys=keys,
+            signer=self._signer.private_key,
+            concept_order=self._order,
+            sequencing=Sequencing(sequence=version),
+        )
         try:
             node = self._signer.node_uri
             manifest = encoded.signed_manifest.manifest
@@ -124,9 +133,11 @@ class PublishRun:
                 message_uri=provenance.message_uri(node, document_id, f"v{version}"),
                 recipient_uri=certs.node_uri(SITE),
                 content=provenance.ContentFacts(
-                    document_id=document_id, publisher=PUBLISHER,
-                    manifest_root=manifest.root, leaf_count=manifest.leaf_count,
-                ),  # fmt: skip
+                    document_id=document_id,
+                    publisher=PUBLISHER,
+                    manifest_root=manifest.root,
+                    leaf_count=manifest.leaf_count,
+                ),
                 timestamp_ms=now_ms,
             )
             body = encoded.frame(provenance=message.to_nquads(), publisher_certificate=self._cert)
@@ -134,9 +145,11 @@ class PublishRun:
             encoded.discard()
         try:
             checkpoint = Checkpoint(
-                publisher=PUBLISHER, issued_at_ms=now_ms, sequence=version,
+                publisher=PUBLISHER,
+                issued_at_ms=now_ms,
+                sequence=version,
                 latest=dict.fromkeys(document.concepts, version),
-            )  # fmt: skip
+            )
             request = pb.PublishRequest(
                 publish_id=named,
                 checkpoint=checkpoint_to_pb(
@@ -145,8 +158,8 @@ class PublishRun:
                 ),
             )
             before, after = request_framing(request, len(body))
-            chunks = [before, body, after]
-            if sum(map(len, chunks)) <= self._part_bytes:
+            chunks: list[bytes | ReadableChunk] = [before, body, after]
+            if len(before) + len(body) + len(after) <= self._part_bytes:
                 return [before + body.read(0, len(body)) + after]
             return [
                 pb.Part(data=p.data, size=p.size, more=p.more).SerializeToString()
@@ -158,9 +171,12 @@ class PublishRun:
 
 def _joined(messages: list[bytes]) -> pb.PublishRequest:
     if len(messages) == 1:
-        return pb.PublishRequest.FromString(messages[0])
-    parts = [pb.Part.FromString(m) for m in messages]
-    return pb.PublishRequest.FromString(b"".join(p.data for p in parts))
+        data = messages[0]
+    else:
+        data = b"".join(pb.Part.FromString(m).data for m in messages)
+    request = pb.PublishRequest()
+    request.ParseFromString(data)
+    return request
 
 
 def delivered(
@@ -230,14 +246,14 @@ class SubscribeRun:
         session = self._session
         if session is None:
             raise RuntimeError("prepare() first")
-        parts: DeliveryJoiner[object] = DeliveryJoiner(
+        parts: DeliveryJoiner[FileSource] = DeliveryJoiner(
             session.setup.max_document_bytes, f"site {SITE}", session.spool.open_sink
         )
         whole: pb.Delivery | SpooledDissemination | None = None
         for data in messages:
             delivery = pb.ServerMessage.FromString(data).delivery
             if delivery.WhichOneof("body") == "part":
-                whole = parts.add(delivery, lambda spooled: read_spooled(spooled, "bench", 1))  # type: ignore[arg-type]
+                whole = parts.add(delivery, lambda spooled: read_spooled(spooled, "bench", 1))
             else:
                 whole = delivery
         if isinstance(whole, SpooledDissemination):
