@@ -88,7 +88,8 @@ def fragment_header(fragment: Fragment) -> bytes:
     concept's fragments are cached, so a fragment costs its id and three varints."""
     f = fragment
     if f.position >> 32 or (f.parent is not None and f.parent >> 31):
-        return fragment_header_to_pb(f).SerializeToString()  # (refused as protobuf refuses it)
+        refused: bytes = fragment_header_to_pb(f).SerializeToString()  # (raises ValueError)
+        return refused
     parts = [_text_field(1, f.fragment_id), _shared_fields(f.document_id, f.publisher, f.concept)]
     if f.position:
         parts.append(bytes([_POSITION]) + varint(f.position))
