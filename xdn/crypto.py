@@ -175,7 +175,9 @@ class Aead:
     """AES-256-GCM under one key, for many messages: what :func:`aead_encrypt` and
     :func:`aead_decrypt` do, in the same ``IV ‖ ciphertext ‖ tag`` form, without a key schedule
     per message, and with random IVs drawn from the CSPRNG :data:`_IV_BATCH` at a time (one
-    system call for many fragments; each IV is still fresh and random, never reused).
+    system call for many fragments; each IV is still fresh and random, never reused). One
+    object serves one document's encoding or decoding: never one shared across a ``fork``,
+    whose two processes would draw the same IVs.
 
     Raises:
         UsageError: ``key`` is not 32 bytes.
