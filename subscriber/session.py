@@ -50,6 +50,7 @@ grants, or delivers a document without one of them, is flagged.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -223,6 +224,21 @@ def open_stored(
         concepts=concepts,
         seen=seen,
     )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a document is opened: that allocates a few
+    objects per fragment, none in a cycle, and a collection meanwhile walks them again and
+    again (measured: a seventh of the time of a 7,500-fragment document). It runs after."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class Session:
@@ -651,7 +667,8 @@ class Session:
                      manifest.version)
             self.keyring.set_applied(self.address, sequence)
             return b""
-        return self._receive(message, sequence, stored)
+        with _collector_paused():
+            return self._receive(message, sequence, stored)
 
     def _receive(
         self, message: pb.Dissemination, sequence: int, stored: SpooledDissemination | None = None

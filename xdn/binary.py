@@ -23,6 +23,7 @@ fixed by signatures already made and stay as they are.
 
 from __future__ import annotations
 
+import re
 import struct
 
 from xdn.errors import ProtocolError
@@ -32,6 +33,7 @@ __all__ = ["U64_MAX", "Reader", "Writer", "check_name", "check_u64", "label"]
 U64_MAX = (1 << 64) - 1
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")  # C0 controls and DEL
 
 
 def check_name(what: str, value: object, *, empty: bool = False) -> str:
@@ -50,7 +52,7 @@ def check_name(what: str, value: object, *, empty: bool = False) -> str:
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if not value and not empty:
         raise ValueError(f"{what} must not be empty")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _CONTROL.search(value) is not None:
         raise ValueError(f"{what} must not contain control characters: {value!r}")
     return value
 

@@ -48,6 +48,7 @@ __all__ = [
     "PEM",
     "SPKI",
     "WRAPPED_KEY_BYTES",
+    "Aead",
     "InvalidSignature",
     "PrivateKey",
     "PublicKey",
@@ -79,6 +80,7 @@ IV_BYTES = 12
 WRAPPED_KEY_BYTES = KEY_BYTES + 8
 _TAG_BYTES = 16
 GCM_OVERHEAD = IV_BYTES + _TAG_BYTES  # an AEAD blob is IV ‖ ciphertext ‖ tag
+_IV_BATCH = 256  # IVs an Aead draws from the CSPRNG at a time
 
 PrivateKey = ec.EllipticCurvePrivateKey
 PublicKey = ec.EllipticCurvePublicKey
@@ -167,6 +169,49 @@ def aead_decrypt(key: bytes, blob: bytes) -> bytes:
     except InvalidTag:
         log.debug("GCM tag mismatch")
         raise DecryptError() from None
+
+
+class Aead:
+    """AES-256-GCM under one key, for many messages: what :func:`aead_encrypt` and
+    :func:`aead_decrypt` do, in the same ``IV ‖ ciphertext ‖ tag`` form, without a key schedule
+    per message, and with random IVs drawn from the CSPRNG :data:`_IV_BATCH` at a time (one
+    system call for many fragments; each IV is still fresh and random, never reused). One
+    object serves one document's encoding or decoding: never one shared across a ``fork``,
+    whose two processes would draw the same IVs.
+
+    Raises:
+        UsageError: ``key`` is not 32 bytes.
+    """
+
+    __slots__ = ("_at", "_cipher", "_ivs")
+
+    def __init__(self, key: bytes) -> None:
+        _check_key(key)
+        self._cipher = AESGCM(key)
+        self._ivs = b""
+        self._at = 0
+
+    def encrypt(self, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
+        """As :func:`aead_encrypt` under this key."""
+        if iv is None:
+            if self._at == len(self._ivs):
+                self._ivs, self._at = random_bytes(IV_BYTES * _IV_BATCH), 0
+            iv = self._ivs[self._at : self._at + IV_BYTES]
+            self._at += IV_BYTES
+        elif len(iv) != IV_BYTES:
+            raise UsageError(f"GCM IV must be {IV_BYTES} bytes")
+        return iv + self._cipher.encrypt(iv, plaintext, None)
+
+    def decrypt(self, blob: bytes) -> bytes:
+        """As :func:`aead_decrypt` under this key (the same opaque :class:`DecryptError`)."""
+        if len(blob) < IV_BYTES + _TAG_BYTES:
+            log.debug("GCM blob too short: %d bytes", len(blob))
+            raise DecryptError()
+        try:
+            return self._cipher.decrypt(blob[:IV_BYTES], blob[IV_BYTES:], None)
+        except InvalidTag:
+            log.debug("GCM tag mismatch")
+            raise DecryptError() from None
 
 
 def aead_decrypt_chunks(

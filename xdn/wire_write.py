@@ -27,6 +27,7 @@ then the provenance). Memory: 16 bytes per fragment and one copy window.
 
 from __future__ import annotations
 
+import functools
 from array import array
 from typing import IO
 
@@ -35,10 +36,12 @@ from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire_scan import LEN
 from xdn.wireconv import fragment_header_to_pb, manifest_to_pb, range_proof_to_pb
 
-__all__ = ["DisseminationWriter", "field_header", "request_framing", "varint"]
+__all__ = ["DisseminationWriter", "field_header", "fragment_header", "request_framing", "varint"]
 
 _MANIFEST, _FRAGMENTS, _PROVENANCE = 1, 2, 3  # Dissemination's fields
 _CIPHER_VALUE = 9  # Fragment.cipher_value
+_POSITION, _PARENT, _EPOCH = 0x28, 0x30, 0x38  # Fragment's varint fields 5, 6, 7, with their type
+_NO_PARENT = bytes([_PARENT]) + b"\xff" * 9 + b"\x01"  # int32 -1: ten bytes, sign-extended
 _DISSEMINATION_IN_REQUEST = 1  # PublishRequest.dissemination: before every other field
 _WINDOW = 1024 * 1024  # bytes of a record copied at a time
 
@@ -64,6 +67,42 @@ def field_header(number: int, length: int) -> bytes:
     return varint(number << 3 | LEN) + varint(length)
 
 
+def _text_field(number: int, value: str) -> bytes:
+    data = value.encode()
+    return field_header(number, len(data)) + data if data else b""  # (proto3: "" left out)
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_fields(document_id: str, publisher: str, concept: str) -> bytes:
+    return _text_field(2, document_id) + _text_field(3, publisher) + _text_field(4, concept)
+
+
+@functools.lru_cache(maxsize=256)
+def _key_name_field(key_name: str) -> bytes:
+    return _text_field(8, key_name)
+
+
+def fragment_header(fragment: Fragment) -> bytes:
+    """``fragment_header_to_pb(fragment).SerializeToString()`` (:mod:`xdn.wireconv`: every
+    field but the ciphertext and the range proof), written by hand: the fields shared by a
+    concept's fragments are cached, so a fragment costs its id and three varints."""
+    f = fragment
+    if f.position >> 32 or (f.parent is not None and f.parent >> 31):
+        refused: bytes = fragment_header_to_pb(f).SerializeToString()  # (raises ValueError)
+        return refused
+    parts = [_text_field(1, f.fragment_id), _shared_fields(f.document_id, f.publisher, f.concept)]
+    if f.position:
+        parts.append(bytes([_POSITION]) + varint(f.position))
+    if f.parent is None:
+        parts.append(_NO_PARENT)
+    elif f.parent:
+        parts.append(bytes([_PARENT]) + varint(f.parent))
+    if f.epoch:
+        parts.append(bytes([_EPOCH]) + varint(f.epoch))
+    parts.append(_key_name_field(f.key_name))
+    return b"".join(parts)
+
+
 class DisseminationWriter:
     """Writes a document's ``Dissemination`` from fragments given one at a time (see the module
     docstring).
@@ -85,12 +124,13 @@ class DisseminationWriter:
 
     def add(self, fragment: Fragment) -> None:
         """Write ``fragment``'s record (all of it but a range proof)."""
-        head = fragment_header_to_pb(fragment).SerializeToString()
+        head = fragment_header(fragment)
         cipher = fragment.cipher_value
-        key = field_header(_CIPHER_VALUE, len(cipher)) if cipher else b""
-        for piece in (head, key, cipher):
-            self._records.write(piece)
-        size = len(head) + len(key) + len(cipher)
+        if cipher:
+            head += field_header(_CIPHER_VALUE, len(cipher))
+        self._records.write(head)
+        self._records.write(cipher)
+        size = len(head) + len(cipher)
         self._offsets.append(self._end)
         self._sizes.append(size)
         self._end += size

@@ -292,18 +292,18 @@ def test_files_a_crash_left_are_deleted_at_start_up(network: LocalNetwork, tmp_p
 @contextmanager
 def _deterministic() -> Iterator[None]:
     """One IV for every fragment, one (real) signature per distinct bytes signed."""
-    encrypt, sign, memo = crypto.aead_encrypt, crypto.sign, {}
+    encrypt, sign, memo = crypto.Aead.encrypt, crypto.sign, {}
 
     def signed(key: crypto.PrivateKey, data: bytes) -> bytes:
         if data not in memo:
             memo[data] = sign(key, data)
         return memo[data]
 
-    def encrypted(key: bytes, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
-        return encrypt(key, plaintext, iv=bytes(12))
+    def encrypted(cipher: crypto.Aead, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
+        return encrypt(cipher, plaintext, iv=bytes(12))
 
     with mock.patch.object(crypto, "sign", signed), mock.patch.object(
-        crypto, "aead_encrypt", encrypted
+        crypto.Aead, "encrypt", encrypted
     ):
         yield
 

@@ -25,6 +25,7 @@ from xdn import crypto
 from xdn.codec import (
     XDN_NS,
     ConceptKey,
+    Fragment,
     Sequencing,
     concept_order,
     concepts_present,
@@ -36,8 +37,14 @@ from xdn.mapping import Mapping, load_mapping, map_document, parse_mapping
 from xdn.ontology import load_ontology
 from xdn.paths import REPO_ROOT
 from xdn.wire.v1 import dissemination_pb2 as pb
-from xdn.wire_write import DisseminationWriter, field_header, request_framing, varint
-from xdn.wireconv import dissemination_to_pb
+from xdn.wire_write import (
+    DisseminationWriter,
+    field_header,
+    fragment_header,
+    request_framing,
+    varint,
+)
+from xdn.wireconv import dissemination_to_pb, fragment_header_to_pb
 from xdn.xmlsafe import parse_bytes
 
 SIGNER = crypto.generate_private_key()
@@ -234,3 +241,41 @@ def test_a_mapping_that_cannot_stream_is_refused_by_the_streaming_functions() ->
     with pytest.raises(UsageError, match="not all simple paths"):
         job = job_args("pub", KEYS, [])
         encode_to_sink(io.BytesIO(b"<r><b/></r>"), print, mapping=mapping, **job)
+
+
+_NAMES = st.text(
+    st.characters(min_codepoint=0x20, blacklist_characters="\x7f", blacklist_categories=("Cs",)),
+    min_size=1,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.tuples(_NAMES, _NAMES, _NAMES, _NAMES),
+    position=st.integers(0, 2**32 - 1),
+    parent=st.none() | st.integers(0, 2**31 - 1),
+    epoch=st.integers(0, 2**64 - 1),
+)
+def test_a_fragment_header_is_written_as_protobuf_writes_it(
+    names: tuple[str, str, str, str], position: int, parent: int | None, epoch: int
+) -> None:
+    document_id, publisher, concept, key_name = names
+    assume(parent is None or parent < position)
+    fragment = Fragment(
+        fragment_id=f"{document_id}#{position}", document_id=document_id, publisher=publisher,
+        concept=concept, position=position, parent=parent, epoch=epoch, key_name=key_name,
+        cipher_value=b"",
+    )  # fmt: skip
+    assert fragment_header(fragment) == fragment_header_to_pb(fragment).SerializeToString()
+
+
+@pytest.mark.parametrize(("position", "parent"), [(2**32, None), (2**31 + 1, 2**31)])
+def test_a_fragment_header_out_of_the_wire_range_is_refused(
+    position: int, parent: int | None
+) -> None:
+    fragment = Fragment(
+        fragment_id=f"d#{position}", document_id="d", publisher="p", concept="c",
+        position=position, parent=parent, epoch=1, key_name="k", cipher_value=b"",
+    )  # fmt: skip
+    with pytest.raises(ValueError):
+        fragment_header(fragment)

@@ -56,10 +56,11 @@ class FragmentEncryptor:
         self._publisher = check_name("publisher", publisher)
         self._document_id = check_name("document_id", document_id)
         self._iv_factory = iv_factory
-        self._cache: dict[str, tuple[int, str, bytes]] = {}
+        self._cache: dict[str, tuple[int, str, crypto.Aead]] = {}
 
-    def key_for(self, concept: str) -> tuple[int, str, bytes]:
-        """(epoch, key name, per-document key) of ``concept``; raise UsageError if unusable."""
+    def key_for(self, concept: str) -> tuple[int, str, crypto.Aead]:
+        """(epoch, key name, cipher under the per-document key) of ``concept``; raise
+        UsageError if unusable."""
         found = self._cache.get(concept)
         if found is None:
             key = self._keys.get(check_name("concept", concept))
@@ -70,13 +71,13 @@ class FragmentEncryptor:
             if (key.publisher, key.concept) != (self._publisher, concept):
                 raise UsageError(f"keys[{concept!r}] is the key of {key.publisher}/{key.concept}")
             doc = self._document_id
-            found = (key.epoch, key.name_for(doc), key.for_document(doc))
+            found = (key.epoch, key.name_for(doc), crypto.Aead(key.for_document(doc)))
             self._cache[concept] = found
         return found
 
     def encrypt(self, *, concept: str, position: int, parent: int | None, plain: bytes) -> Fragment:
         """Encrypt one fragment plaintext."""
-        epoch, name, doc_key = self.key_for(concept)
+        epoch, name, cipher = self.key_for(concept)
         if parent is not None and not 0 <= parent < position:
             raise ValueError("a fragment's parent must come before it in document order")
         iv = self._iv_factory() if self._iv_factory is not None else None
@@ -84,18 +85,16 @@ class FragmentEncryptor:
         # just above): skip Fragment's validation, which costs as much as the encryption of a
         # small fragment.
         fragment: Fragment = object.__new__(Fragment)
-        for name_, value in (
-            ("fragment_id", fragment_id(self._document_id, position)),
-            ("document_id", self._document_id),
-            ("publisher", self._publisher),
-            ("concept", concept),
-            ("position", check_u64("position", position)),
-            ("parent", parent),
-            ("epoch", epoch),
-            ("key_name", name),
-            ("cipher_value", crypto.aead_encrypt(doc_key, plain, iv=iv)),
-        ):
-            object.__setattr__(fragment, name_, value)
+        set_field = object.__setattr__
+        set_field(fragment, "fragment_id", fragment_id(self._document_id, position))
+        set_field(fragment, "document_id", self._document_id)
+        set_field(fragment, "publisher", self._publisher)
+        set_field(fragment, "concept", concept)
+        set_field(fragment, "position", check_u64("position", position))
+        set_field(fragment, "parent", parent)
+        set_field(fragment, "epoch", epoch)
+        set_field(fragment, "key_name", name)
+        set_field(fragment, "cipher_value", cipher.encrypt(plain, iv=iv))
         return fragment
 
 

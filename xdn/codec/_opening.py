@@ -73,6 +73,13 @@ def _literal_spans(plain: bytes, refs: list[etree._Element]) -> list[tuple[int, 
     return spans if len(spans) == len(targets) else None
 
 
+def _no_refs(plain: bytes) -> list[tuple[int, int]] | None:
+    """:func:`_literal_spans` of a plaintext whose parse found no reference (most of them)."""
+    if not plain.startswith(b"<") or not plain.endswith(b">") or _DECLARATION.search(plain):
+        return None
+    return None if _REF_OPEN in plain else []
+
+
 def _marked_spans(
     root: etree._Element, refs: list[etree._Element]
 ) -> tuple[bytes, list[tuple[int, int]]]:
@@ -129,8 +136,8 @@ def open_plaintext(
         if len(ref) or ref.text:
             raise fail("fragment %d holds a non-empty reference", position)
     targets = [_target(ref, document_id, position) for ref in refs]
-    contexts = [(None in ref.nsmap, sum(1 for _ in ref.iterancestors())) for ref in refs]
-    spans = _literal_spans(plain, refs)
+    contexts = [(None in ref.nsmap, len(list(ref.iterancestors()))) for ref in refs]
+    spans = _literal_spans(plain, refs) if refs else _no_refs(plain)
     body = plain
     if spans is None:
         body, spans = _marked_spans(root, refs)

@@ -263,11 +263,15 @@ def decode(
     )
     check_delivery(delivery, publisher_key, expected_concepts(m, concepts, source), seen)
     plaintexts: list[tuple[int, int | None, bytes]] = []
+    ciphers: dict[tuple[str, int], crypto.Aead] = {}  # (one key schedule per concept)
     for f in sorted(delivery.fragments, key=lambda f: f.position):
-        doc_key = source.doc_key(f.concept, f.epoch)
-        if doc_key is None:
-            raise fail("no key for fragment %s (epoch %d)", f.fragment_id, f.epoch)
-        plaintexts.append((f.position, f.parent, crypto.aead_decrypt(doc_key, f.cipher_value)))
+        cipher = ciphers.get((f.concept, f.epoch))
+        if cipher is None:
+            doc_key = source.doc_key(f.concept, f.epoch)
+            if doc_key is None:
+                raise fail("no key for fragment %s (epoch %d)", f.fragment_id, f.epoch)
+            cipher = ciphers[f.concept, f.epoch] = crypto.Aead(doc_key)
+        plaintexts.append((f.position, f.parent, cipher.decrypt(f.cipher_value)))
     opened = open_plaintexts(plaintexts, document_id=m.document_id, limits=limits)
     templates: dict[int, Template] = {p: template for p, (template, _) in opened.items()}
     bodies = {p: body for p, (_, body) in opened.items()}
