@@ -2,7 +2,8 @@
 
 What an operator sees of d2 (its uplink, block, subscribers with grants and queue depths,
 policy versions, DHT neighbours), and what the site refuses: a subscriber sees only its own
-row and is refused the status; a publisher sees counts only (disseminator.admin).
+row and is refused the status; a publisher sees counts only (disseminator.admin). Then
+``status --tree`` on d1 → d2 → d3: every site found, proven and agreeing; d3 killed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,27 +30,36 @@ from xdn.wire.v1 import admin_pb2, admin_pb2_grpc
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[LocalNetwork]:
-    network = LocalNetwork(
-        tmp_path / "net",
-        sites=(SiteSpec(name="d1", block="ProductionProcess"),
-               SiteSpec(name="d2", block="WorkOrder", uplink="d1")),
-        subscribers=(SubscriberSpec(name="alice", site="d2", attributes={"OU": "Cred1"}),
-                     SubscriberSpec(name="bob", site="d2", attributes={"OU": "Cred1"})),
-    )
+@contextmanager
+def _started(workdir: Path, sites: tuple[SiteSpec, ...],
+             subscribers: tuple[SubscriberSpec, ...]) -> Iterator[LocalNetwork]:
+    """The sites (each finding its uplink through the DHT, as started by hand), an ``ops``
+    admin certificate, and the subscribers, each subscribed at its site."""
+    network = LocalNetwork(workdir, sites=sites, subscribers=subscribers)
     network.workdir.mkdir(parents=True)
     network.prepare()
     issue_party(network.certs, Party(name="ops", role="admin"), now=datetime.now(UTC))
     try:
         network.start_sites()
-        for name in ("alice", "bob"):
-            network.start_subscriber(name)
-        for name in ("alice", "bob"):
-            assert network.wait_subscribed(name)["served_by"] == "d2"
+        for spec in subscribers:
+            network.start_subscriber(spec.name)
+        for spec in subscribers:
+            assert network.wait_subscribed(spec.name)["served_by"] == spec.site
         yield network
     finally:
         network.stop()
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[LocalNetwork]:
+    with _started(
+        tmp_path / "net",
+        (SiteSpec(name="d1", block="ProductionProcess"),
+         SiteSpec(name="d2", block="WorkOrder", uplink="d1")),
+        (SubscriberSpec(name="alice", site="d2", attributes={"OU": "Cred1"}),
+         SubscriberSpec(name="bob", site="d2", attributes={"OU": "Cred1"})),
+    ) as network:
+        yield network
 
 
 def _site(net: LocalNetwork, action: str, site: str, name: str,
@@ -168,28 +179,16 @@ def test_the_site_itself_sees_everything_and_a_page_is_bounded_at_the_site(
 
 @pytest.fixture
 def chain(tmp_path: Path) -> Iterator[LocalNetwork]:
-    """d1 → d2 → d3, started by hand (each finds its uplink through the DHT): alice at d2,
-    carol (a contractor: Production only) at d3."""
-    network = LocalNetwork(
+    """d1 → d2 → d3: alice at d2, carol (a contractor: Production only) at d3."""
+    with _started(
         tmp_path / "chain",
-        sites=(SiteSpec(name="d1", block="ProductionProcess"),
-               SiteSpec(name="d2", block="WorkOrder", uplink="d1"),
-               SiteSpec(name="d3", block="Production", uplink="d2")),
-        subscribers=(SubscriberSpec(name="alice", site="d2", attributes={"OU": "Cred1"}),
-                     SubscriberSpec(name="carol", site="d3", attributes={"OU": "Contractors"})),
-    )
-    network.workdir.mkdir(parents=True)
-    network.prepare()
-    issue_party(network.certs, Party(name="ops", role="admin"), now=datetime.now(UTC))
-    try:
-        network.start_sites()
-        for name in ("alice", "carol"):
-            network.start_subscriber(name)
-        assert network.wait_subscribed("alice")["served_by"] == "d2"
-        assert network.wait_subscribed("carol")["served_by"] == "d3"
+        (SiteSpec(name="d1", block="ProductionProcess"),
+         SiteSpec(name="d2", block="WorkOrder", uplink="d1"),
+         SiteSpec(name="d3", block="Production", uplink="d2")),
+        (SubscriberSpec(name="alice", site="d2", attributes={"OU": "Cred1"}),
+         SubscriberSpec(name="carol", site="d3", attributes={"OU": "Contractors"})),
+    ) as network:
         yield network
-    finally:
-        network.stop()
 
 
 def _tree(net: LocalNetwork, *extra: str) -> subprocess.CompletedProcess[str]:
