@@ -13,7 +13,7 @@ same thing (:func:`disagreements`):
 
 * who answers at the address: its signed ping (:class:`~deploy.site_admin.ProvenSite`) must
   name the site the status names, with the block the status gives, and announce the address
-  asked (a site relaying another's proof is caught there);
+  asked (a site relaying another's proof is caught there; :func:`same_address`);
 * what the uplink says of it: the name and block under which its uplink lists it;
 * what it says of its uplink: a downlink's uplink must be the site that lists it (its
   announced address, or the one it was asked at).
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ __all__ = [
     "Probe",
     "TreeSite",
     "disagreements",
+    "same_address",
     "walk",
 ]
 
@@ -117,7 +119,7 @@ def disagreements(
             found.append(f"the signed ping proves site {proven.name}, not {report.site}")
         elif proven.block != report.block:
             found.append(f"its certificate lets it serve block {proven.block}, not {report.block}")
-        if proven.address != asked_at:
+        if not same_address(proven.address, asked_at):
             found.append(f"it announces {proven.address}, not {asked_at} where it was asked")
     if listed is None or uplink is None:
         return tuple(found)
@@ -134,10 +136,30 @@ def _uplink_disagreement(report: SiteReport, uplink: SiteReport, asked_at: str) 
     if report.root:
         return [f"it says it is a root site; {uplink.site} lists it as a downlink"]
     known = {a for a in (uplink.address, asked_at) if a}
-    if report.uplink_address in known:
+    if any(same_address(report.uplink_address, a) for a in known):
         return []
     where = report.uplink_address or "not found yet"
     return [f"its uplink is {where}, not {uplink.site} ({' or '.join(sorted(known))})"]
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two ``HOST:PORT`` name the same place: equal, or the same port on loopback
+    (``localhost:7000`` is ``127.0.0.1:7000``). Other names of one host cannot be told apart
+    here: a site asked by another name than the one it announces is said to disagree."""
+    if a == b:
+        return True
+    (host_a, _, port_a), (host_b, _, port_b) = a.rpartition(":"), b.rpartition(":")
+    return bool(port_a) and port_a == port_b and _loopback(host_a) and _loopback(host_b)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Walk:

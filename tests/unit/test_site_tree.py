@@ -12,7 +12,7 @@ import pytest
 
 from cli.admin._site_tree import tree_counts, tree_json, tree_lines
 from deploy.site_admin import DownlinkState, ProvenSite, SiteProbe, SiteReport, SubscriberState
-from deploy.site_tree import TreeSite, disagreements, walk
+from deploy.site_tree import TreeSite, disagreements, same_address, walk
 from xdn.errors import XdnError
 
 BLOCKS = {"d1": "ProductionProcess", "d2": "WorkOrder", "d3": "Production", "d4": "Machine"}
@@ -197,6 +197,35 @@ def test_the_uplink_may_be_named_by_the_address_it_was_asked_at() -> None:
         )
         == ()
     )
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("127.0.0.1:7000", "127.0.0.1:7000", True),
+        ("localhost:7000", "127.0.0.1:7000", True),
+        ("[::1]:7000", "127.0.0.2:7000", True),
+        ("localhost:7000", "127.0.0.1:7001", False),
+        ("site.example:7000", "127.0.0.1:7000", False),
+        ("10.0.0.1:7000", "10.0.0.2:7000", False),
+        ("localhost", "127.0.0.1", False),
+    ],
+)
+def test_same_address(a: str, b: str, same: bool) -> None:
+    assert same_address(a, b) is same and same_address(b, a) is same
+
+
+def test_the_first_site_asked_by_localhost_agrees_by_another_name_it_does_not() -> None:
+    answers = _chain()
+    answers["localhost:5001"] = answers[_addr("d1")]
+    root = asyncio.run(walk("localhost:5001", _Sites(answers)))
+    assert [s.disagreements for s in root.sites()] == [()] * 4
+    answers["d1.example:5001"] = answers[_addr("d1")]
+    root = asyncio.run(walk("d1.example:5001", _Sites(answers)))
+    assert root.disagreements == (
+        f"it announces {_addr('d1')}, not d1.example:5001 where it was asked",
+    )
+    assert root.below[0].disagreements == ()  # d2's uplink is d1 by the address d1 announces
 
 
 def test_a_loop_or_a_site_listed_twice_is_asked_once() -> None:
