@@ -156,7 +156,7 @@ def _site(answer: SiteAnswer, signed: Mapping[str, int]) -> str:
         f"<h2>{esc(s.site)} <small>{esc(answer.address)}</small></h2>"
         f"<p>Block {esc(s.block)}; uplink {esc(uplink)}; {s.queued_total} deliveries queued; "
         f"{s.subscribers_total} subscriber(s); DHT neighbours: "
-        f"{esc(', '.join(s.neighbours) or 'none')}.</p>"
+        f"{esc(', '.join(n.address for n in s.neighbours) or 'none')}.</p>"
         + table(
             ["site", "block", "connected", "members", "queue"],
             links,

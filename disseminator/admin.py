@@ -93,6 +93,7 @@ class DownlinkRow:
     connected: bool
     members: int
     queue_depth: int
+    address: str = ""  # its gRPC address, from its signed DHT record ("": none found)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +123,7 @@ class SiteFacts:
     policies: Mapping[str, tuple[int, str]]  # publisher → (version, digest)
     neighbours: tuple[Neighbour, ...]
     queued_total: int
+    address: str = ""  # the gRPC address the site announces in its DHT record
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,7 @@ class SiteStatusView:
     policies: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     neighbours: tuple[Neighbour, ...] = ()
     queued_total: int = 0
+    address: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,7 +200,7 @@ def status_for(viewer: Viewer, facts: SiteFacts, *, limit: int = 0) -> SiteStatu
         site=facts.site, block=facts.block, view="full", uplink=facts.uplink,
         downlinks=facts.downlinks, subscribers_total=len(facts.subscribers),
         subscribers=tuple(facts.row(n) for n in names), policies=dict(facts.policies),
-        neighbours=facts.neighbours, queued_total=facts.queued_total,
+        neighbours=facts.neighbours, queued_total=facts.queued_total, address=facts.address,
     )
 
 

@@ -3,15 +3,21 @@
 The edge: it checks the caller's certificate (network CA, CRL, validity; any role), gathers the
 site's facts from the live node (routing table, queue cursors, connected streams, policies in
 force), its uplink and its DHT routing table, lets :mod:`disseminator.admin` decide and cut,
-and converts the answer to protobuf. Refusals: ``UNAUTHENTICATED`` for a certificate that does
-not check, ``PERMISSION_DENIED`` for one that may not see what it asked for,
-``INVALID_ARGUMENT`` for a bad limit.
+and converts the answer to protobuf. For a caller who sees the full status, each downlink's
+gRPC address is looked up in the DHT (its signed record, verified by the lookup), all at once
+and within :data:`ADDRESS_LOOKUP_S`: a downlink not found in time is answered without one.
+That is how ``xdn site status --tree`` finds the sites below this one.
+
+Refusals: ``UNAUTHENTICATED`` for a certificate that does not check, ``PERMISSION_DENIED``
+for one that may not see what it asked for, ``INVALID_ARGUMENT`` for a bad limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -39,9 +45,11 @@ from xdn.identity import member_id
 from xdn.wire.v1 import admin_pb2 as pb
 from xdn.wire.v1 import admin_pb2_grpc
 
-__all__ = ["ADMIN_SERVICE_NAME", "AdminService", "add_admin_to_server"]
+__all__ = ["ADDRESS_LOOKUP_S", "ADMIN_SERVICE_NAME", "AdminService", "add_admin_to_server"]
 
 log = logging.getLogger(__name__)
+
+ADDRESS_LOOKUP_S = 3.0  # how long Status waits for the downlinks' DHT records
 
 ADMIN_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
 
@@ -67,11 +75,22 @@ class AdminService(admin_pb2_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.SiteStatus:
         viewer = await self._viewer(context)
         limit = await _checked_limit(request.subscriber_limit, context)
+        facts = self._facts()
+        if viewer.full:
+            facts = dataclasses.replace(facts, downlinks=await self._located(facts.downlinks))
         try:
-            view = status_for(viewer, self._facts(), limit=limit)
+            view = status_for(viewer, facts, limit=limit)
         except AdminRefused as exc:
             await _deny(context, viewer, exc)
         return _status_pb(view)
+
+    async def _located(self, downlinks: tuple[DownlinkRow, ...]) -> tuple[DownlinkRow, ...]:
+        """The downlinks with their gRPC addresses from their DHT records, as found within
+        :data:`ADDRESS_LOOKUP_S` (all looked up at once)."""
+        if self._dht is None or not downlinks:
+            return downlinks
+        found = await _addresses(self._dht, (d.site for d in downlinks))
+        return tuple(dataclasses.replace(d, address=found.get(d.site, "")) for d in downlinks)
 
     async def Subscribers(
         self, request: pb.SubscribersRequest, context: grpc.aio.ServicerContext
@@ -145,7 +164,30 @@ class AdminService(admin_pb2_grpc.AdminServicer):  # type: ignore[misc]
                 for c in (self._dht.table.contacts() if self._dht is not None else ())
             ),
             queued_total=node.store.queued_total(),
+            address=_announced_address(self._dht),
         )
+
+
+def _announced_address(dht: DhtNode | None) -> str:
+    record = dht.announced if dht is not None else None
+    return record.address if record is not None else ""
+
+
+async def _addresses(dht: DhtNode, sites: Iterable[str]) -> dict[str, str]:
+    """Site name → gRPC address of its live DHT record, for those found in time."""
+    lookups = {site: asyncio.ensure_future(dht.find_site(site)) for site in sites}
+    _, pending = await asyncio.wait(lookups.values(), timeout=ADDRESS_LOOKUP_S)
+    for task in pending:
+        task.cancel()
+    found: dict[str, str] = {}
+    for site, task in lookups.items():
+        if task in pending:
+            log.info("no DHT record of downlink %s found within %gs", site, ADDRESS_LOOKUP_S)
+        elif (error := task.exception()) is not None:
+            log.info("DHT lookup of downlink %s failed: %s", site, error)
+        elif (record := task.result()) is not None:
+            found[site] = record.address
+    return found
 
 
 async def _checked_limit(limit: int, context: grpc.aio.ServicerContext) -> int:
@@ -177,7 +219,7 @@ def _status_pb(view: SiteStatusView) -> pb.SiteStatus:
         downlinks=[
             pb.AdminDownlink(
                 site=d.site, block=d.block, connected=d.connected, members=d.members,
-                queue_depth=d.queue_depth,
+                queue_depth=d.queue_depth, address=d.address,
             )
             for d in view.downlinks
         ],
@@ -189,7 +231,7 @@ def _status_pb(view: SiteStatusView) -> pb.SiteStatus:
         ],
         neighbours=[pb.AdminNeighbour(node_id=n.node_id, address=n.address)
                     for n in view.neighbours],
-        queued_total=view.queued_total,
+        queued_total=view.queued_total, address=view.address,
     )
     if view.uplink is not None:
         out.uplink.CopyFrom(pb.AdminUplink(

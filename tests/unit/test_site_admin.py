@@ -43,11 +43,11 @@ def _facts(subscribers: dict[str, dict[str, frozenset[str]]] = GRANTS) -> SiteFa
         site="d2", block="Product",
         uplink=UplinkState(address="127.0.0.1:5001", connected=True, root=False),
         downlinks=(DownlinkRow(site="d3", block="Price", connected=True, members=2,
-                               queue_depth=1),),
+                               queue_depth=1, address="127.0.0.1:5003"),),
         subscribers=subscribers, row=row,
         policies={"production-dept": (3, "ab" * 32), "sales-dept": (1, "cd" * 32)},
         neighbours=(Neighbour(node_id=b"\x01" * 32, address="127.0.0.1:5001"),),
-        queued_total=9,
+        queued_total=9, address="127.0.0.1:5002",
     )
 
 
@@ -63,7 +63,8 @@ def test_sites_auditors_and_admins_see_everything(role: str) -> None:
     view = status_for(viewer_of("someone", role), _facts())
     assert view.view == "full"
     assert view.uplink == UplinkState(address="127.0.0.1:5001", connected=True, root=False)
-    assert [d.site for d in view.downlinks] == ["d3"]
+    assert [(d.site, d.address) for d in view.downlinks] == [("d3", "127.0.0.1:5003")]
+    assert view.address == "127.0.0.1:5002"
     assert [r.name for r in view.subscribers] == [ALICE, BOB, CAROL]
     assert view.subscribers_total == 3
     assert view.subscribers[1].grants["sales-dept"] == {"Order"}
@@ -81,7 +82,7 @@ def test_a_publisher_sees_its_own_policy_and_how_many_subscribers_it_has_nothing
     assert dict(view.policies) == {"sales-dept": (1, "cd" * 32)}
     assert view.subscribers_total == 2  # bob and carol have a grant of sales-dept
     assert (view.subscribers, view.downlinks, view.neighbours, view.uplink) == ((), (), (), None)
-    assert view.queued_total == 0
+    assert (view.queued_total, view.address) == (0, "")
 
 
 def test_a_publisher_may_not_list_subscribers() -> None:

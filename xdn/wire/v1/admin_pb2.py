@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17xdn/wire/v1/admin.proto\x12\x0bxdn.wire.v1\"1\n\nAdminGrant\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x10\n\x08\x63oncepts\x18\x02 \x03(\t\"p\n\x0f\x41\x64minSubscriber\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06grants\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.AdminGrant\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\x04\x12\x11\n\tconnected\x18\x04 \x01(\x08\"e\n\rAdminDownlink\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x11\n\tconnected\x18\x03 \x01(\x08\x12\x0f\n\x07members\x18\x04 \x01(\x04\x12\x13\n\x0bqueue_depth\x18\x05 \x01(\x04\"?\n\x0b\x41\x64minUplink\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0c\n\x04root\x18\x03 \x01(\x08\"H\n\x12\x41\x64minPolicyVersion\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\"2\n\x0e\x41\x64minNeighbour\x12\x0f\n\x07node_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"-\n\x11SiteStatusRequest\x12\x18\n\x10subscriber_limit\x18\x01 \x01(\r\"\xd8\x02\n\nSiteStatus\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x0c\n\x04view\x18\x03 \x01(\t\x12(\n\x06uplink\x18\x04 \x01(\x0b\x32\x18.xdn.wire.v1.AdminUplink\x12-\n\tdownlinks\x18\x05 \x03(\x0b\x32\x1a.xdn.wire.v1.AdminDownlink\x12\x19\n\x11subscribers_total\x18\x06 \x01(\x04\x12\x31\n\x0bsubscribers\x18\x07 \x03(\x0b\x32\x1c.xdn.wire.v1.AdminSubscriber\x12\x31\n\x08policies\x18\x08 \x03(\x0b\x32\x1f.xdn.wire.v1.AdminPolicyVersion\x12/\n\nneighbours\x18\t \x03(\x0b\x32\x1b.xdn.wire.v1.AdminNeighbour\x12\x14\n\x0cqueued_total\x18\n \x01(\x04\"2\n\x12SubscribersRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\t\"g\n\x0fSubscribersPage\x12\x31\n\x0bsubscribers\x18\x01 \x03(\x0b\x32\x1c.xdn.wire.v1.AdminSubscriber\x12\r\n\x05total\x18\x02 \x01(\x04\x12\x12\n\nnext_after\x18\x03 \x01(\t2\x98\x01\n\x05\x41\x64min\x12\x41\n\x06Status\x12\x1e.xdn.wire.v1.SiteStatusRequest\x1a\x17.xdn.wire.v1.SiteStatus\x12L\n\x0bSubscribers\x12\x1f.xdn.wire.v1.SubscribersRequest\x1a\x1c.xdn.wire.v1.SubscribersPageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17xdn/wire/v1/admin.proto\x12\x0bxdn.wire.v1\"1\n\nAdminGrant\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x10\n\x08\x63oncepts\x18\x02 \x03(\t\"p\n\x0f\x41\x64minSubscriber\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06grants\x18\x02 \x03(\x0b\x32\x17.xdn.wire.v1.AdminGrant\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\x04\x12\x11\n\tconnected\x18\x04 \x01(\x08\"v\n\rAdminDownlink\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x11\n\tconnected\x18\x03 \x01(\x08\x12\x0f\n\x07members\x18\x04 \x01(\x04\x12\x13\n\x0bqueue_depth\x18\x05 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x06 \x01(\t\"?\n\x0b\x41\x64minUplink\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0c\n\x04root\x18\x03 \x01(\x08\"H\n\x12\x41\x64minPolicyVersion\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\"2\n\x0e\x41\x64minNeighbour\x12\x0f\n\x07node_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"-\n\x11SiteStatusRequest\x12\x18\n\x10subscriber_limit\x18\x01 \x01(\r\"\xe9\x02\n\nSiteStatus\x12\x0c\n\x04site\x18\x01 \x01(\t\x12\r\n\x05\x62lock\x18\x02 \x01(\t\x12\x0c\n\x04view\x18\x03 \x01(\t\x12(\n\x06uplink\x18\x04 \x01(\x0b\x32\x18.xdn.wire.v1.AdminUplink\x12-\n\tdownlinks\x18\x05 \x03(\x0b\x32\x1a.xdn.wire.v1.AdminDownlink\x12\x19\n\x11subscribers_total\x18\x06 \x01(\x04\x12\x31\n\x0bsubscribers\x18\x07 \x03(\x0b\x32\x1c.xdn.wire.v1.AdminSubscriber\x12\x31\n\x08policies\x18\x08 \x03(\x0b\x32\x1f.xdn.wire.v1.AdminPolicyVersion\x12/\n\nneighbours\x18\t \x03(\x0b\x32\x1b.xdn.wire.v1.AdminNeighbour\x12\x14\n\x0cqueued_total\x18\n \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x0b \x01(\t\"2\n\x12SubscribersRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\t\"g\n\x0fSubscribersPage\x12\x31\n\x0bsubscribers\x18\x01 \x03(\x0b\x32\x1c.xdn.wire.v1.AdminSubscriber\x12\r\n\x05total\x18\x02 \x01(\x04\x12\x12\n\nnext_after\x18\x03 \x01(\t2\x98\x01\n\x05\x41\x64min\x12\x41\n\x06Status\x12\x1e.xdn.wire.v1.SiteStatusRequest\x1a\x17.xdn.wire.v1.SiteStatus\x12L\n\x0bSubscribers\x12\x1f.xdn.wire.v1.SubscribersRequest\x1a\x1c.xdn.wire.v1.SubscribersPageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,21 +36,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADMINSUBSCRIBER']._serialized_start=91
   _globals['_ADMINSUBSCRIBER']._serialized_end=203
   _globals['_ADMINDOWNLINK']._serialized_start=205
-  _globals['_ADMINDOWNLINK']._serialized_end=306
-  _globals['_ADMINUPLINK']._serialized_start=308
-  _globals['_ADMINUPLINK']._serialized_end=371
-  _globals['_ADMINPOLICYVERSION']._serialized_start=373
-  _globals['_ADMINPOLICYVERSION']._serialized_end=445
-  _globals['_ADMINNEIGHBOUR']._serialized_start=447
-  _globals['_ADMINNEIGHBOUR']._serialized_end=497
-  _globals['_SITESTATUSREQUEST']._serialized_start=499
-  _globals['_SITESTATUSREQUEST']._serialized_end=544
-  _globals['_SITESTATUS']._serialized_start=547
-  _globals['_SITESTATUS']._serialized_end=891
-  _globals['_SUBSCRIBERSREQUEST']._serialized_start=893
-  _globals['_SUBSCRIBERSREQUEST']._serialized_end=943
-  _globals['_SUBSCRIBERSPAGE']._serialized_start=945
-  _globals['_SUBSCRIBERSPAGE']._serialized_end=1048
-  _globals['_ADMIN']._serialized_start=1051
-  _globals['_ADMIN']._serialized_end=1203
+  _globals['_ADMINDOWNLINK']._serialized_end=323
+  _globals['_ADMINUPLINK']._serialized_start=325
+  _globals['_ADMINUPLINK']._serialized_end=388
+  _globals['_ADMINPOLICYVERSION']._serialized_start=390
+  _globals['_ADMINPOLICYVERSION']._serialized_end=462
+  _globals['_ADMINNEIGHBOUR']._serialized_start=464
+  _globals['_ADMINNEIGHBOUR']._serialized_end=514
+  _globals['_SITESTATUSREQUEST']._serialized_start=516
+  _globals['_SITESTATUSREQUEST']._serialized_end=561
+  _globals['_SITESTATUS']._serialized_start=564
+  _globals['_SITESTATUS']._serialized_end=925
+  _globals['_SUBSCRIBERSREQUEST']._serialized_start=927
+  _globals['_SUBSCRIBERSREQUEST']._serialized_end=977
+  _globals['_SUBSCRIBERSPAGE']._serialized_start=979
+  _globals['_SUBSCRIBERSPAGE']._serialized_end=1082
+  _globals['_ADMIN']._serialized_start=1085
+  _globals['_ADMIN']._serialized_end=1237
 # @@protoc_insertion_point(module_scope)

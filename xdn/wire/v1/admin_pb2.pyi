@@ -27,18 +27,20 @@ class AdminSubscriber(_message.Message):
     def __init__(self, name: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AdminGrant, _Mapping]]] = ..., queue_depth: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
 
 class AdminDownlink(_message.Message):
-    __slots__ = ("site", "block", "connected", "members", "queue_depth")
+    __slots__ = ("site", "block", "connected", "members", "queue_depth", "address")
     SITE_FIELD_NUMBER: _ClassVar[int]
     BLOCK_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     site: str
     block: str
     connected: bool
     members: int
     queue_depth: int
-    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., connected: _Optional[bool] = ..., members: _Optional[int] = ..., queue_depth: _Optional[int] = ...) -> None: ...
+    address: str
+    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., connected: _Optional[bool] = ..., members: _Optional[int] = ..., queue_depth: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class AdminUplink(_message.Message):
     __slots__ = ("address", "connected", "root")
@@ -75,7 +77,7 @@ class SiteStatusRequest(_message.Message):
     def __init__(self, subscriber_limit: _Optional[int] = ...) -> None: ...
 
 class SiteStatus(_message.Message):
-    __slots__ = ("site", "block", "view", "uplink", "downlinks", "subscribers_total", "subscribers", "policies", "neighbours", "queued_total")
+    __slots__ = ("site", "block", "view", "uplink", "downlinks", "subscribers_total", "subscribers", "policies", "neighbours", "queued_total", "address")
     SITE_FIELD_NUMBER: _ClassVar[int]
     BLOCK_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +88,7 @@ class SiteStatus(_message.Message):
     POLICIES_FIELD_NUMBER: _ClassVar[int]
     NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     QUEUED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     site: str
     block: str
     view: str
@@ -96,7 +99,8 @@ class SiteStatus(_message.Message):
     policies: _containers.RepeatedCompositeFieldContainer[AdminPolicyVersion]
     neighbours: _containers.RepeatedCompositeFieldContainer[AdminNeighbour]
     queued_total: int
-    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., view: _Optional[str] = ..., uplink: _Optional[_Union[AdminUplink, _Mapping]] = ..., downlinks: _Optional[_Iterable[_Union[AdminDownlink, _Mapping]]] = ..., subscribers_total: _Optional[int] = ..., subscribers: _Optional[_Iterable[_Union[AdminSubscriber, _Mapping]]] = ..., policies: _Optional[_Iterable[_Union[AdminPolicyVersion, _Mapping]]] = ..., neighbours: _Optional[_Iterable[_Union[AdminNeighbour, _Mapping]]] = ..., queued_total: _Optional[int] = ...) -> None: ...
+    address: str
+    def __init__(self, site: _Optional[str] = ..., block: _Optional[str] = ..., view: _Optional[str] = ..., uplink: _Optional[_Union[AdminUplink, _Mapping]] = ..., downlinks: _Optional[_Iterable[_Union[AdminDownlink, _Mapping]]] = ..., subscribers_total: _Optional[int] = ..., subscribers: _Optional[_Iterable[_Union[AdminSubscriber, _Mapping]]] = ..., policies: _Optional[_Iterable[_Union[AdminPolicyVersion, _Mapping]]] = ..., neighbours: _Optional[_Iterable[_Union[AdminNeighbour, _Mapping]]] = ..., queued_total: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class SubscribersRequest(_message.Message):
     __slots__ = ("limit", "after")
