@@ -33,37 +33,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its siblings
 
-from deploy.network import ONTOLOGY, PublisherSpec, SiteSpec, SubscriberSpec  # noqa: E402
-from fault_checks import InboxTail, Verdict, due, fragments_of, judge  # noqa: E402
-from fault_executor import Executor, Recoveries  # noqa: E402
-from fault_hosts import HostedNetwork, Hosts  # noqa: E402
-from fault_lanes import KEY_SERVICE, PUBLISHER, Document, Lane  # noqa: E402
-from fault_schedule import FaultKind, Target, make_schedule  # noqa: E402
-from xdn.docgen import generate  # noqa: E402
-from xdn.ontology import load_ontology  # noqa: E402
-from xdn.paths import REPO_ROOT  # noqa: E402
+from fault_checks import InboxTail, Verdict, due, fragments_of, judge
+from fault_executor import Executor, Recoveries
+from fault_hosts import HostedNetwork, Hosts
+from fault_lanes import KEY_SERVICE, PUBLISHER, Document, Lane
+from fault_schedule import Target, make_schedule
 
-__all__ = ["Campaign", "FULL", "SHORT", "Summary", "run_campaign"]
+from deploy.network import DEFAULT_PUBLISHERS, ONTOLOGY, SiteSpec, SubscriberSpec
+from xdn.docgen import generate
+from xdn.ontology import Ontology, load_ontology
+
+__all__ = ["FULL", "SHORT", "Campaign", "Summary", "run_campaign"]
 
 HERE = Path(__file__).resolve().parent
 # The sample policies plus two credentials for the leaves: Inspectors (quality inspections,
 # served at d5) and Stores (resource details, served at d3).
-PUBLISHERS = tuple(
-    PublisherSpec(
-        name=name,
-        mapping=REPO_ROOT / "ontology" / "mappings" / f"{name}.toml",
-        policy=HERE / "policies" / f"{name}.toml",
-    )
-    for name in ("production-dept", "qa-company")
-)
+PUBLISHERS = tuple(replace(p, policy=HERE / "policies" / p.policy.name) for p in DEFAULT_PUBLISHERS)
 _CREDENTIALS = {  # OU → the site its subscribers connect to (they follow redirects)
-    "Cred1": "d2", "Contractors": "d4", "Inspectors": "d5", "Stores": "d3", "Cred2": "d1",
+    "Cred1": "d2",
+    "Contractors": "d4",
+    "Inspectors": "d5",
+    "Stores": "d3",
+    "Cred2": "d1",
 }
 
 
-def _subscribers(counts: Mapping[str, int], sites: Sequence[SiteSpec]) -> tuple[
-    SubscriberSpec, ...
-]:
+def _subscribers(
+    counts: Mapping[str, int], sites: Sequence[SiteSpec]
+) -> tuple[SubscriberSpec, ...]:
     present = {s.name for s in sites}
     specs, n = [], 0
     for ou, count in counts.items():
@@ -99,19 +96,37 @@ FIVE_SITES = (
     SiteSpec(name="d5", block="QualityInspection", uplink="d2"),
 )
 FULL = Campaign(
-    seed=18, sites=FIVE_SITES,
+    seed=18,
+    sites=FIVE_SITES,
     subscribers=_subscribers(
         {"Cred1": 5, "Contractors": 4, "Inspectors": 4, "Stores": 4, "Cred2": 3}, FIVE_SITES
     ),
-    documents=700, document_bytes=12_000, new_version_every=10,
-    kills=100, pauses=25, cuts=25, window_s=420.0, batch=25, drain_s=300.0,
+    documents=180,
+    document_bytes=42_000,
+    new_version_every=10,
+    kills=100,
+    pauses=25,
+    cuts=25,
+    window_s=600.0,
+    batch=10,
+    drain_s=300.0,
 )
 SHORT = Campaign(
-    seed=7, sites=FIVE_SITES[:3],
-    subscribers=_subscribers({"Cred1": 1, "Contractors": 1, "Stores": 1, "Cred2": 1},
-                             FIVE_SITES[:3]),
-    documents=16, document_bytes=3_000, new_version_every=5,
-    kills=10, pauses=2, cuts=3, window_s=22.0, batch=8, drain_s=60.0, audit=False,
+    seed=7,
+    sites=FIVE_SITES[:3],
+    subscribers=_subscribers(
+        {"Cred1": 1, "Contractors": 1, "Stores": 1, "Cred2": 1}, FIVE_SITES[:3]
+    ),
+    documents=12,
+    document_bytes=3_000,
+    new_version_every=5,
+    kills=10,
+    pauses=2,
+    cuts=2,
+    window_s=18.0,
+    batch=6,
+    drain_s=60.0,
+    audit=False,
 )
 
 
@@ -148,17 +163,26 @@ class Summary:
     @property
     def ok(self) -> bool:
         return not (
-            self.faults_100_kills_lost or self.faults_100_kills_duplicated_to_app
-            or self.reordered or self.altered or self.refused or self.unrecovered
-            or self.exited_on_their_own or self.leaked_processes or self.lane_failures
-            or self.audit_ok is False or self.problems
+            self.faults_100_kills_lost
+            or self.faults_100_kills_duplicated_to_app
+            or self.reordered
+            or self.altered
+            or self.refused
+            or self.unrecovered
+            or self.exited_on_their_own
+            or self.leaked_processes
+            or self.lane_failures
+            or self.audit_ok is False
+            or self.problems
         )
 
     def lines(self) -> list[str]:
+        roles = ", ".join(f"{role} {n}" for role, n in sorted(self.kills_by_role.items()))
+        audit = {None: "not run", True: "every chain verifies", False: "FAILED"}[self.audit_ok]
         return [
             f"fault campaign (seed {self.seed}): {self.sites} sites, {self.subscribers} "
             f"subscribers, {self.seconds:.0f}s",
-            f"  kills {self.kills} ({', '.join(f'{r} {n}' for r, n in sorted(self.kills_by_role.items()))}), "
+            f"  kills {self.kills} ({roles}), "
             f"restarts {self.restarts}, pauses {self.pauses}, link cuts {self.link_cuts}",
             f"  published {self.documents_published} document versions, "
             f"{self.fragments_published} fragments; deliveries {self.deliveries}, "
@@ -169,8 +193,7 @@ class Summary:
             f"  recovery after a restart: p50 {self.recovery_p50_s:.2f}s, p99 "
             f"{self.recovery_p99_s:.2f}s, max {self.recovery_max_s:.2f}s"
             + (f"; never recovered: {self.unrecovered}" if self.unrecovered else ""),
-            f"  audit: {'not run' if self.audit_ok is None else 'every chain verifies' if self.audit_ok else 'FAILED'}; "
-            f"processes left behind: {len(self.leaked_processes)}",
+            f"  audit: {audit}; processes left behind: {len(self.leaked_processes)}",
             *(f"  problem: {p}" for p in self.problems[:20]),
             *(f"  exited on its own: {p[-300:]}" for p in self.exited_on_their_own),
             *(f"  lane: {p}" for p in self.lane_failures),
@@ -198,8 +221,9 @@ def _served(net: HostedNetwork) -> dict[str, frozenset[str]]:
     """Site → the subscribers whose path to the root crosses it (from where each registered)."""
     served: dict[str, set[str]] = {site: set() for site in net.sites}
     for name in net.subscribers:
-        site: str | None = str(json.loads(
-            (net.inbox(name) / "subscription.json").read_text())["served_by"])
+        site: str | None = str(
+            json.loads((net.inbox(name) / "subscription.json").read_text())["served_by"]
+        )
         while site is not None:
             served[site].add(name)
             site = net.sites[site].uplink
@@ -222,9 +246,22 @@ def _leaked(workdir: Path) -> list[str]:
 
 def _audit(net: HostedNetwork, log: Callable[[str], None]) -> bool:
     done = subprocess.run(
-        [sys.executable, "-m", "xdn.cli", "audit", "logs", "--ca", "certs/ca.pem",
-         "--out", "audit"],
-        cwd=net.workdir, capture_output=True, text=True, timeout=1800, check=False,
+        [
+            sys.executable,
+            "-m",
+            "xdn.cli",
+            "audit",
+            "logs",
+            "--ca",
+            "certs/ca.pem",
+            "--out",
+            "audit",
+        ],
+        cwd=net.workdir,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
     )
     log(f"audit (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}")
     return done.returncode == 0
@@ -252,16 +289,25 @@ def run_campaign(
     ontology = load_ontology([ONTOLOGY])
     with Hosts([s.name for s in campaign.sites]) as hosts:
         net = HostedNetwork(
-            workdir / "net", hosts, sites=campaign.sites, publishers=PUBLISHERS,
-            subscribers=campaign.subscribers, verbose=True,
+            workdir / "net",
+            hosts,
+            sites=campaign.sites,
+            publishers=PUBLISHERS,
+            subscribers=campaign.subscribers,
+            verbose=True,
         )
         net.workdir.mkdir(parents=True)
         net.prepare()
         net.issue_site_certificates()
         documents = {p: _documents(campaign, net.workdir, p) for p in net.publishers}
         fragments = {
-            p: dict(zip((d.path for d in docs),
-                        fragments_of(net, ontology, p, [d.path for d in docs]), strict=True))
+            p: dict(
+                zip(
+                    (d.path for d in docs),
+                    fragments_of(net, ontology, p, [d.path for d in docs]),
+                    strict=True,
+                )
+            )
             for p, docs in documents.items()
         }
         try:
@@ -278,17 +324,23 @@ def run_campaign(
 
 
 def _run(
-    campaign: Campaign, net: HostedNetwork, documents: Mapping[str, list[Document]],
-    fragments: Mapping[str, Mapping[Path, dict[str, str]]], ontology: object,
-    log: Callable[[str], None], started: float,
+    campaign: Campaign,
+    net: HostedNetwork,
+    documents: Mapping[str, list[Document]],
+    fragments: Mapping[str, Mapping[Path, dict[str, str]]],
+    ontology: Ontology,
+    log: Callable[[str], None],
+    started: float,
 ) -> Summary:
     net.start_sites()
     for name in net.subscribers:
         net.start_subscriber(name)
     for name in net.subscribers:
         net.wait_subscribed(name, timeout=120)
-    log(f"{time.monotonic() - started:.0f}s: {len(net.sites)} sites and "
-        f"{len(net.subscribers)} subscribers up")
+    log(
+        f"{time.monotonic() - started:.0f}s: {len(net.sites)} sites and "
+        f"{len(net.subscribers)} subscribers up"
+    )
     rate = campaign.documents / campaign.window_s * 1.15
     lanes = {
         p: Lane(net, p, docs, batch=campaign.batch, rate=rate) for p, docs in documents.items()
@@ -302,21 +354,38 @@ def _run(
         *(Target(role=role, name=p) for p in net.publishers for role in (PUBLISHER, KEY_SERVICE)),
     ]
     schedule = make_schedule(
-        seed=campaign.seed, processes=processes, sites=list(net.sites), kills=campaign.kills,
-        pauses=campaign.pauses, cuts=campaign.cuts, start_s=3.0, end_s=campaign.window_s,
+        seed=campaign.seed,
+        processes=processes,
+        sites=list(net.sites),
+        kills=campaign.kills,
+        pauses=campaign.pauses,
+        cuts=campaign.cuts,
+        start_s=3.0,
+        end_s=campaign.window_s,
     )
     recoveries.start()
-    for lane in lanes.values():
-        lane.start()
-    executor.run(schedule)
-    log(f"{time.monotonic() - started:.0f}s: schedule done ({len(schedule.faults)} faults)")
-    for lane in lanes.values():
-        lane.join(timeout=campaign.drain_s)
+    try:
+        for lane in lanes.values():
+            lane.start()
+        deadline = time.monotonic() + 300  # the stream flows before the first fault
+        while not all(lane.reported for lane in lanes.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        executor.run(schedule)
+        log(f"{time.monotonic() - started:.0f}s: schedule done ({len(schedule.faults)} faults)")
+        for lane in lanes.values():
+            lane.finale.set()
+        for lane in lanes.values():  # (a lane stops by itself when it cannot publish for minutes)
+            lane.join()
+        log(f"{time.monotonic() - started:.0f}s: everything published")
+    finally:
+        for lane in lanes.values():  # on any way out, no publish run left behind
+            lane.finale.set()
+            lane.hold()
     published = {
         p: [(v, fragments[p][d.path]) for v, d in zip(lane.reported, documents[p], strict=False)]
         for p, lane in lanes.items()
     }
-    owed = {name: due(net, ontology, name, published) for name in net.subscribers}  # type: ignore[arg-type]
+    owed = {name: due(net, ontology, name, published) for name in net.subscribers}
 
     def caught_up() -> bool:
         recoveries.poll()
@@ -331,48 +400,72 @@ def _run(
         time.sleep(0.5)
     log(f"{time.monotonic() - started:.0f}s: subscribers caught up: {caught_up()}")
     unrecovered = recoveries.stop()
+    (net.workdir.parent / "recoveries.json").write_text(json.dumps(recoveries.recovered) + "\n")
     verdict = Verdict()
     for name in net.subscribers:
         judge(name, tails[name].records, owed[name], verdict)
-    exited = executor.tally.exited_on_their_own + [
-        f"{name}: {net.output(name)}" for name in net.subscribers
-        if not net.subscriber_running(name)
-    ] + [f"site {s}: {net.output(s)}" for s in net.sites if not net.site_running(s)]
+    exited = (
+        executor.tally.exited_on_their_own
+        + [
+            f"{name}: {net.output(name)}"
+            for name in net.subscribers
+            if not net.subscriber_running(name)
+        ]
+        + [f"site {s}: {net.output(s)}" for s in net.sites if not net.site_running(s)]
+    )
     refused = sum(
         len((net.inbox(n) / "refused.jsonl").read_text().splitlines())
-        for n in net.subscribers if (net.inbox(n) / "refused.jsonl").exists()
+        for n in net.subscribers
+        if (net.inbox(n) / "refused.jsonl").exists()
     )
     suppressed = sum(
         net.full_output(n).count("delivered again; already applied") for n in net.subscribers
     ) + sum(lane.already for lane in lanes.values())
     times = recoveries.times
     return Summary(
-        seed=campaign.seed, sites=len(net.sites), subscribers=len(net.subscribers),
-        kills=sum(executor.tally.kills.values()), kills_by_role=dict(executor.tally.kills),
-        restarts=executor.tally.restarts, pauses=executor.tally.pauses,
+        seed=campaign.seed,
+        sites=len(net.sites),
+        subscribers=len(net.subscribers),
+        kills=sum(executor.tally.kills.values()),
+        kills_by_role=dict(executor.tally.kills),
+        restarts=executor.tally.restarts,
+        pauses=executor.tally.pauses,
         link_cuts=executor.tally.cuts,
         documents_published=sum(len(v) for v in published.values()),
         fragments_published=sum(len(f) for v in published.values() for _, f in v),
-        deliveries=verdict.deliveries, duplicates_suppressed=suppressed,
-        faults_100_kills_lost=verdict.lost, faults_100_kills_duplicated_to_app=verdict.duplicated,
-        reordered=verdict.reordered, altered=verdict.altered + verdict.unexpected,
+        deliveries=verdict.deliveries,
+        duplicates_suppressed=suppressed,
+        faults_100_kills_lost=verdict.lost,
+        faults_100_kills_duplicated_to_app=verdict.duplicated,
+        reordered=verdict.reordered,
+        altered=verdict.altered + verdict.unexpected,
         refused=refused,
         recovery_p50_s=round(statistics.median(times), 3) if times else 0.0,
         recovery_p99_s=round(_percentile(times, 0.99), 3),
         recovery_max_s=round(max(times, default=0.0), 3),
-        unrecovered=unrecovered, exited_on_their_own=exited, leaked_processes=[],
+        unrecovered=unrecovered,
+        exited_on_their_own=exited,
+        leaked_processes=[],
         lane_failures=[
             f"{p}: {lane.failure or 'unfinished'} ({len(lane.pending)} documents left)"
-            for p, lane in lanes.items() if lane.failure or lane.pending
+            for p, lane in lanes.items()
+            if lane.failure or lane.pending
         ],
-        audit_ok=None, problems=verdict.problems, seconds=0.0,
+        audit_ok=None,
+        problems=verdict.problems,
+        seconds=0.0,
     )
 
 
-def _finish(summary: Summary, *, leaked: list[str], audit_ok: bool | None,
-            started: float) -> Summary:
-    return replace(summary, leaked_processes=leaked, audit_ok=audit_ok,
-                   seconds=round(time.monotonic() - started, 1))
+def _finish(
+    summary: Summary, *, leaked: list[str], audit_ok: bool | None, started: float
+) -> Summary:
+    return replace(
+        summary,
+        leaked_processes=leaked,
+        audit_ok=audit_ok,
+        seconds=round(time.monotonic() - started, 1),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

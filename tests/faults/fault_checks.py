@@ -41,7 +41,9 @@ def fragments_of(
 
 
 def due(
-    net: LocalNetwork, ontology: Ontology, subscriber: str,
+    net: LocalNetwork,
+    ontology: Ontology,
+    subscriber: str,
     published: Mapping[str, Sequence[tuple[Version, Mapping[str, str]]]],
 ) -> dict[str, list[tuple[Version, dict[str, str]]]]:
     """Publisher → the versions ``subscriber`` is due, in order, each with its fragments."""
@@ -98,19 +100,23 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.reordered or self.altered
-                    or self.unexpected)
+        return not (
+            self.lost or self.duplicated or self.reordered or self.altered or self.unexpected
+        )
 
 
 def judge(
-    subscriber: str, records: Sequence[Mapping[str, object]],
-    owed: Mapping[str, Sequence[tuple[Version, Mapping[str, str]]]], verdict: Verdict,
+    subscriber: str,
+    records: Sequence[Mapping[str, object]],
+    owed: Mapping[str, Sequence[tuple[Version, Mapping[str, str]]]],
+    verdict: Verdict,
 ) -> None:
     """Add what ``subscriber`` got (``records``, in its order) against what it is ``owed``."""
     for publisher, versions in owed.items():
         got = [
             ((str(r["document"]), int(str(r["version"]))), r["fragments"])
-            for r in records if r["publisher"] == publisher
+            for r in records
+            if r["publisher"] == publisher
         ]
         verdict.deliveries += len(got)
         wanted = dict(versions)
@@ -139,4 +145,6 @@ def judge(
         for version in order:
             if version not in seen:
                 verdict.lost += 1
-                verdict.problems.append(f"{subscriber}: {publisher} {version[0]} v{version[1]} lost")
+                verdict.problems.append(
+                    f"{subscriber}: {publisher} {version[0]} v{version[1]} lost"
+                )

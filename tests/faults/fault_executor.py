@@ -41,11 +41,16 @@ class Tally:
 class Recoveries(threading.Thread):
     """Times each restart until the restarted part works again (see the module doc)."""
 
-    def __init__(self, tails: Mapping[str, InboxTail], lanes: Mapping[str, Lane],
-                 served: Mapping[str, frozenset[str]]) -> None:
+    def __init__(
+        self,
+        tails: Mapping[str, InboxTail],
+        lanes: Mapping[str, Lane],
+        served: Mapping[str, frozenset[str]],
+    ) -> None:
         super().__init__(name="recoveries", daemon=True)
         self.tails, self.lanes, self.served = tails, lanes, served
         self.times: list[float] = []  # seconds from a restart to recovery
+        self.recovered: list[tuple[str, float]] = []  # (what, seconds), as they recover
         self.pending: list[tuple[str, float, Callable[[], bool]]] = []
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -81,6 +86,7 @@ class Recoveries(threading.Thread):
             for entry in list(self.pending):
                 if entry[2]():
                     self.times.append(now - entry[1])
+                    self.recovered.append((entry[0], now - entry[1]))
                     self.pending.remove(entry)
 
     def stop(self) -> list[str]:
@@ -94,8 +100,13 @@ class Recoveries(threading.Thread):
 class Executor:
     """Runs ``schedule`` (times relative to :meth:`run`'s call) on ``net``."""
 
-    def __init__(self, net: HostedNetwork, lanes: Mapping[str, Lane], recoveries: Recoveries,
-                 log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        net: HostedNetwork,
+        lanes: Mapping[str, Lane],
+        recoveries: Recoveries,
+        log: Callable[[str], None],
+    ) -> None:
         self.net, self.lanes, self.recoveries, self.log = net, lanes, recoveries, log
         self.tally = Tally()
 
@@ -112,8 +123,10 @@ class Executor:
 
     def _carry_out(self, fault: Fault, start: float) -> None:
         role, name = fault.target.role, fault.target.name
-        self.log(f"{time.monotonic() - start:7.1f}s {fault.kind} {fault.target}"
-                 + (f" ({fault.link})" if fault.link else ""))
+        self.log(
+            f"{time.monotonic() - start:7.1f}s {fault.kind} {fault.target}"
+            + (f" ({fault.link})" if fault.link else "")
+        )
         if fault.kind is FaultKind.CUT:
             assert fault.link is not None
             self.net.hosts.impair(name, fault.link)

@@ -5,7 +5,10 @@ campaign's namespace, with a 10.x address. Subscribers and publishers run in the
 namespace and reach every site over the bridge, so a site's veth pair is its only link: to its
 uplink, its downlinks, its subscribers and (for the root) the publishers. Setting both ends of
 that pair down partitions the site; a token bucket (``tc … tbf``) on both ends throttles it
-(delay, and loss once its queue is full); undoing either restores it. Nothing leaves the machine (the bridge has no uplink and no forwarding).
+(delay, and loss once its queue is full); undoing either restores it. Nothing leaves the
+machine (the bridge has no uplink and no forwarding). ``tc netem`` (random delay and loss)
+would be the tool of choice, but it is a kernel module some kernels do not offer (this one's
+did not), so only what every kernel we met has is used.
 
 :class:`HostedNetwork` is a :class:`deploy.network.LocalNetwork` whose sites run in those
 namespaces, listening on their 10.x address, certificates carrying it as an IP SAN.
@@ -20,15 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from fault_schedule import LinkFault
+
 from deploy.network import LocalNetwork, SiteSpec
 from deploy.pki import Party, issue_party
-from fault_schedule import LinkFault
 from xdn import certs
 
 __all__ = ["HostedNetwork", "Hosts", "NetnsUnavailable"]
 
-# A token bucket: the one shaping qdisc every kernel we met has (netem, for delay and random
-# loss, is a module some kernels, gVisor's among them, do not offer).
+# A token bucket: a shaping qdisc every kernel we met has (see the module doc on netem).
 _THROTTLE = ("root", "tbf", "rate", "256kbit", "burst", "16kb", "latency", "500ms")
 
 
@@ -133,17 +136,27 @@ class HostedNetwork(LocalNetwork):
         """Site certificates naming each site's 10.x address (an IP SAN), too."""
         now = datetime.now(UTC)
         for name, spec in self.sites.items():
-            issue_party(self.certs, Party(
-                name=name, role="site", hosts=("localhost", "127.0.0.1", self.hosts.addresses[name]),
-                attributes={certs.BLOCK_FIELD: spec.block},
-            ), now=now)
+            issue_party(
+                self.certs,
+                Party(
+                    name=name,
+                    role="site",
+                    hosts=("localhost", "127.0.0.1", self.hosts.addresses[name]),
+                    attributes={certs.BLOCK_FIELD: spec.block},
+                ),
+                now=now,
+            )
 
     def site_config(self, site: SiteSpec, *, port: int = 0) -> Path:
         path = super().site_config(site, port=port)
         own = self.hosts.addresses[site.name]
         root = next(self.hosts.addresses[s.name] for s in self.sites.values() if s.uplink is None)
-        text = re.sub(r'^(listen|metrics_listen|web_listen) = "127\.0\.0\.1:', rf'\1 = "{own}:',
-                      path.read_text(), flags=re.MULTILINE)
+        text = re.sub(
+            r'^(listen|metrics_listen|web_listen) = "127\.0\.0\.1:',
+            rf'\1 = "{own}:',
+            path.read_text(),
+            flags=re.MULTILINE,
+        )
         path.write_text(text.replace('"127.0.0.1:', f'"{root}:'))  # the DHT bootstrap
         return path
 

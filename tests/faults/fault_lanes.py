@@ -39,8 +39,14 @@ class Lane(threading.Thread):
     :meth:`hold`, :meth:`release` and :meth:`pause`)."""
 
     def __init__(
-        self, net: LocalNetwork, publisher: str, documents: Sequence[Document], *,
-        batch: int, rate: float, stall_s: float = 240.0,
+        self,
+        net: LocalNetwork,
+        publisher: str,
+        documents: Sequence[Document],
+        *,
+        batch: int,
+        rate: float,
+        stall_s: float = 240.0,
     ) -> None:
         super().__init__(name=f"lane-{publisher}", daemon=True)
         self.net, self.publisher = net, publisher
@@ -53,6 +59,7 @@ class Lane(threading.Thread):
         self.failure: str | None = None
         self._lock = threading.Lock()
         self._held = threading.Event()  # a kill in force: start nothing
+        self.finale = threading.Event()  # set when the faults are over: publish the last one
         self._proc: subprocess.Popen[str] | None = None
         self._role = ""
         self._paused: subprocess.Popen[str] | None = None
@@ -93,19 +100,29 @@ class Lane(threading.Thread):
     # ---- the lane -------------------------------------------------------------------------
     def run(self) -> None:
         progress = time.monotonic()
+        keys_due = True  # a key service run before each batch (not before a retried one)
         while self.pending:
+            if len(self.pending) == 1:
+                # The last document waits for the faults to end: something is published after
+                # every restart (a restarted part's recovery is seen by what then reaches it).
+                self.finale.wait()
+                progress = time.monotonic()
             while self._held.is_set():
                 time.sleep(0.05)
             before = len(self.reported)
-            if self._run(KEY_SERVICE, []) == 0:
-                self.key_runs += 1
-            if self._held.is_set():
-                continue
-            self._run(PUBLISHER, [doc.path for doc in list(self.pending)[: self.batch]])
-            if len(self.reported) > before:
+            if keys_due:
+                code = self._run(KEY_SERVICE, [])
+                self.key_runs += code == 0
+                keys_due = code != 0
+            if not keys_due:
+                size = min(self.batch, max(1, len(self.pending) - 1))  # the last one alone
+                batch = [doc.path for doc in list(self.pending)[:size]]
+                code = self._run(PUBLISHER, batch)
+                keys_due = code == 0
+            if len(self.reported) > before or code == 0:
                 progress = time.monotonic()
             elif time.monotonic() - progress > self.stall_s:
-                self.failure = f"no document published for {self.stall_s:.0f}s: {self.errors[-3:]}"
+                self.failure = f"nothing published for {self.stall_s:.0f}s: {self.errors[-3:]}"
                 return
             elif not self._held.is_set():
                 time.sleep(0.5)  # the root is down or cut off: try again shortly
@@ -116,16 +133,20 @@ class Lane(threading.Thread):
             if self._held.is_set():
                 return -1
             proc = subprocess.Popen(
-                args, cwd=self.net.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                args,
+                cwd=self.net.workdir,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 text=True,
             )
             self._proc, self._role = proc, role
         tail: deque[str] = deque(maxlen=5)
         assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line.rstrip())
-            if match := _REPORT.match(line):
-                self._reported(match[2], int(match[3]), already=match[1] != "published")
+        with proc.stdout:
+            for line in proc.stdout:
+                tail.append(line.rstrip())
+                if match := _REPORT.match(line):
+                    self._reported(match[2], int(match[3]), already=match[1] != "published")
         code = proc.wait()
         with self._lock:
             self._proc = None

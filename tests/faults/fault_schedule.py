@@ -103,9 +103,9 @@ def make_schedule(
     at = start_s
     for index, kind in enumerate(kinds):
         at = max(at, start_s + step * (index + rng.random() * 0.5))  # never earlier
-        length = rng.uniform(*{
-            FaultKind.KILL: downtime_s, FaultKind.PAUSE: pause_s, FaultKind.CUT: cut_s
-        }[kind])
+        length = rng.uniform(
+            *{FaultKind.KILL: downtime_s, FaultKind.PAUSE: pause_s, FaultKind.CUT: cut_s}[kind]
+        )
         in_force = [f for f in faults if f.end_s > at]
         if len(in_force) >= concurrency:  # wait for the first of them to end
             at = min(f.end_s for f in in_force) + 0.1
@@ -123,7 +123,5 @@ def make_schedule(
             free = [t for t in free if t.role not in killed] or free
         target = rng.choice(free)
         link = rng.choice(list(LinkFault)) if kind is FaultKind.CUT else None
-        faults.append(
-            Fault(kind=kind, target=target, start_s=at, end_s=at + length, link=link)
-        )
+        faults.append(Fault(kind=kind, target=target, start_s=at, end_s=at + length, link=link))
     return Schedule(seed=seed, faults=tuple(faults))

@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from fault_campaign import FULL, SHORT, Campaign, Summary, run_campaign
 from fault_hosts import NetnsUnavailable
-from fault_schedule import FaultKind, LinkFault, Target, make_schedule
+from fault_schedule import FaultKind, LinkFault, Schedule, Target, make_schedule
+
 from xdn.paths import REPO_ROOT
 
 PROCESSES = [
@@ -28,10 +28,17 @@ PROCESSES = [
 ]
 
 
-def _schedule(seed: int, concurrency: int = 2) -> object:
+def _schedule(seed: int, concurrency: int = 2) -> Schedule:
     return make_schedule(
-        seed=seed, processes=PROCESSES, sites=["d1", "d2", "d3"], kills=30, pauses=10, cuts=10,
-        start_s=3.0, end_s=100.0, concurrency=concurrency,
+        seed=seed,
+        processes=PROCESSES,
+        sites=["d1", "d2", "d3"],
+        kills=30,
+        pauses=10,
+        cuts=10,
+        start_s=3.0,
+        end_s=100.0,
+        concurrency=concurrency,
     )
 
 
@@ -42,20 +49,26 @@ def test_a_schedule_is_the_same_for_the_same_seed_and_differs_for_another() -> N
 
 def test_a_schedule_has_what_was_asked_within_its_window_one_fault_per_target_at_a_time() -> None:
     schedule = _schedule(3)
-    assert (schedule.count(FaultKind.KILL), schedule.count(FaultKind.PAUSE),
-            schedule.count(FaultKind.CUT)) == (30, 10, 10)
+    assert (
+        schedule.count(FaultKind.KILL),
+        schedule.count(FaultKind.PAUSE),
+        schedule.count(FaultKind.CUT),
+    ) == (30, 10, 10)
     faults = schedule.faults
     assert all(3.0 <= f.start_s < f.end_s for f in faults)
     assert [f.start_s for f in faults] == sorted(f.start_s for f in faults)
     for f in faults:
         overlapping = [g for g in faults if g.start_s < f.end_s and f.start_s < g.end_s]
-        assert len({g.target.resource for g in overlapping}) == len(overlapping), overlapping
+        assert [g.target.resource for g in overlapping].count(f.target.resource) == 1, f
         in_force_at_start = [g for g in faults if g.start_s <= f.start_s < g.end_s]
         assert len(in_force_at_start) <= 2
     # Every role is killed, a publisher and its key service never faulted at once, cuts are
     # of sites' links.
     assert {f.target.role for f in faults if f.kind is FaultKind.KILL} == {
-        "site", "subscriber", "publisher", "key-service"
+        "site",
+        "subscriber",
+        "publisher",
+        "key-service",
     }
     assert {f.link for f in faults if f.kind is FaultKind.CUT} <= set(LinkFault)
     assert all(f.target.role == "link" for f in faults if f.kind is FaultKind.CUT)
@@ -64,8 +77,16 @@ def test_a_schedule_has_what_was_asked_within_its_window_one_fault_per_target_at
 def test_a_schedule_that_cannot_fit_is_refused() -> None:
     with pytest.raises(ValueError, match="no free target"):
         make_schedule(
-            seed=1, processes=PROCESSES[:1], sites=[], kills=5, pauses=0, cuts=0,
-            start_s=0.0, end_s=1.0, concurrency=3, downtime_s=(5.0, 6.0),
+            seed=1,
+            processes=PROCESSES[:1],
+            sites=[],
+            kills=5,
+            pauses=0,
+            cuts=0,
+            start_s=0.0,
+            end_s=1.0,
+            concurrency=3,
+            downtime_s=(5.0, 6.0),
         )
 
 
@@ -73,8 +94,10 @@ def _campaign(campaign: Campaign, workdir: Path) -> Summary:
     try:
         return run_campaign(campaign, workdir)
     except NetnsUnavailable as exc:
-        pytest.fail(f"cannot create network namespaces here ({exc}); the fault campaign needs "
-                    "root and iproute2 (`ip netns add`)")
+        pytest.fail(
+            f"cannot create network namespaces here ({exc}); the fault campaign needs "
+            "root and iproute2 (`ip netns add`)"
+        )
 
 
 def _assert_nothing_lost_or_duplicated(summary: Summary, campaign: Campaign) -> None:
