@@ -125,7 +125,7 @@ SHORT = Campaign(
     cuts=2,
     window_s=18.0,
     batch=6,
-    drain_s=60.0,
+    drain_s=120.0,
     audit=False,
 )
 
