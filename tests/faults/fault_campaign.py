@@ -244,19 +244,12 @@ def _leaked(workdir: Path) -> list[str]:
     return found
 
 
+AUDIT_OPTIONS = ("--ca", "certs/ca.pem", "--out", "audit")
+
+
 def _audit(net: HostedNetwork, log: Callable[[str], None]) -> bool:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "xdn.cli",
-            "audit",
-            "logs",
-            "--ca",
-            "certs/ca.pem",
-            "--out",
-            "audit",
-        ],
+        [sys.executable, "-m", "xdn.cli", "audit", "logs", *AUDIT_OPTIONS],
         cwd=net.workdir,
         capture_output=True,
         text=True,
@@ -338,8 +331,8 @@ def _run(
     for name in net.subscribers:
         net.wait_subscribed(name, timeout=120)
     log(
-        f"{time.monotonic() - started:.0f}s: {len(net.sites)} sites and "
-        f"{len(net.subscribers)} subscribers up"
+        f"{time.monotonic() - started:.0f}s: {len(net.sites)} sites, {len(net.subscribers)} "
+        "subscribers up"
     )
     rate = campaign.documents / campaign.window_s * 1.15
     lanes = {
@@ -348,39 +341,14 @@ def _run(
     tails = {name: InboxTail(net.inbox(name) / "received.jsonl") for name in net.subscribers}
     recoveries = Recoveries(tails, lanes, _served(net))
     executor = Executor(net, lanes, recoveries, log)
-    processes = [
-        *(Target(role="site", name=s) for s in net.sites),
-        *(Target(role="subscriber", name=s) for s in net.subscribers),
-        *(Target(role=role, name=p) for p in net.publishers for role in (PUBLISHER, KEY_SERVICE)),
-    ]
-    schedule = make_schedule(
-        seed=campaign.seed,
-        processes=processes,
-        sites=list(net.sites),
-        kills=campaign.kills,
-        pauses=campaign.pauses,
-        cuts=campaign.cuts,
-        start_s=3.0,
-        end_s=campaign.window_s,
-    )
     recoveries.start()
-    try:
-        for lane in lanes.values():
-            lane.start()
-        deadline = time.monotonic() + 300  # the stream flows before the first fault
-        while not all(lane.reported for lane in lanes.values()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        executor.run(schedule)
-        log(f"{time.monotonic() - started:.0f}s: schedule done ({len(schedule.faults)} faults)")
-        for lane in lanes.values():
-            lane.finale.set()
-        for lane in lanes.values():  # (a lane stops by itself when it cannot publish for minutes)
-            lane.join()
-        log(f"{time.monotonic() - started:.0f}s: everything published")
-    finally:
-        for lane in lanes.values():  # on any way out, no publish run left behind
-            lane.finale.set()
-            lane.hold()
+    _publish_through_faults(
+        campaign,
+        net,
+        lanes,
+        executor,
+        lambda what: log(f"{time.monotonic() - started:.0f}s: {what}"),
+    )
     published = {
         p: [(v, fragments[p][d.path]) for v, d in zip(lane.reported, documents[p], strict=False)]
         for p, lane in lanes.items()
@@ -404,33 +372,82 @@ def _run(
     verdict = Verdict()
     for name in net.subscribers:
         judge(name, tails[name].records, owed[name], verdict)
-    exited = (
-        executor.tally.exited_on_their_own
-        + [
-            f"{name}: {net.output(name)}"
-            for name in net.subscribers
-            if not net.subscriber_running(name)
-        ]
-        + [f"site {s}: {net.output(s)}" for s in net.sites if not net.site_running(s)]
+    return _summarize(
+        campaign, net, lanes, executor, published, verdict, recoveries.times, unrecovered
     )
-    refused = sum(
-        len((net.inbox(n) / "refused.jsonl").read_text().splitlines())
-        for n in net.subscribers
-        if (net.inbox(n) / "refused.jsonl").exists()
+
+
+def _publish_through_faults(
+    campaign: Campaign,
+    net: HostedNetwork,
+    lanes: Mapping[str, Lane],
+    executor: Executor,
+    log: Callable[[str], None],
+) -> None:
+    """Start the lanes; once each published, carry out the schedule; let them finish."""
+    processes = [
+        *(Target(role="site", name=s) for s in net.sites),
+        *(Target(role="subscriber", name=s) for s in net.subscribers),
+        *(Target(role=role, name=p) for p in net.publishers for role in (PUBLISHER, KEY_SERVICE)),
+    ]
+    schedule = make_schedule(
+        seed=campaign.seed,
+        processes=processes,
+        sites=list(net.sites),
+        kills=campaign.kills,
+        pauses=campaign.pauses,
+        cuts=campaign.cuts,
+        start_s=3.0,
+        end_s=campaign.window_s,
     )
+    try:
+        for lane in lanes.values():
+            lane.start()
+        deadline = time.monotonic() + 300  # the stream flows before the first fault
+        while not all(lane.reported for lane in lanes.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        executor.run(schedule)
+        log(f"schedule done ({len(schedule.faults)} faults)")
+        for lane in lanes.values():
+            lane.finale.set()
+        for lane in lanes.values():  # (a lane stops by itself when it cannot publish for minutes)
+            lane.join()
+        log("everything published")
+    finally:
+        for lane in lanes.values():  # on any way out, no publish run left behind
+            lane.finale.set()
+            lane.hold()
+
+
+def _summarize(
+    campaign: Campaign,
+    net: HostedNetwork,
+    lanes: Mapping[str, Lane],
+    executor: Executor,
+    published: Mapping[str, list[tuple[tuple[str, int], dict[str, str]]]],
+    verdict: Verdict,
+    times: Sequence[float],
+    unrecovered: list[str],
+) -> Summary:
+    tally = executor.tally
+    exited = [
+        *tally.exited_on_their_own,
+        *(f"{n}: {net.output(n)}" for n in net.subscribers if not net.subscriber_running(n)),
+        *(f"site {s}: {net.output(s)}" for s in net.sites if not net.site_running(s)),
+    ]
+    refusals = [net.inbox(n) / "refused.jsonl" for n in net.subscribers]
     suppressed = sum(
         net.full_output(n).count("delivered again; already applied") for n in net.subscribers
     ) + sum(lane.already for lane in lanes.values())
-    times = recoveries.times
     return Summary(
         seed=campaign.seed,
         sites=len(net.sites),
         subscribers=len(net.subscribers),
-        kills=sum(executor.tally.kills.values()),
-        kills_by_role=dict(executor.tally.kills),
-        restarts=executor.tally.restarts,
-        pauses=executor.tally.pauses,
-        link_cuts=executor.tally.cuts,
+        kills=sum(tally.kills.values()),
+        kills_by_role=dict(tally.kills),
+        restarts=tally.restarts,
+        pauses=tally.pauses,
+        link_cuts=tally.cuts,
         documents_published=sum(len(v) for v in published.values()),
         fragments_published=sum(len(f) for v in published.values() for _, f in v),
         deliveries=verdict.deliveries,
@@ -439,7 +456,7 @@ def _run(
         faults_100_kills_duplicated_to_app=verdict.duplicated,
         reordered=verdict.reordered,
         altered=verdict.altered + verdict.unexpected,
-        refused=refused,
+        refused=sum(len(p.read_text().splitlines()) for p in refusals if p.exists()),
         recovery_p50_s=round(statistics.median(times), 3) if times else 0.0,
         recovery_p99_s=round(_percentile(times, 0.99), 3),
         recovery_max_s=round(max(times, default=0.0), 3),

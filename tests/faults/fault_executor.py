@@ -179,3 +179,4 @@ class Executor:
             self.lanes[name].release()
         self.tally.restarts += 1
         self.recoveries.restarted(role, name)
+        self.log(f"{time.strftime('%H:%M:%S')} restarted {role}:{name}")
