@@ -108,7 +108,7 @@ FULL = Campaign(
     pauses=25,
     cuts=25,
     window_s=600.0,
-    batch=10,
+    batch=6,
     drain_s=300.0,
 )
 SHORT = Campaign(
@@ -334,7 +334,9 @@ def _run(
         f"{time.monotonic() - started:.0f}s: {len(net.sites)} sites, {len(net.subscribers)} "
         "subscribers up"
     )
-    rate = campaign.documents / campaign.window_s * 1.15
+    # A little slower than the window allows: the stream still flows when the last fault
+    # ends (a restart's recovery is seen by what reaches the restarted part afterwards).
+    rate = campaign.documents / campaign.window_s * 0.9
     lanes = {
         p: Lane(net, p, docs, batch=campaign.batch, rate=rate) for p, docs in documents.items()
     }

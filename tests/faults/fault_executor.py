@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from fault_checks import InboxTail
 from fault_hosts import HostedNetwork
-from fault_lanes import KEY_SERVICE, Lane
+from fault_lanes import KEY_SERVICE, PUBLISHER, Lane
 from fault_schedule import Fault, FaultKind, Schedule
 
 __all__ = ["Executor", "Recoveries"]
@@ -135,14 +135,14 @@ class Executor:
             self._signal(role, name, signal.SIGSTOP)
             self.tally.pauses += 1
         else:
-            self._kill(role, name)
+            killed = self._kill(role, name)
         time.sleep(max(0.0, start + fault.end_s - time.monotonic()))
         if fault.kind is FaultKind.CUT:
             self.net.hosts.restore(name)
         elif fault.kind is FaultKind.PAUSE:
             self._signal(role, name, signal.SIGCONT)
         else:
-            self._restart(role, name)
+            self._restart(killed, name)
 
     def _signal(self, role: str, name: str, signum: int) -> None:
         if role == "site":
@@ -152,7 +152,9 @@ class Executor:
         else:
             self.lanes[name].pause(signum)
 
-    def _kill(self, role: str, name: str) -> None:
+    def _kill(self, role: str, name: str) -> str:
+        """SIGKILL the process; return the role of what was killed (a publisher's lane may
+        have been running its publisher rather than its key service, or the other way)."""
         if role == "site":
             if not self.net.site_running(name):
                 self.tally.exited_on_their_own.append(f"site {name}: {self.net.output(name)}")
@@ -167,8 +169,11 @@ class Executor:
             deadline = time.monotonic() + 30
             while lane.running() != role and lane.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)  # a key service runs before each batch; catch it running
-            role = lane.hold() or f"{role} (between runs)"
+            killed = lane.hold()
+            self.tally.killed(killed or f"{role} (between runs)")
+            return killed or PUBLISHER  # (nothing ran: it recovers when it publishes again)
         self.tally.killed(role)
+        return role
 
     def _restart(self, role: str, name: str) -> None:
         if role == "site":
