@@ -166,7 +166,7 @@ class Executor:
             self.net.subscriber_exit(name)
         else:
             lane = self.lanes[name]
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 15
             while lane.running() != role and lane.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)  # a key service runs before each batch; catch it running
             killed = lane.hold()
