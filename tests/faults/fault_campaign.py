@@ -43,7 +43,7 @@ from deploy.network import DEFAULT_PUBLISHERS, ONTOLOGY, SiteSpec, SubscriberSpe
 from xdn.docgen import generate
 from xdn.ontology import Ontology, load_ontology
 
-__all__ = ["FULL", "SHORT", "Campaign", "Summary", "run_campaign"]
+__all__ = ["FULL", "SHORT", "Campaign", "Summary", "leaked_processes", "run_campaign"]
 
 HERE = Path(__file__).resolve().parent
 # The sample policies plus two credentials for the leaves: Inspectors (quality inspections,
@@ -230,7 +230,7 @@ def _served(net: HostedNetwork) -> dict[str, frozenset[str]]:
     return {site: frozenset(names or net.subscribers) for site, names in served.items()}
 
 
-def _leaked(workdir: Path) -> list[str]:
+def leaked_processes(workdir: Path) -> list[str]:
     """Processes still running from the campaign's directory."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -307,7 +307,7 @@ def run_campaign(
             summary = _run(campaign, net, documents, fragments, ontology, log, started)
         finally:
             net.stop()
-        leaked = _leaked(net.workdir)
+        leaked = leaked_processes(net.workdir)
         audit_ok = _audit(net, log) if campaign.audit else None
     summary = _finish(summary, leaked=leaked, audit_ok=audit_ok, started=started)
     (workdir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")

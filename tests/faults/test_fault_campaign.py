@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from fault_campaign import FULL, SHORT, Campaign, Summary, run_campaign
+from fault_campaign import FULL, SHORT, Campaign, Summary, leaked_processes, run_campaign
+from fault_checks import Verdict, judge
 from fault_hosts import NetnsUnavailable
 from fault_schedule import FaultKind, LinkFault, Schedule, Target, make_schedule
 
@@ -88,6 +90,59 @@ def test_a_schedule_that_cannot_fit_is_refused() -> None:
             concurrency=3,
             downtime_s=(5.0, 6.0),
         )
+
+
+OWED = {
+    "p": [
+        (("a", 1), {"a#0": "C"}),
+        (("b", 1), {"b#0": "C"}),
+        (("a", 2), {"a#0": "C"}),
+    ]
+}
+
+
+def _record(
+    document: str, version: int, fragments: dict[str, str] | None = None
+) -> dict[str, object]:
+    return {
+        "publisher": "p",
+        "document": document,
+        "version": version,
+        "fragments": fragments or {f"{document}#0": "C"},
+    }
+
+
+def test_the_verdict_counts_nothing_when_each_version_came_once_in_order() -> None:
+    verdict = Verdict()
+    judge("s", [_record("a", 1), _record("b", 1), _record("a", 2)], OWED, verdict)
+    assert verdict.ok and verdict.deliveries == 3 and not verdict.problems
+
+
+@pytest.mark.parametrize(
+    ("records", "field"),
+    [
+        ([_record("a", 1), _record("a", 2)], "lost"),
+        ([_record("a", 1), _record("b", 1), _record("b", 1), _record("a", 2)], "duplicated"),
+        ([_record("b", 1), _record("a", 1), _record("a", 2)], "reordered"),
+        ([_record("a", 1), _record("b", 1, {"b#0": "C", "b#1": "D"}), _record("a", 2)], "altered"),
+        ([_record("a", 1), _record("b", 1), _record("a", 2), _record("c", 1)], "unexpected"),
+    ],
+)
+def test_the_verdict_finds_each_kind_of_fault(records: list[dict[str, object]], field: str) -> None:
+    verdict = Verdict()
+    judge("s", records, OWED, verdict)
+    assert getattr(verdict, field) == 1 and not verdict.ok, verdict
+
+
+def test_a_process_left_running_in_the_campaign_directory_is_found(tmp_path: Path) -> None:
+    assert leaked_processes(tmp_path) == []
+    left = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
+    try:
+        assert [line.split(":")[0] for line in leaked_processes(tmp_path)] == [str(left.pid)]
+    finally:
+        left.kill()
+        left.wait()
+    assert leaked_processes(tmp_path) == []
 
 
 def _campaign(campaign: Campaign, workdir: Path) -> Summary:
