@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress test-browser bench proto lint java xmlsec1 iproute2 strace curl chromium clean
+.PHONY: demo test test-long test-fast test-stress test-browser faults bench proto lint java xmlsec1 iproute2 strace curl chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,7 +49,7 @@ demo: $(STAMP) java
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 
 test: $(STAMP) java xmlsec1 iproute2 strace chromium
-	$(PY) -m pytest -q -m "not long" -n $(JOBS)
+	$(PY) -m pytest -q -m "not long and not faults" -n $(JOBS)
 
 # Only the web console in a headless chromium (also part of `make test`: it takes ~15 s).
 test-browser: $(STAMP) chromium
@@ -60,10 +60,16 @@ test-browser: $(STAMP) chromium
 test-long: $(STAMP) java xmlsec1 iproute2 strace curl
 	$(PY) -m pytest -q -m long -n $(JOBS)
 
+# Not in CI: the fault campaign of issue #18 (tests/faults): 5 sites, 20 subscribers, 100 seeded
+# kills, pauses and link cuts over 100,000 fragments, then the audit; about half an hour. Its
+# summary is printed and written to build/faults/summary.json.
+faults: $(STAMP) java iproute2
+	$(PY) -m pytest -q -s -m faults tests/faults
+
 # Not in CI: the whole suite RUNS times (default 5) while busy loops keep every core loaded.
 RUNS ?= 5
 test-stress: $(STAMP) java xmlsec1 iproute2 strace curl chromium
-	$(PY) tests/stress.py --runs $(RUNS)
+	$(PY) tests/stress.py --runs $(RUNS) -- -m "not faults"
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"

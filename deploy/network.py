@@ -327,6 +327,10 @@ class LocalNetwork:
         proc = self._subscriber_procs.get(name)
         return proc is not None and proc.poll() is None
 
+    def site_running(self, site: str) -> bool:
+        proc = self._site_procs.get(site)
+        return proc is not None and proc.poll() is None
+
     def address(self, site: str) -> str:
         return f"127.0.0.1:{self.ports[site]}"
 
