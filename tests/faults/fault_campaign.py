@@ -39,8 +39,8 @@ from fault_hosts import HostedNetwork, Hosts
 from fault_lanes import KEY_SERVICE, PUBLISHER, Document, Lane
 from fault_schedule import Target, make_schedule
 
-from deploy.network import DEFAULT_PUBLISHERS, ONTOLOGY, SiteSpec, SubscriberSpec
 from deploy.docgen import generate
+from deploy.network import DEFAULT_PUBLISHERS, ONTOLOGY, SiteSpec, SubscriberSpec
 from xdn.ontology import Ontology, load_ontology
 
 __all__ = ["FULL", "SHORT", "Campaign", "Summary", "leaked_processes", "run_campaign"]
