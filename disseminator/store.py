@@ -56,7 +56,7 @@ of the process cannot). The second connection, which only commits the acknowledg
 follows its commits, and losing one redelivers deliveries that the receiver recognises by
 sequence number and skips; WAL frames are synced in order, so the next FULL commit of the main
 connection makes those before it durable too. For the same reasons the main connection commits
-two kinds of bookkeeping unsynced (:meth:`Store._unsynced`), each ~2–4 ms of a blocked event
+two kinds of bookkeeping unsynced (:meth:`Store._unsynced`), each ~2-4 ms of a blocked event
 loop per document per site otherwise: dropping graphs from the log outbox once the log has them
 (the log file itself is not synced: losing the drop writes them again, never loses them) and
 dropping receipts passed upstream (a receipt sent again is a duplicate the uplink skips).
