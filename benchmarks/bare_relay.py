@@ -33,7 +33,7 @@ import grpc
 from disseminator.limits import SERVER_OPTIONS
 from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, channel_credentials, server_credentials
 
-__all__ = ["drive", "read_link", "write_link"]
+__all__ = ["drive", "read_link", "serve_on_loopback", "write_link"]
 
 _SERVICE = "bare.Relay"
 _METHOD = f"/{_SERVICE}/Stream"
@@ -133,7 +133,6 @@ def _relay(index: int, next_address: str, tls: TlsFiles) -> object:
 
 
 async def serve(index: int, tls: TlsFiles, port_file: Path, next_address: str | None) -> None:
-    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
     behaviour = _sink(index) if next_address is None else _relay(index, next_address, tls)
     handler = grpc.method_handlers_generic_handler(
         _SERVICE,
@@ -143,6 +142,15 @@ async def serve(index: int, tls: TlsFiles, port_file: Path, next_address: str | 
             )
         },
     )
+    await serve_on_loopback(handler, tls, port_file)
+
+
+async def serve_on_loopback(
+    handler: grpc.GenericRpcHandler, tls: TlsFiles, port_file: Path
+) -> None:
+    """Serve ``handler`` over mutual TLS on a free loopback port, written to ``port_file``
+    once serving, until terminated."""
+    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
     server.add_generic_rpc_handlers((handler,))
     port = server.add_secure_port("127.0.0.1:0", server_credentials(tls))
     await server.start()

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 
+from benchmarks.bare_relay import serve_on_loopback
 from benchmarks.wire_tap import METHODS, REQUEST, RESPONSE, SERVICE, TapWriter, read_tap
-from disseminator.limits import SERVER_OPTIONS
-from xdn.grpc_tls import CHANNEL_OPTIONS, TlsFiles, server_credentials
+from xdn.grpc_tls import TlsFiles
 
 __all__ = ["serve"]
 
@@ -112,15 +111,8 @@ class _Replay(grpc.GenericRpcHandler):  # type: ignore[misc]
 
 async def serve(tls: TlsFiles, script: Path, log: Path, port_file: Path) -> None:
     """Serve the recording until terminated."""
-    server = grpc.aio.server(options=(*CHANNEL_OPTIONS, *SERVER_OPTIONS))
     with open(log, "ab") as out:
-        server.add_generic_rpc_handlers((_Replay(script, TapWriter(out)),))
-        port = server.add_secure_port("127.0.0.1:0", server_credentials(tls))
-        await server.start()
-        tmp = port_file.with_suffix(".tmp")
-        tmp.write_text(str(port))
-        os.replace(tmp, port_file)
-        await server.wait_for_termination()
+        await serve_on_loopback(_Replay(script, TapWriter(out)), tls, port_file)
 
 
 def main() -> None:
