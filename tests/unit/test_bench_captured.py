@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchmarks.__main__ import results_path
 from benchmarks.bare_relay import _groups_done, read_link, write_link
+from benchmarks.bench_network import QUICK, _ChainRun, _results
 from benchmarks.captured import chain_links, first_issue_ms, link_groups
 from benchmarks.wire_tap import REQUEST, RESPONSE, Record, read_tap, write_records
 from xdn.wire.v1 import dissemination_pb2 as pb
@@ -93,3 +94,39 @@ def test_each_kind_of_run_writes_its_own_results_file() -> None:
     assert results_path(quick=True, only="").name == "results-quick.json"
     assert results_path(quick=False, only="network").name == "results-only-network.json"
     assert results_path(quick=True, only="net").name == "results-quick-only-net.json"
+
+
+def test_network_figures_are_medians_of_repetitions_against_measured_baselines() -> None:
+    chain = _ChainRun(
+        throughput=[],
+        throughput_rates=[1.0, 2.0, 4.0],
+        wall_rates=[0.5, 1.0, 2.0],
+        snapshots=[],
+        max_rate=20.0,
+        paced_rate=10.0,
+        latency=[],
+        latencies_ms=[list(range(1, 101)), list(range(101, 201)), list(range(201, 301))],
+        subscribe_until_ns=0,
+    )
+    results = {
+        r.name: r
+        for r in _results(
+            QUICK,
+            chain,
+            bare_rates=[100.0, 10.0, 40.0],
+            bare_p99=[10.0, 100.0, 150.0],
+            publish_rates=[2.0, 2.0, 2.0],
+            subscribe_rates=[1.0, 4.0, 8.0],
+        )
+    }
+    relay = results["relay_vs_bare_same_bytes"]
+    assert (relay.value, relay.baseline_value) == (2.0, 40.0)
+    assert relay.repetitions == (0.01, 0.2, 0.1)
+    assert relay.ratio == 0.1  # the median of the repetitions' ratios
+    e2e = results["e2e_vs_slowest_stage"]
+    assert e2e.baseline_value == 2.0  # the slower stage of each repetition: 1, 2, 2
+    assert e2e.repetitions == (1.0, 1.0, 2.0)
+    p99 = results["p99_latency_ms_3hops"]
+    assert (p99.value, p99.baseline_value) == (200, 100.0)  # p99s 100, 200, 300
+    assert p99.repetitions == (10.0, 2.0, 2.0)
+    assert results["p99_vs_bare_p99"].ratio == p99.ratio == 2.0
