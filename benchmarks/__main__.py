@@ -1,8 +1,9 @@
 """Run the benchmark suite: ``python -m benchmarks [--quick] [--only SUBSTRING]``.
 
-Writes ``build/bench/results.json`` (a list of result objects) and prints a table. Results of
-modules not run this time are kept from the previous file, so one module can be re-measured
-alone.
+Writes the figures of this run only (a list of result objects; never merged with an older
+run's) and prints a table: a whole run writes ``build/bench/results.json``, a ``--quick`` run
+``results-quick.json``, an ``--only`` run ``results-only-SUBSTRING.json`` (``results-quick-only-…``
+for both), so every file holds the figures of one run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from pathlib import Path
 import benchmarks
 from xdn.grpc_fork import disable_grpc_fork_handlers
 
-RESULTS = Path("build/bench/results.json")
+RESULTS_DIR = Path("build/bench")
+
+
+def results_path(*, quick: bool, only: str) -> Path:
+    """Where a run writes its figures: one file per kind of run, each from one run."""
+    name = "results" + ("-quick" if quick else "") + (f"-only-{only}" if only else "")
+    return RESULTS_DIR / f"{name}.json"
 
 
 def main() -> int:
@@ -31,8 +38,9 @@ def main() -> int:
     modules = sorted(
         m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_")
     )
-    previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    results = {r["name"]: r for r in previous}
+    path = results_path(quick=args.quick, only=args.only)
+    path.unlink(missing_ok=True)  # (a run that fails early leaves no older figures behind)
+    results: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     for name in modules:
         if args.only not in name:
@@ -51,17 +59,22 @@ def main() -> int:
             print(
                 f"   {result.name:<40} {result.value:>12.4g} {result.unit:<10} "
                 f"ratio {result.ratio:>8.3f}  (baseline {result.baseline}: "
-                f"{result.baseline_value:.4g})  {result.goal}",
+                f"{result.baseline_value:.4g})  {result.goal}"
+                + (f"  repetitions {_spread(result.repetitions)}" if result.repetitions else ""),
                 flush=True,
             )
         print(f"   ({time.perf_counter() - started:.1f}s)", flush=True)
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(list(results.values()), indent=2) + "\n")
-    print(f"results: {RESULTS}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(list(results.values()), indent=2) + "\n")
+    print(f"results: {path}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _spread(ratios: tuple[float, ...]) -> str:
+    return ", ".join(f"{r:.3g}" for r in ratios)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ class Result:
     ratio: float
     goal: str = ""
     note: str = ""
+    # The ratio of each repetition when the figure is their median (the spread).
+    repetitions: tuple[float, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
