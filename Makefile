@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace curl clean
+.PHONY: demo test test-long test-fast test-stress fuzz bench proto lint java xmlsec1 iproute2 strace curl clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,15 @@ test-long: $(STAMP) java xmlsec1 iproute2 strace curl
 RUNS ?= 5
 test-stress: $(STAMP) java xmlsec1 iproute2 strace curl
 	$(PY) tests/stress.py --runs $(RUNS)
+
+# Not in CI: coverage-guided fuzzing (atheris) of every parser of outside bytes, FUZZ_BUDGET
+# executions per target (a full run: hours); the corpus replay first. Summary in
+# build/fuzz/summary.json; findings in build/fuzz/TARGET/findings (see tests/fuzz/fuzz_driver.py).
+FUZZ_BUDGET ?= 1000000
+fuzz: $(STAMP)
+	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -e '.[fuzz]'
+	$(PY) -m pytest -q -m fuzz tests/fuzz
+	$(PY) tests/fuzz/fuzz_driver.py --budget $(FUZZ_BUDGET)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"

@@ -1,0 +1,63 @@
+"""What the fuzz campaign (``make fuzz``, tests/fuzz) found, each pinned by a test.
+
+Every input here once escaped its parser as an untyped exception; each must now be refused with
+the parser's typed error. The inputs the fuzzer wrote are kept in ``tests/fuzz/regressions/``
+(replayed there too); the tests below say what each one is about.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deploy.cluster import load_topology
+from disseminator.config import load_site_config
+from xdn import certs
+from xdn.errors import CertificateError, ConfigError
+from xdn.paths import REPO_ROOT
+
+REGRESSIONS = REPO_ROOT / "tests" / "fuzz" / "regressions"
+NOW = datetime(2026, 6, 1, tzinfo=UTC)  # inside the fuzz PKI's validity
+CA = (REPO_ROOT / "tests" / "fuzz" / "pki" / "ca.pem").read_bytes()
+
+
+def _pem(der: bytes) -> bytes:
+    body = base64.encodebytes(der)
+    return b"-----BEGIN CERTIFICATE-----\n" + body + b"-----END CERTIFICATE-----\n"
+
+
+def _found(target: str, name: str) -> bytes:
+    return (REGRESSIONS / target / name).read_bytes()
+
+
+def test_a_site_config_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "site.toml"
+    path.write_bytes(b'[site]\nname = "d\x971"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_site_config(path)
+
+
+def test_a_topology_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "topology.toml"
+    path.write_bytes(b'[[site]]\nname = "d\xff1"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_topology(path)
+
+
+@pytest.mark.parametrize("found", ["unreadable-key.der", "unknown-curve.der"])
+def test_a_certificate_whose_key_cannot_be_read_is_a_certificate_error(found: str) -> None:
+    pem = _pem(_found("certificate", found))
+    certs.credential_from_pem(pem)  # the rest of it reads
+    with pytest.raises(CertificateError, match="unreadable public key"):
+        certs.public_key_of(pem)
+
+
+def test_a_certificate_with_a_malformed_extension_is_a_certificate_error() -> None:
+    pem = _pem(_found("certificate", "malformed-extension.der"))
+    with pytest.raises(CertificateError, match="malformed name or extension"):
+        certs.credential_from_pem(pem)
+    with pytest.raises(CertificateError):
+        certs.verify_certificate(pem, CA, at=NOW)
