@@ -188,7 +188,7 @@ def _fields(name: x509.Name) -> dict[str, tuple[str, ...]]:
 def _load(cert_pem: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(cert_pem)
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:
         raise CertificateError(f"not a PEM X.509 certificate: {exc}") from None
 
 
@@ -524,7 +524,7 @@ def read_crl(crl_pem: bytes, ca_pem: bytes) -> Crl:
             ).value.crl_number
         except x509.ExtensionNotFound:
             number = None
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:
         raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
     if issuer != ca.subject:
         raise CertificateError("CRL was not issued by the trusted CA")

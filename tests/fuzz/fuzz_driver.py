@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="libFuzzer's random seed")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "fuzz")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()
     names = sorted(load_all())
     if args.targets:
         wanted = args.targets.split(",")

@@ -61,3 +61,57 @@ def test_a_certificate_with_a_malformed_extension_is_a_certificate_error() -> No
         certs.credential_from_pem(pem)
     with pytest.raises(CertificateError):
         certs.verify_certificate(pem, CA, at=NOW)
+
+
+SITE = """
+[site]
+name = "d1"
+listen = "127.0.0.1:0"
+block = "ProductionProcess"
+[tls]
+ca = "ca.pem"
+cert = "d1.pem"
+key = "d1.key"
+[ontology]
+files = ["production.owl"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "complaint"),
+    [
+        ('publisher = "production-dept"\n', "must be \\[\\[publisher\\]\\] tables"),
+        ("publisher = [1]\n", "must be \\[\\[publisher\\]\\] tables"),
+    ],
+)
+def test_publishers_that_are_not_tables_are_a_config_error(
+    tmp_path: Path, extra: str, complaint: str
+) -> None:
+    path = tmp_path / "site.toml"
+    path.write_text(extra + SITE)
+    with pytest.raises(ConfigError, match=complaint):
+        load_site_config(path)
+
+
+@pytest.mark.parametrize("key", ["state_dir", "provenance_log"])
+def test_a_site_path_that_is_not_a_string_is_a_config_error(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "site.toml"
+    path.write_text(SITE.replace("[tls]", f"{key} = 5\n[tls]"))
+    with pytest.raises(ConfigError, match=f"{key} must be a path"):
+        load_site_config(path)
+
+
+def test_a_crl_of_an_unknown_version_is_a_certificate_error() -> None:
+    crl = _found("certificate", "crl-version.der")[1:]  # (the target's "C": a CRL follows)
+    pem = b"-----BEGIN X509 CRL-----\n" + base64.encodebytes(crl) + b"-----END X509 CRL-----\n"
+    with pytest.raises(CertificateError, match="not a PEM X.509 CRL"):
+        certs.read_crl(pem, CA)
+
+
+def test_a_certificate_of_an_unknown_version_is_a_certificate_error() -> None:
+    pem = (REPO_ROOT / "tests" / "fuzz" / "pki" / "d1.pem").read_bytes()
+    der = base64.b64decode(b"".join(line for line in pem.splitlines() if b"-----" not in line))
+    version = der.index(bytes.fromhex("a003020102"))  # [0] EXPLICIT INTEGER 2 (v3)
+    bad = der[: version + 4] + b"\x07" + der[version + 5 :]
+    with pytest.raises(CertificateError, match="not a PEM X.509 certificate"):
+        certs.credential_from_pem(_pem(bad))
