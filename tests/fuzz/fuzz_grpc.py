@@ -122,15 +122,17 @@ def site() -> _Site:
     ontology = production_ontology()
     tls = TlsFiles(cert_pem=pki("d1.pem"), key_pem=pki("d1.key"), ca_pem=pki("ca.pem"))
     signer = provenance.Signer(
-        node_uri=certs.node_uri("d1"), private_key=crypto.load_private_key_pem(tls.key_pem),
+        node_uri=certs.node_uri("d1"),
+        private_key=crypto.load_private_key_pem(tls.key_pem),
         certificate=tls.cert_pem,
     )
     policy = (REPO_ROOT / "policies" / "production-dept.toml").read_bytes()
     state = scratch_dir() / "site"
     state.mkdir(exist_ok=True)
     node = SiteNode(
-        site=SiteIdentity(name="d1", block="ProductionProcess", uplink=None, tls=tls,
-                          signer=signer),  # fmt: skip
+        site=SiteIdentity(
+            name="d1", block="ProductionProcess", uplink=None, tls=tls, signer=signer
+        ),
         ontology=ontology,
         engine=PolicyEngine(PolicySet.of(ontology, [parse_policy(policy, ontology)])),
         store=Store(state / "site.sqlite", durable=False),
@@ -243,19 +245,27 @@ def _signed_lease(*, leave: bool) -> bytes:
     member = certs.credential_from_pem(pki("alice.pem")).member_id
     now_ms = int(NOW.timestamp() * 1000)
     issued = lease.issue(
-        member=member, site="" if leave else "d1", block="" if leave else "ProductionProcess",
-        concepts=() if leave else ("WorkOrder",), now_ms=now_ms, period_ms=3_600_000,
+        member=member,
+        site="" if leave else "d1",
+        block="" if leave else "ProductionProcess",
+        concepts=() if leave else ("WorkOrder",),
+        now_ms=now_ms,
+        period_ms=3_600_000,
         leave=leave,
-    )  # fmt: skip
+    )
     return lease.sign(issued, crypto.load_private_key_pem(pki("alice.key"))).to_bytes()
 
 
 def _record() -> dht_pb2.DhtSiteRecord:
     return dht_pb2.DhtSiteRecord(
-        site="d2", address="d2.test:7000", block="WorkOrder",
-        issued_at_ms=int(NOW.timestamp() * 1000), expires_at_ms=int(NOW.timestamp() * 1000) + 1,
-        certificate_pem=pki("d2.pem"), signature=b"\x30" * 8,
-    )  # fmt: skip
+        site="d2",
+        address="d2.test:7000",
+        block="WorkOrder",
+        issued_at_ms=int(NOW.timestamp() * 1000),
+        expires_at_ms=int(NOW.timestamp() * 1000) + 1,
+        certificate_pem=pki("d2.pem"),
+        signature=b"\x30" * 8,
+    )
 
 
 def _stream(*messages: Any) -> bytes:
@@ -270,38 +280,51 @@ def seeds(encoded: Any, first: Any, hop: Any) -> dict[str, list[bytes]]:
     diss = dissemination_to_pb(
         encoded.signed_manifest,
         ((f, encoded.range_proofs[f.concept]) for f in encoded.fragments),
-        provenance=first.to_nquads(), publisher_certificate=pki("production-dept.pem"),
-    )  # fmt: skip
+        provenance=first.to_nquads(),
+        publisher_certificate=pki("production-dept.pem"),
+    )
     publish = pb.PublishRequest(dissemination=diss, publish_id=b"p" * 16).SerializeToString()
     half = len(publish) // 2
     key = bytes(range(20))
     return {
         "grpc_publish": [publish, pb.PublishRequest(publish_id=b"x").SerializeToString()],
         "grpc_publish_parts": [
-            _stream(pb.Part(data=publish[:half], size=len(publish), more=True),
-                    pb.Part(data=publish[half:])),  # fmt: skip
+            _stream(
+                pb.Part(data=publish[:half], size=len(publish), more=True),
+                pb.Part(data=publish[half:]),
+            ),
         ],
         "grpc_membership": [
             pb.MembershipRequest(publisher="production-dept", view=1, since=1).SerializeToString()
         ],
         "grpc_subscribe": [
             _stream(
-                pb.ClientMessage(subscribe=pb.SubscribeRequest(
-                    concepts=["WorkOrder"], retained=True, lease=_signed_lease(leave=False))),
+                pb.ClientMessage(
+                    subscribe=pb.SubscribeRequest(
+                        concepts=["WorkOrder"], retained=True, lease=_signed_lease(leave=False)
+                    )
+                ),
                 pb.ClientMessage(ack=pb.Ack(sequence=1, receipt=hop.to_nquads())),
                 pb.ClientMessage(lease=_signed_lease(leave=False)),
-            ),  # fmt: skip
+            ),
             _stream(pb.ClientMessage(subscribe=pb.SubscribeRequest())),
         ],
         "grpc_link": [
             _stream(
                 pb.LinkMessage(hello=pb.LinkHello(site="d2", block="WorkOrder")),
-                pb.LinkMessage(interest=pb.InterestUpdate(
-                    members=[pb.Member(certificate=pki("alice.pem"),
-                                       lease=_signed_lease(leave=False))],
-                    view=7, version=1)),
+                pb.LinkMessage(
+                    interest=pb.InterestUpdate(
+                        members=[
+                            pb.Member(
+                                certificate=pki("alice.pem"), lease=_signed_lease(leave=False)
+                            )
+                        ],
+                        view=7,
+                        version=1,
+                    )
+                ),
                 pb.LinkMessage(ack=pb.Ack(sequence=1, receipt=hop.to_nquads())),
-            ),  # fmt: skip
+            ),
         ],
         "grpc_unsubscribe": [
             pb.UnsubscribeRequest(leave=_signed_lease(leave=True)).SerializeToString(),
@@ -316,19 +339,20 @@ def seeds(encoded: Any, first: Any, hop: Any) -> dict[str, list[bytes]]:
             dht_pb2.DhtPingRequest(sender_address="d2.test:7000", nonce=key).SerializeToString()
         ],
         "dht_find_node": [
-            dht_pb2.DhtFindNodeRequest(sender_address="d2.test:7000",
-                                       target=bytes(32)).SerializeToString()  # fmt: skip
+            dht_pb2.DhtFindNodeRequest(
+                sender_address="d2.test:7000", target=bytes(32)
+            ).SerializeToString()
         ],
         "dht_find_value": [
-            dht_pb2.DhtFindValueRequest(sender_address="d2.test:7000",
-                                        key=bytes(32)).SerializeToString()  # fmt: skip
+            dht_pb2.DhtFindValueRequest(
+                sender_address="d2.test:7000", key=bytes(32)
+            ).SerializeToString()
         ],
         "dht_store": [
-            dht_pb2.DhtStoreRequest(sender_address="d2.test:7000", key=bytes(32),
-                                    record=_record()).SerializeToString()  # fmt: skip
+            dht_pb2.DhtStoreRequest(
+                sender_address="d2.test:7000", key=bytes(32), record=_record()
+            ).SerializeToString()
         ],
         "admin_status": [admin_pb2.SiteStatusRequest(subscriber_limit=5).SerializeToString()],
-        "admin_subscribers": [
-            admin_pb2.SubscribersRequest(limit=3, after="a").SerializeToString()
-        ],
+        "admin_subscribers": [admin_pb2.SubscribersRequest(limit=3, after="a").SerializeToString()],
     }

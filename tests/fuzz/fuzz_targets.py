@@ -19,6 +19,7 @@ The gRPC request targets live in :mod:`fuzz_grpc` and register here too (:data:`
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import io
 import shutil
@@ -151,9 +152,15 @@ def xml_publish(data: bytes) -> None:
     from xdn.xmlsafe import Limits
 
     common = dict(
-        mapping=production_mapping(), document_id="d", publisher=PUBLISHER, version=1,
-        issued_at_ms=0, keys=_publish_keys(), signer=_signer(), limits=Limits(**SMALL_XML),
-    )  # fmt: skip
+        mapping=production_mapping(),
+        document_id="d",
+        publisher=PUBLISHER,
+        version=1,
+        issued_at_ms=0,
+        keys=_publish_keys(),
+        signer=_signer(),
+        limits=Limits(**SMALL_XML),
+    )
     encode_document(io.BytesIO(data), streaming=False, **common)
     encode_file(io.BytesIO(data), io.BytesIO(), streaming=True, **common)
 
@@ -167,8 +174,13 @@ def xml_export(data: bytes) -> None:
     limits = Limits(**SMALL_XML)
     from_encrypted_xml(data, limits=limits)
     keys = {(PUBLISHER, c, 1): bytes(32) for c in production_ontology().concepts}
-    decode_file(io.BytesIO(data), io.BytesIO(), publisher_key=_signer().public_key(), keys=keys,
-                limits=limits)  # fmt: skip
+    decode_file(
+        io.BytesIO(data),
+        io.BytesIO(),
+        publisher_key=_signer().public_key(),
+        keys=keys,
+        limits=limits,
+    )
 
 
 # ---- RDF --------------------------------------------------------------------------------
@@ -282,10 +294,8 @@ def certificate(data: bytes) -> None:
     certs.public_key_of(pem)
     certs.curve_of_certificate(pem)
     for role in (None, "site", "publisher", "subscriber"):
-        try:
+        with contextlib.suppress(certs.CertificateError):
             certs.verify_certificate(pem, ca, at=NOW, role=role)
-        except certs.CertificateError:
-            pass
 
 
 # ---- linked data ------------------------------------------------------------------------
@@ -303,9 +313,11 @@ def notification(data: bytes) -> None:
 
     content_type, body = header_and_body(data)
     posted = parse_notification(
-        body, content_type, uri="https://site.example/inbox/1",
+        body,
+        content_type,
+        uri="https://site.example/inbox/1",
         limits=NotificationLimits(max_bytes=64 * 1024, max_statements=1000),
-    )  # fmt: skip
+    )
     is_receipt(posted)
     is_refusal(posted)
     posted.nquads  # noqa: B018 (stored as N-Quads: must serialise)
@@ -332,7 +344,8 @@ def http_headers(data: bytes) -> None:
 @target("member_id", expected=(ValueError,))
 def member_id(data: bytes) -> None:
     """A member id as a peer names one (``name@fingerprint``): split and rebuilt."""
-    from xdn.identity import member_id as build, person, split_member_id
+    from xdn.identity import member_id as build
+    from xdn.identity import person, split_member_id
 
     text = data.decode("utf-8", "replace")
     person(text)

@@ -26,10 +26,15 @@ from xdn.xmlsafe import parse_bytes  # noqa: E402
 ISSUED = NOW - timedelta(days=150)
 PARTIES = (
     Party(name="production-dept", role="publisher"),
-    Party(name="d1", role="site", hosts=("localhost",),
-          attributes={certs.BLOCK_FIELD: "ProductionProcess"}),  # fmt: skip
-    Party(name="d2", role="site", hosts=("localhost",),
-          attributes={certs.BLOCK_FIELD: "WorkOrder"}),  # fmt: skip
+    Party(
+        name="d1",
+        role="site",
+        hosts=("localhost",),
+        attributes={certs.BLOCK_FIELD: "ProductionProcess"},
+    ),
+    Party(
+        name="d2", role="site", hosts=("localhost",), attributes={certs.BLOCK_FIELD: "WorkOrder"}
+    ),
     Party(name="alice", role="subscriber", attributes={"OU": "Cred1"}),
 )
 SMALL_ORDER = b"""<?xml version="1.0"?>
@@ -69,10 +74,13 @@ def encoded_order() -> codec.EncodedDocument:
     }
     return codec.encode(
         map_document(parse_bytes(SMALL_ORDER), production_mapping()),
-        document_id="order-1", publisher="production-dept", version=1,
-        issued_at_ms=int(NOW.timestamp() * 1000), keys=keys,
+        document_id="order-1",
+        publisher="production-dept",
+        version=1,
+        issued_at_ms=int(NOW.timestamp() * 1000),
+        keys=keys,
         signer=crypto.load_private_key_pem(pki("production-dept.key")),
-    )  # fmt: skip
+    )
 
 
 def chain(encoded: codec.EncodedDocument) -> tuple[provenance.Message, provenance.Message]:
@@ -84,18 +92,21 @@ def chain(encoded: codec.EncodedDocument) -> tuple[provenance.Message, provenanc
         message_uri=provenance.message_uri(publisher.node_uri, "order-1", "v1"),
         recipient_uri=d1.node_uri,
         content=provenance.ContentFacts(
-            document_id="order-1", publisher="production-dept", manifest_root=manifest.root,
+            document_id="order-1",
+            publisher="production-dept",
+            manifest_root=manifest.root,
             leaf_count=manifest.leaf_count,
         ),
         timestamp_ms=int(NOW.timestamp() * 1000),
     )
     hop = provenance.relay(
-        first, d1,
+        first,
+        d1,
         message_uri=provenance.message_uri(d1.node_uri, "order-1", "v1", "to-d2"),
         recipient_uri=certs.node_uri("d2"),
         leaves=provenance.LeafRanges(((0, manifest.leaf_count),)),
         timestamp_ms=int(NOW.timestamp() * 1000) + 1,
-    )  # fmt: skip
+    )
     return first, hop
 
 
@@ -110,11 +121,17 @@ def main() -> None:
     for sample in sorted(samples.glob("*.xml")):
         write("xml_document", sample.name, sample.read_bytes())
     write("xml_document", "small.xml", SMALL_ORDER)
-    write("xml_document", "misc.xml",
-          b'<?xml version="1.0" encoding="UTF-8"?>\n<!-- c --><?pi x?><a xmlns="urn:a" b="1">'
-          b"<![CDATA[x<y]]>&amp;&#x263A;<c/>tail</a>")  # fmt: skip
-    write("xml_publish", "production-dept-order.xml",
-          (samples / "production-dept-order.xml").read_bytes())  # fmt: skip
+    write(
+        "xml_document",
+        "misc.xml",
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<!-- c --><?pi x?><a xmlns="urn:a" b="1">'
+        b"<![CDATA[x<y]]>&amp;&#x263A;<c/>tail</a>",
+    )
+    write(
+        "xml_publish",
+        "production-dept-order.xml",
+        (samples / "production-dept-order.xml").read_bytes(),
+    )
     write("xml_publish", "small.xml", SMALL_ORDER)
     encoded = encoded_order()
     write("xml_export", "small.xml", codec.to_encrypted_xml(encoded))
@@ -122,35 +139,62 @@ def main() -> None:
     write("provenance", "published.nq", first.to_nquads())
     write("provenance", "relayed.nq", hop.to_nquads())
     write("nquads", "relayed.nq", hop.to_nquads())
-    write("nquads", "terms.nq",
-          b'<http://a/s> <http://a/p> "x\\n\\u00e9\\"" <http://a/g> .\n'
-          b'<http://a/s> <http://a/p> "chat"@fr-CA .\n'
-          b"<urn:x:s>\t<http://a/p>\t\"1\"^^<http://www.w3.org/2001/XMLSchema#integer> .\r\n"
-          b"# comment\n")  # fmt: skip
-    write("policy_toml", "production-dept.toml",
-          (REPO_ROOT / "policies" / "production-dept.toml").read_bytes())  # fmt: skip
-    write("mapping_toml", "production-dept.toml",
-          (REPO_ROOT / "ontology" / "mappings" / "production-dept.toml").read_bytes())  # fmt: skip
+    write(
+        "nquads",
+        "terms.nq",
+        b'<http://a/s> <http://a/p> "x\\n\\u00e9\\"" <http://a/g> .\n'
+        b'<http://a/s> <http://a/p> "chat"@fr-CA .\n'
+        b'<urn:x:s>\t<http://a/p>\t"1"^^<http://www.w3.org/2001/XMLSchema#integer> .\r\n'
+        b"# comment\n",
+    )
+    write(
+        "policy_toml",
+        "production-dept.toml",
+        (REPO_ROOT / "policies" / "production-dept.toml").read_bytes(),
+    )
+    write(
+        "mapping_toml",
+        "production-dept.toml",
+        (REPO_ROOT / "ontology" / "mappings" / "production-dept.toml").read_bytes(),
+    )
     write("site_toml", "d1.toml", (REPO_ROOT / "deploy" / "sites" / "d1.toml").read_bytes())
-    write("topology_toml", "three-sites.toml",
-          (REPO_ROOT / "deploy" / "topologies" / "three-sites.toml").read_bytes())  # fmt: skip
+    write(
+        "topology_toml",
+        "three-sites.toml",
+        (REPO_ROOT / "deploy" / "topologies" / "three-sites.toml").read_bytes(),
+    )
     write("certificate", "publisher.der", der(pki("production-dept.pem")))
     write("certificate", "site.pem", pki("d1.pem"))
     ca_key = (PKI_DIR / "ca.key").read_bytes()
-    crl = certs.create_crl(pki("ca.pem"), ca_key, [(7, ISSUED)], now=ISSUED,
-                           next_update=ISSUED + timedelta(days=3650), number=1)  # fmt: skip
+    crl = certs.create_crl(
+        pki("ca.pem"),
+        ca_key,
+        [(7, ISSUED)],
+        now=ISSUED,
+        next_update=ISSUED + timedelta(days=3650),
+        number=1,
+    )
     write("certificate", "crl.der", b"C" + der(crl))
     write("notification", "receipt.nq", b"application/n-quads\n" + first.to_nquads())
-    write("notification", "turtle.ttl",
-          b"text/turtle; charset=utf-8\n@prefix as: <https://www.w3.org/ns/activitystreams#> .\n"
-          b'<https://a.example/n> a as:Announce ; as:summary "hello"@en .\n')  # fmt: skip
-    write("notification", "jsonld.json",
-          b"application/ld+json\n"
-          b'{"@context": "https://www.w3.org/ns/activitystreams", "@id": "https://a.example/n",'
-          b' "type": "Announce", "summary": "hi"}')  # fmt: skip
-    write("http_headers", "headers.txt",
-          b'application/trig;q=0.9, application/n-quads, */*;q=0.1\ntext/turtle; charset="utf-8"'
-          b'\n<https://s.example/inbox/?after=5>; rel="next"\n5')  # fmt: skip
+    write(
+        "notification",
+        "turtle.ttl",
+        b"text/turtle; charset=utf-8\n@prefix as: <https://www.w3.org/ns/activitystreams#> .\n"
+        b'<https://a.example/n> a as:Announce ; as:summary "hello"@en .\n',
+    )
+    write(
+        "notification",
+        "jsonld.json",
+        b"application/ld+json\n"
+        b'{"@context": "https://www.w3.org/ns/activitystreams", "@id": "https://a.example/n",'
+        b' "type": "Announce", "summary": "hi"}',
+    )
+    write(
+        "http_headers",
+        "headers.txt",
+        b'application/trig;q=0.9, application/n-quads, */*;q=0.1\ntext/turtle; charset="utf-8"'
+        b'\n<https://s.example/inbox/?after=5>; rel="next"\n5',
+    )
     write("member_id", "alice.txt", b"alice@0123456789abcdef0123456789abcdef")
     import fuzz_grpc
 

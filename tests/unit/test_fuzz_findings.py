@@ -104,7 +104,7 @@ def test_a_site_path_that_is_not_a_string_is_a_config_error(tmp_path: Path, key:
 def test_a_crl_of_an_unknown_version_is_a_certificate_error() -> None:
     crl = _found("certificate", "crl-version.der")[1:]  # (the target's "C": a CRL follows)
     pem = b"-----BEGIN X509 CRL-----\n" + base64.encodebytes(crl) + b"-----END X509 CRL-----\n"
-    with pytest.raises(CertificateError, match="not a PEM X.509 CRL"):
+    with pytest.raises(CertificateError, match=r"not a PEM X\.509 CRL"):
         certs.read_crl(pem, CA)
 
 
@@ -113,5 +113,5 @@ def test_a_certificate_of_an_unknown_version_is_a_certificate_error() -> None:
     der = base64.b64decode(b"".join(line for line in pem.splitlines() if b"-----" not in line))
     version = der.index(bytes.fromhex("a003020102"))  # [0] EXPLICIT INTEGER 2 (v3)
     bad = der[: version + 4] + b"\x07" + der[version + 5 :]
-    with pytest.raises(CertificateError, match="not a PEM X.509 certificate"):
+    with pytest.raises(CertificateError, match=r"not a PEM X\.509 certificate"):
         certs.credential_from_pem(_pem(bad))
