@@ -7,14 +7,18 @@ the parser's typed error. The inputs the fuzzer wrote are kept in ``tests/fuzz/r
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import pytest
 
 from deploy.cluster import load_topology
+from disseminator.admin_service import AdminService, add_admin_to_server
 from disseminator.config import load_site_config
+from disseminator.dht import add_dht_to_server
 from xdn import certs
 from xdn.errors import CertificateError, ConfigError
 from xdn.paths import REPO_ROOT
@@ -115,3 +119,32 @@ def test_a_certificate_of_an_unknown_version_is_a_certificate_error() -> None:
     bad = der[: version + 4] + b"\x07" + der[version + 5 :]
     with pytest.raises(CertificateError, match=r"not a PEM X\.509 certificate"):
         certs.credential_from_pem(_pem(bad))
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "/xdn.wire.v1.Dht/Ping",
+        "/xdn.wire.v1.Dht/FindNode",
+        "/xdn.wire.v1.Dht/FindValue",
+        "/xdn.wire.v1.Dht/Store",
+        "/xdn.wire.v1.Admin/Status",
+        "/xdn.wire.v1.Admin/Subscribers",
+    ],
+)
+def test_a_dht_or_admin_request_that_does_not_decode_is_invalid_argument(method: str) -> None:
+    async def call() -> grpc.StatusCode:
+        server = grpc.aio.server()
+        add_dht_to_server(server, None)  # type: ignore[arg-type]  # (never reached)
+        add_admin_to_server(server, AdminService(None, uplink_connected=bool, dht=None))  # type: ignore[arg-type]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await channel.unary_unary(method)(b"\xff\xff\xff", timeout=10)
+                return refused.value.code()
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(call()) == grpc.StatusCode.INVALID_ARGUMENT
