@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress fuzz bench proto lint java xmlsec1 iproute2 strace curl clean
+.PHONY: demo test test-long test-fast test-stress bench proto lint java xmlsec1 iproute2 strace curl clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,6 +92,7 @@ test-stress: $(STAMP) java xmlsec1 iproute2 strace curl
 # executions per target (a full run: hours); the corpus replay first. Summary in
 # build/fuzz/summary.json; findings in build/fuzz/TARGET/findings (see tests/fuzz/fuzz_driver.py).
 FUZZ_BUDGET ?= 1000000
+.PHONY: fuzz
 fuzz: $(STAMP)
 	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -e '.[fuzz]'
 	$(PY) -m pytest -q -m fuzz tests/fuzz
