@@ -353,6 +353,49 @@ def member_id(data: bytes) -> None:
     assert build(name, prefix * 2).startswith(name), "a member id does not keep its name"
 
 
+# ---- what arrives from upstream ---------------------------------------------------------
+
+
+def _protobuf_errors() -> tuple[type[BaseException], ...]:
+    from google.protobuf.message import DecodeError
+
+    return (XdnError, DecodeError)  # (a response deserializer's error: the call fails)
+
+
+@target("wire_delivery", expected=_protobuf_errors())
+def wire_delivery(data: bytes) -> None:
+    """A ``Delivery`` from an uplink (to a downlink site or a subscriber): the site's framing
+    reader, then each body through :mod:`xdn.wireconv` into our types, key messages checked
+    against the CA as a member checks them."""
+    from disseminator.uplink import read_delivery
+    from xdn import certs, lkh, wireconv
+    from xdn.provenance import MAX_CHAIN_BYTES, Message
+    from xdn.wire.v1 import dissemination_pb2 as pb
+
+    received = read_delivery(data)
+    if not isinstance(received, pb.Delivery):  # (a document: read as records, as routed)
+        received = pb.Delivery.FromString(data)
+    kind = received.WhichOneof("body")
+    body = getattr(received, kind) if kind else None
+    ca = pki("ca.pem")
+    if kind == "dissemination":
+        wireconv.delivery_from_pb(body)
+        Message.from_nquads(body.provenance, max_bytes=MAX_CHAIN_BYTES)
+    elif kind in ("key", "rekey", "document_keys"):
+        read = {
+            "key": wireconv.enrolment_from_pb,
+            "rekey": wireconv.rekey_from_pb,
+            "document_keys": wireconv.document_keys_from_pb,
+        }[kind]
+        lkh.verify_key_message(read(body), ca_pem=ca, at=NOW)
+    elif kind == "checkpoint":
+        wireconv.checkpoint_from_pb(body)
+    elif kind == "entitlement":
+        wireconv.entitlement_from_pb(body)
+    elif kind == "revocation_list" and body.crl:
+        certs.read_crl(body.crl, ca)
+
+
 def expected_error(name: str, error: BaseException) -> bool:
     """Whether ``error`` is one target ``name`` may raise (not a finding)."""
     return isinstance(error, TARGETS[name].expected)

@@ -110,6 +110,40 @@ def chain(encoded: codec.EncodedDocument) -> tuple[provenance.Message, provenanc
     return first, hop
 
 
+def upstream_seeds(
+    encoded: codec.EncodedDocument, first: provenance.Message, crl: bytes
+) -> list[bytes]:
+    """Deliveries as an uplink sends them: a document, a rekey, an enrolment, a CRL."""
+    from xdn import lkh, wireconv
+    from xdn.wire.v1 import dissemination_pb2 as pb
+
+    diss = wireconv.dissemination_to_pb(
+        encoded.signed_manifest,
+        ((f, encoded.range_proofs[f.concept]) for f in encoded.fragments),
+        provenance=first.to_nquads(),
+        publisher_certificate=pki("production-dept.pem"),
+    )
+    signer = lkh.KeySigner(
+        publisher="production-dept",
+        private_key=crypto.load_private_key_pem(pki("production-dept.key")),
+        certificate=pki("production-dept.pem"),
+    )
+    alice = certs.credential_from_pem(pki("alice.pem")).member_id
+    group = lkh.GroupController(publisher="production-dept", concept="WorkOrder")
+    change = group.rekey(joins=[alice, "bob@" + "0" * 32])
+    enrolment = group.path_refresh(alice, certs.public_key_of(pki("alice.pem")))
+    return [
+        pb.Delivery(sequence=1, dissemination=diss).SerializeToString(),
+        pb.Delivery(
+            sequence=2, rekey=wireconv.rekey_to_pb(signer.sign(change.message))
+        ).SerializeToString(),
+        pb.Delivery(
+            sequence=3, key=wireconv.enrolment_to_pb(signer.sign(enrolment))
+        ).SerializeToString(),
+        pb.Delivery(sequence=4, revocation_list=pb.RevocationList(crl=crl)).SerializeToString(),
+    ]
+
+
 def der(pem: bytes) -> bytes:
     body = b"".join(line for line in pem.splitlines() if not line.startswith(b"-----"))
     return base64.b64decode(body)
@@ -196,6 +230,8 @@ def main() -> None:
         b'\n<https://s.example/inbox/?after=5>; rel="next"\n5',
     )
     write("member_id", "alice.txt", b"alice@0123456789abcdef0123456789abcdef")
+    for index, data in enumerate(upstream_seeds(encoded, first, crl)):
+        write("wire_delivery", f"seed-{index}.bin", data)
     import fuzz_grpc
 
     for name, seeds in fuzz_grpc.seeds(encoded, first, hop).items():
