@@ -185,10 +185,16 @@ def _fields(name: x509.Name) -> dict[str, tuple[str, ...]]:
     return out
 
 
+# What the x509 binding raises for malformed DER (it parses some fields lazily, when read).
+_MALFORMED = (
+    ValueError, x509.InvalidVersion, x509.DuplicateExtension, x509.UnsupportedGeneralNameType
+)
+
+
 def _load(cert_pem: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(cert_pem)
-    except (ValueError, x509.InvalidVersion) as exc:
+    except _MALFORMED as exc:
         raise CertificateError(f"not a PEM X.509 certificate: {exc}") from None
 
 
@@ -300,7 +306,7 @@ def credential_from_pem(cert_pem: bytes) -> Credential:
             uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
         except x509.ExtensionNotFound:
             uris = []
-    except ValueError as exc:
+    except _MALFORMED as exc:
         raise CertificateError(f"certificate has a malformed name or extension: {exc}") from None
     return Credential(
         name=subject.get("CN", ("",))[0],
@@ -524,7 +530,7 @@ def read_crl(crl_pem: bytes, ca_pem: bytes) -> Crl:
             ).value.crl_number
         except x509.ExtensionNotFound:
             number = None
-    except (ValueError, x509.InvalidVersion) as exc:
+    except _MALFORMED as exc:
         raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
     if issuer != ca.subject:
         raise CertificateError("CRL was not issued by the trusted CA")

@@ -148,3 +148,9 @@ def test_a_dht_or_admin_request_that_does_not_decode_is_invalid_argument(method:
             await server.stop(None)
 
     assert asyncio.run(call()) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_certificate_with_an_extension_twice_is_a_certificate_error() -> None:
+    pem = _pem(_found("certificate", "duplicate-extension.der"))
+    with pytest.raises(CertificateError, match="malformed name or extension"):
+        certs.credential_from_pem(pem)
