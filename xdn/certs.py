@@ -185,9 +185,14 @@ def _fields(name: x509.Name) -> dict[str, tuple[str, ...]]:
     return out
 
 
-# What the x509 binding raises for malformed DER (it parses some fields lazily, when read).
+# What the x509 binding raises for malformed DER (it parses some fields lazily, when read;
+# a name attribute of the wrong string type is a TypeError).
 _MALFORMED = (
-    ValueError, x509.InvalidVersion, x509.DuplicateExtension, x509.UnsupportedGeneralNameType
+    ValueError,
+    TypeError,
+    x509.InvalidVersion,
+    x509.DuplicateExtension,
+    x509.UnsupportedGeneralNameType,
 )
 
 
@@ -335,7 +340,7 @@ def _issuer_refusal(cert_pem: bytes, ca_pem: bytes) -> str | None:
         who = f"certificate of {cert.subject.rfc4514_string()}"
         if cert.issuer != ca.subject:
             return f"{who} was not issued by the trusted CA"
-    except ValueError:
+    except _MALFORMED:
         return "certificate has a malformed subject or issuer name"
     try:
         cert.verify_directly_issued_by(ca)

@@ -154,3 +154,13 @@ def test_a_certificate_with_an_extension_twice_is_a_certificate_error() -> None:
     pem = _pem(_found("certificate", "duplicate-extension.der"))
     with pytest.raises(CertificateError, match="malformed name or extension"):
         certs.credential_from_pem(pem)
+
+
+def test_a_name_attribute_of_the_wrong_string_type_is_a_certificate_error() -> None:
+    pem = _pem(_found("certificate", "bitstring-name.der"))
+    with pytest.raises(CertificateError, match="malformed name or extension"):
+        certs.credential_from_pem(pem)
+    crl = _found("certificate", "crl-bitstring-name.der")[1:]  # (after the target's "C")
+    crl_pem = b"-----BEGIN X509 CRL-----\n" + base64.encodebytes(crl) + b"-----END X509 CRL-----\n"
+    with pytest.raises(CertificateError, match=r"not a PEM X\.509 CRL"):
+        certs.read_crl(crl_pem, CA)
