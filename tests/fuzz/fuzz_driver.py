@@ -6,7 +6,8 @@ Usage::
 
 Each target runs in its own worker process (``--worker NAME``), coverage-guided by atheris,
 for ``--budget`` executions (``FUZZ_BUDGET``, default one million), starting from the committed
-seeds (``corpus/NAME``) and past findings (``regressions/NAME``); what it learns goes to
+seeds (``corpus/NAME``), the same made afresh under the run's PKI (``build/fuzz/pki``, shared
+with the workers) and past findings (``regressions/NAME``); what it learns goes to
 ``build/fuzz/NAME/corpus``, never to the repository. libFuzzer enforces the per-input time limit
 (``-timeout``) and the RSS limit (``-rss_limit_mb``). A finding — an exception the target does
 not allow, a hang, a blow-up — stops the worker and leaves its input in
@@ -26,8 +27,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -122,6 +125,10 @@ def _campaign(name: str, args: argparse.Namespace) -> dict[str, object]:
     corpus.mkdir(parents=True, exist_ok=True)
     findings.mkdir(parents=True, exist_ok=True)
     seeds, regressions = HERE / "corpus" / name, HERE / "regressions" / name
+    from fuzz_seeds import all_seeds  # signed under this run's PKI, unlike the committed ones
+
+    for seed_name, data in all_seeds().get(name, {}).items():
+        (corpus / f"fresh-{seed_name}").write_bytes(data)
     folders = [str(corpus), str(seeds)] + ([str(regressions)] if regressions.is_dir() else [])
     remaining, executed, found, started = args.budget, 0, [], time.monotonic()
     signatures: set[str] = set()
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--worker"]:
         _worker(argv[1], argv[3:])  # --worker NAME -- libFuzzer arguments
         return 0
-    from fuzz_targets import load_all
+    from fuzz_targets import PKI_ENV, SCRATCH_ENV
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -211,6 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "fuzz")
     args = parser.parse_args(argv)
     args.out = args.out.resolve()
+    os.environ.setdefault(PKI_ENV, str(args.out / "pki"))  # one PKI for the run and its workers
+    shm = Path("/dev/shm")
+    scratch = tempfile.mkdtemp(prefix="xdn-fuzz-run-", dir=shm if shm.is_dir() else None)
+    os.environ[SCRATCH_ENV] = scratch
+    try:
+        return _run(args, parser)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz_targets import load_all
+
     names = sorted(load_all())
     if args.targets:
         wanted = args.targets.split(",")

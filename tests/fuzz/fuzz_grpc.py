@@ -3,7 +3,7 @@
 One target per RPC of the Disseminator, Dht and Admin services. The fuzzed bytes go where a
 caller's bytes go: the request deserializer the site registers (for the Disseminator service,
 the lenient one of :mod:`disseminator.intake`, with the size limits and the memory budget),
-then the handler, with a call context whose peer is a certificate of the committed fuzz PKI.
+then the handler, with a call context whose peer is a certificate of the fuzz PKI.
 The handler runs against a real root site (:class:`~disseminator.node.SiteNode` with a SQLite
 store on tmpfs, the production ontology and policy) and a real DHT node on an in-memory
 network, so conversion (:mod:`xdn.wireconv`, :mod:`disseminator.dht._convert`), validation
@@ -96,6 +96,25 @@ class _Server:
             self.handlers[service.rsplit(".", 1)[-1], method] = handler
 
 
+LOG_BYTES = 4 << 20  # the site's provenance log is started afresh past this (tmpfs is memory)
+
+
+def _bounded_log(path: Any, *, node_uri: str, cert_pem: bytes) -> Any:
+    """The site's provenance log, emptied whenever it passes :data:`LOG_BYTES`: a campaign
+    routes hundreds of thousands of documents, and nothing here reads the log back."""
+    from xdn import provenance
+
+    class BoundedLog(provenance.ProvenanceLog):
+        def append_raw(self, nquads: bytes) -> int:
+            if self.path.stat().st_size > LOG_BYTES:
+                self.close()
+                self.path.unlink()
+                self.__init__(self.path, node_uri=node_uri, cert_pem=cert_pem)  # type: ignore[misc]
+            return super().append_raw(nquads)
+
+    return BoundedLog(path, node_uri=node_uri, cert_pem=cert_pem)
+
+
 @dataclass(frozen=True, slots=True)
 class _Site:
     loop: asyncio.AbstractEventLoop
@@ -136,9 +155,7 @@ def site() -> _Site:
         ontology=ontology,
         engine=PolicyEngine(PolicySet.of(ontology, [parse_policy(policy, ontology)])),
         store=Store(state / "site.sqlite", durable=False),
-        log_sink=provenance.ProvenanceLog(
-            state / "d1.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem
-        ),
+        log_sink=_bounded_log(state / "d1.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem),
         clock=lambda: NOW,
     )
     network = MemoryNetwork(

@@ -9,9 +9,9 @@ escapes — an ``AttributeError``, a ``UnicodeDecodeError``, a failed round-trip
 a finding, as they do a hang (per-input time limit) or a blow-up (RSS limit).
 
 Inputs that need several fields are split on a line break (a header line, then the body), so
-that seeds stay readable files in ``corpus/<target>/``. Fixtures (ontology, a throwaway PKI
-committed under ``pki/``) are built once per process; their clock is fixed (:data:`NOW`), so a
-seed means the same thing in every run.
+that seeds stay readable files in ``corpus/<target>/``. Fixtures (ontology, a throwaway PKI made
+at first use: :func:`pki_dir`) are built once per process; their clock is fixed (:data:`NOW`),
+so a seed means the same thing in every run.
 
 The gRPC request targets live in :mod:`fuzz_grpc` and register here too (:data:`TARGETS`).
 """
@@ -22,11 +22,12 @@ import atexit
 import contextlib
 import functools
 import io
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from xdn.errors import XdnError
@@ -34,8 +35,10 @@ from xdn.errors import XdnError
 FUZZ_DIR = Path(__file__).resolve().parent
 CORPUS_DIR = FUZZ_DIR / "corpus"
 REGRESSIONS_DIR = FUZZ_DIR / "regressions"
-PKI_DIR = FUZZ_DIR / "pki"
-NOW = datetime(2026, 6, 1, tzinfo=UTC)  # inside the committed PKI's validity
+PKI_ENV = "XDN_FUZZ_PKI"  # a PKI directory shared by the driver and its workers
+SCRATCH_ENV = "XDN_FUZZ_SCRATCH"  # where workers make scratch dirs (the driver removes it)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)  # the targets' clock
+ISSUED = NOW - timedelta(days=150)  # when the fuzz PKI is issued (valid ten years)
 PUBLISHER = "production-dept"  # the publisher of the production policy and mapping
 
 
@@ -74,14 +77,17 @@ def header_and_body(data: bytes) -> tuple[str, bytes]:
 
 
 def scratch_dir() -> Path:
-    """A per-process directory for targets whose parser reads a file (on tmpfs if there)."""
+    """A per-process directory for targets whose parser reads a file (on tmpfs if there);
+    removed at exit, or with ``$XDN_FUZZ_SCRATCH`` by the driver (a libFuzzer worker that
+    stops on a finding runs no exit handlers)."""
     return _scratch()
 
 
 @functools.cache
 def _scratch() -> Path:
     shm = Path("/dev/shm")
-    path = Path(tempfile.mkdtemp(prefix="xdn-fuzz-", dir=shm if shm.is_dir() else None))
+    base = os.environ.get(SCRATCH_ENV) or (shm if shm.is_dir() else None)
+    path = Path(tempfile.mkdtemp(prefix="xdn-fuzz-", dir=base))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
@@ -107,9 +113,45 @@ def production_mapping():  # type: ignore[no-untyped-def]
     )
 
 
+@functools.cache
+def pki_dir() -> Path:
+    """The throwaway PKI of the targets: a CA, sites d1 (ProductionProcess, the site the gRPC
+    targets call) and d2 (WorkOrder), publisher production-dept, subscriber alice (Cred1).
+
+    ``$XDN_FUZZ_PKI`` when set (the driver makes one for all its workers, so that a signed
+    seed or finding means the same in each), else one of this process; made when absent. Never
+    committed: private keys stay out of the repository (``*.key`` in .gitignore).
+    """
+    from deploy.pki import Party, ensure_ca, issue_party
+    from xdn import certs
+
+    path = Path(os.environ.get(PKI_ENV) or scratch_dir() / "pki")
+    parties = (
+        Party(name="production-dept", role="publisher"),
+        Party(
+            name="d1",
+            role="site",
+            hosts=("localhost",),
+            attributes={certs.BLOCK_FIELD: "ProductionProcess"},
+        ),
+        Party(
+            name="d2",
+            role="site",
+            hosts=("localhost",),
+            attributes={certs.BLOCK_FIELD: "WorkOrder"},
+        ),
+        Party(name="alice", role="subscriber", attributes={"OU": "Cred1"}),
+    )
+    if not (path / f"{parties[-1].name}.pem").exists():
+        ensure_ca(path, now=ISSUED, name="xdn-fuzz-ca")
+        for party in parties:
+            issue_party(path, party, now=ISSUED, days=3650)
+    return path
+
+
 def pki(name: str) -> bytes:
-    """A file of the committed throwaway PKI (``ca.pem``, ``<party>.pem``, ``<party>.key``)."""
-    return (PKI_DIR / name).read_bytes()
+    """A file of the fuzz PKI (``ca.pem``, ``ca.key``, ``<party>.pem``, ``<party>.key``)."""
+    return (pki_dir() / name).read_bytes()
 
 
 # ---- XML --------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from xdn.errors import CertificateError, ConfigError
 from xdn.paths import REPO_ROOT
 
 REGRESSIONS = REPO_ROOT / "tests" / "fuzz" / "regressions"
-NOW = datetime(2026, 6, 1, tzinfo=UTC)  # inside the fuzz PKI's validity
-CA = (REPO_ROOT / "tests" / "fuzz" / "pki" / "ca.pem").read_bytes()
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+CA, CA_KEY = certs.create_ca("test-ca", now=NOW)
 
 
 def _pem(der: bytes) -> bytes:
@@ -113,7 +113,7 @@ def test_a_crl_of_an_unknown_version_is_a_certificate_error() -> None:
 
 
 def test_a_certificate_of_an_unknown_version_is_a_certificate_error() -> None:
-    pem = (REPO_ROOT / "tests" / "fuzz" / "pki" / "d1.pem").read_bytes()
+    pem, _ = certs.issue(CA, CA_KEY, name="d1", role="publisher", now=NOW)
     der = base64.b64decode(b"".join(line for line in pem.splitlines() if b"-----" not in line))
     version = der.index(bytes.fromhex("a003020102"))  # [0] EXPLICIT INTEGER 2 (v3)
     bad = der[: version + 4] + b"\x07" + der[version + 5 :]

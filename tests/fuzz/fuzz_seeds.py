@@ -1,62 +1,37 @@
-"""Write the fuzz corpus seeds (and, when absent, the throwaway PKI they are signed under).
+"""The fuzz seeds: small valid inputs of every target, signed under the fuzz PKI in force.
 
-Run from the repository root after a change of a wire or file format:
-``python tests/fuzz/make_seeds.py``. The seeds are small valid inputs of each target, so that
-coverage-guided fuzzing starts deep in the parser instead of at its first byte check; the
-PKI (``pki/``) is test-only key material, valid from 2026 for ten years, never used elsewhere.
+Coverage-guided fuzzing starts deep in a parser from a valid input instead of at its first byte
+check. The signed seeds (provenance chains, leases, key messages, certificates) are only valid
+under the PKI that signed them, which is made at run time (:func:`fuzz_targets.pki_dir`: no
+private key is committed), so the driver and the replay test make them afresh
+(:func:`all_seeds`); the copies committed in ``corpus/`` (``python tests/fuzz/fuzz_seeds.py``
+rewrites them after a change of a wire or file format) were signed under a PKI since discarded,
+and exercise the refusals of a foreign CA.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
 
-from fuzz_targets import CORPUS_DIR, NOW, PKI_DIR, pki, production_mapping  # noqa: E402
+from fuzz_targets import CORPUS_DIR, ISSUED, NOW, pki, production_mapping  # noqa: E402
 
-from deploy.pki import Party, ensure_ca, issue_party  # noqa: E402
 from xdn import certs, codec, crypto, provenance  # noqa: E402
 from xdn.mapping import map_document  # noqa: E402
 from xdn.paths import REPO_ROOT  # noqa: E402
 from xdn.xmlsafe import parse_bytes  # noqa: E402
 
-ISSUED = NOW - timedelta(days=150)
-PARTIES = (
-    Party(name="production-dept", role="publisher"),
-    Party(
-        name="d1",
-        role="site",
-        hosts=("localhost",),
-        attributes={certs.BLOCK_FIELD: "ProductionProcess"},
-    ),
-    Party(
-        name="d2", role="site", hosts=("localhost",), attributes={certs.BLOCK_FIELD: "WorkOrder"}
-    ),
-    Party(name="alice", role="subscriber", attributes={"OU": "Cred1"}),
-)
 SMALL_ORDER = b"""<?xml version="1.0"?>
 <pd:WorkOrders xmlns:pd="urn:example:production-dept">
   <pd:Order id="o1"><pd:Manufacturing><pd:Step n="1"><pd:Setting>40</pd:Setting></pd:Step>
   </pd:Manufacturing><pd:QA>ok</pd:QA></pd:Order>
 </pd:WorkOrders>
 """
-
-
-def ensure_pki() -> None:
-    if (PKI_DIR / "ca.pem").exists():
-        return
-    ensure_ca(PKI_DIR, now=ISSUED, name="xdn-fuzz-ca")
-    for party in PARTIES:
-        issue_party(PKI_DIR, party, now=ISSUED, days=3650)
-
-
-def write(target: str, name: str, data: bytes) -> None:
-    folder = CORPUS_DIR / target
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_bytes(data)
 
 
 def signer(name: str) -> provenance.Signer:
@@ -149,8 +124,14 @@ def der(pem: bytes) -> bytes:
     return base64.b64decode(body)
 
 
-def main() -> None:
-    ensure_pki()
+@functools.cache
+def all_seeds() -> dict[str, dict[str, bytes]]:
+    """Every target's seeds by file name, signed under the fuzz PKI in force."""
+    found: dict[str, dict[str, bytes]] = {}
+
+    def write(target: str, name: str, data: bytes) -> None:
+        found.setdefault(target, {})[name] = data
+
     samples = REPO_ROOT / "ontology" / "samples"
     for sample in sorted(samples.glob("*.xml")):
         write("xml_document", sample.name, sample.read_bytes())
@@ -199,7 +180,7 @@ def main() -> None:
     )
     write("certificate", "publisher.der", der(pki("production-dept.pem")))
     write("certificate", "site.pem", pki("d1.pem"))
-    ca_key = (PKI_DIR / "ca.key").read_bytes()
+    ca_key = pki("ca.key")
     crl = certs.create_crl(
         pki("ca.pem"),
         ca_key,
@@ -237,6 +218,16 @@ def main() -> None:
     for name, seeds in fuzz_grpc.seeds(encoded, first, hop).items():
         for index, data in enumerate(seeds):
             write(name, f"seed-{index}.bin", data)
+    return found
+
+
+def main() -> None:
+    """Rewrite ``corpus/`` (the committed seeds)."""
+    for target, seeds in all_seeds().items():
+        folder = CORPUS_DIR / target
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in seeds.items():
+            (folder / name).write_bytes(data)
 
 
 if __name__ == "__main__":
