@@ -59,8 +59,18 @@ def test_a_certificate_whose_key_cannot_be_read_is_a_certificate_error(found: st
         certs.public_key_of(pem)
 
 
-def test_a_certificate_with_a_malformed_extension_is_a_certificate_error() -> None:
-    pem = _pem(_found("certificate", "malformed-extension.der"))
+@pytest.mark.parametrize(
+    "found",
+    [
+        "malformed-extension.der",  # an extension's DER does not parse
+        "duplicate-extension.der",  # an extension listed twice
+        "bitstring-name.der",  # a name attribute of a string type its OID does not allow
+    ],
+)
+def test_a_certificate_with_a_malformed_name_or_extension_is_a_certificate_error(
+    found: str,
+) -> None:
+    pem = _pem(_found("certificate", found))
     with pytest.raises(CertificateError, match="malformed name or extension"):
         certs.credential_from_pem(pem)
     with pytest.raises(CertificateError):
@@ -105,8 +115,9 @@ def test_a_site_path_that_is_not_a_string_is_a_config_error(tmp_path: Path, key:
         load_site_config(path)
 
 
-def test_a_crl_of_an_unknown_version_is_a_certificate_error() -> None:
-    crl = _found("certificate", "crl-version.der")[1:]  # (the target's "C": a CRL follows)
+@pytest.mark.parametrize("found", ["crl-version.der", "crl-bitstring-name.der"])
+def test_a_malformed_crl_is_a_certificate_error(found: str) -> None:
+    crl = _found("certificate", found)[1:]  # (after the target's "C": a CRL follows)
     pem = b"-----BEGIN X509 CRL-----\n" + base64.encodebytes(crl) + b"-----END X509 CRL-----\n"
     with pytest.raises(CertificateError, match=r"not a PEM X\.509 CRL"):
         certs.read_crl(pem, CA)
@@ -148,19 +159,3 @@ def test_a_dht_or_admin_request_that_does_not_decode_is_invalid_argument(method:
             await server.stop(None)
 
     assert asyncio.run(call()) == grpc.StatusCode.INVALID_ARGUMENT
-
-
-def test_a_certificate_with_an_extension_twice_is_a_certificate_error() -> None:
-    pem = _pem(_found("certificate", "duplicate-extension.der"))
-    with pytest.raises(CertificateError, match="malformed name or extension"):
-        certs.credential_from_pem(pem)
-
-
-def test_a_name_attribute_of_the_wrong_string_type_is_a_certificate_error() -> None:
-    pem = _pem(_found("certificate", "bitstring-name.der"))
-    with pytest.raises(CertificateError, match="malformed name or extension"):
-        certs.credential_from_pem(pem)
-    crl = _found("certificate", "crl-bitstring-name.der")[1:]  # (after the target's "C")
-    crl_pem = b"-----BEGIN X509 CRL-----\n" + base64.encodebytes(crl) + b"-----END X509 CRL-----\n"
-    with pytest.raises(CertificateError, match=r"not a PEM X\.509 CRL"):
-        certs.read_crl(crl_pem, CA)
