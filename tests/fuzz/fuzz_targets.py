@@ -438,11 +438,6 @@ def wire_delivery(data: bytes) -> None:
         certs.read_crl(body.crl, ca)
 
 
-def expected_error(name: str, error: BaseException) -> bool:
-    """Whether ``error`` is one target ``name`` may raise (not a finding)."""
-    return isinstance(error, TARGETS[name].expected)
-
-
 def load_all() -> dict[str, Target]:
     """Every target, the gRPC ones included."""
     import fuzz_grpc  # noqa: F401 (registers its targets)
