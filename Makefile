@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress test-browser faults bench proto lint java xmlsec1 iproute2 strace curl chromium clean
+.PHONY: demo test test-long test-fast test-stress test-browser faults fuzz bench proto lint java xmlsec1 iproute2 strace curl chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,15 @@ faults: $(STAMP) java iproute2
 RUNS ?= 5
 test-stress: $(STAMP) java xmlsec1 iproute2 strace curl chromium
 	$(PY) tests/stress.py --runs $(RUNS) -- -m "not faults"
+
+# Not in CI: coverage-guided fuzzing (atheris) of every parser of outside bytes, FUZZ_BUDGET
+# executions per target (a full run: hours); the corpus replay first. Summary in
+# build/fuzz/summary.json; findings in build/fuzz/TARGET/findings (see tests/fuzz/fuzz_driver.py).
+FUZZ_BUDGET ?= 1000000
+fuzz: $(STAMP)
+	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -e '.[fuzz]'
+	$(PY) -m pytest -q -m fuzz tests/fuzz
+	$(PY) tests/fuzz/fuzz_driver.py --budget $(FUZZ_BUDGET)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"

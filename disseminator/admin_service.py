@@ -36,6 +36,7 @@ from disseminator.admin import (
     viewer_of,
 )
 from disseminator.dht import DhtNode
+from disseminator.intake import add_lenient
 from disseminator.node import SiteNode
 from disseminator.routing import Destination
 from xdn import certs
@@ -241,7 +242,8 @@ def _status_pb(view: SiteStatusView) -> pb.SiteStatus:
 
 
 def add_admin_to_server(server: grpc.aio.Server, service: AdminService) -> None:
-    """Register the Admin service (before the server starts)."""
-    admin_pb2_grpc.add_AdminServicer_to_server(service, server)
+    """Register the Admin service (before the server starts); a request that does not decode
+    gets ``INVALID_ARGUMENT``."""
+    add_lenient(admin_pb2_grpc.add_AdminServicer_to_server, service, server)
 
 

@@ -194,6 +194,8 @@ def load_site_config(path: Path) -> SiteConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such configuration file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     base = path.resolve().parent
@@ -207,8 +209,11 @@ def load_site_config(path: Path) -> SiteConfig:
     files = ontology.get("files")
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise ConfigError(f"{path}: [ontology] files must be a list of paths")
+    entries = data.get("publisher", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: publishers must be [[publisher]] tables")
     publishers = []
-    for entry in data.get("publisher", []):
+    for entry in entries:
         publishers.append(
             PublisherEntry(
                 name=_str(entry, "name", path, "publisher"),
@@ -244,6 +249,9 @@ def load_site_config(path: Path) -> SiteConfig:
     routed_count = site.get("routed_per_publisher", 100_000)
     if not isinstance(routed_count, int) or isinstance(routed_count, bool):
         raise ConfigError(f"{path}: [site] routed_per_publisher must be a whole number")
+    for key in ("state_dir", "provenance_log"):
+        if key in site and (not isinstance(site[key], str) or not site[key]):
+            raise ConfigError(f"{path}: [site] {key} must be a path")
     durability = site.get("durability", "full")
     if durability not in DURABILITY:
         raise ConfigError(f'{path}: [site] durability must be "full" or "normal"')

@@ -1,6 +1,11 @@
 """How requests reach the servicer: size limits and the memory budget before parsing, then a
 parse that never raises.
 
+The site's other services (Dht, Admin: small unary requests under the channel's limit) are
+registered through :func:`add_lenient`, which keeps their generated handlers but answers a
+request that does not decode with ``INVALID_ARGUMENT`` instead of gRPC's ``INTERNAL`` and a
+logged traceback.
+
 grpc.aio turns a failing request deserializer into status ``UNKNOWN`` before any handler runs,
 and would parse any message of up to the channel's maximum size. So the Disseminator service is
 registered here (:func:`add_to_server`) with deserializers that first check the message's size
@@ -32,7 +37,15 @@ from disseminator.limits import LARGE_MESSAGE_BYTES, LimitExceeded, Limits, Memo
 from xdn.errors import ProtocolError
 from xdn.wire.v1 import dissemination_pb2 as pb
 
-__all__ = ["KeptStream", "Malformed", "Refused", "Service", "add_to_server", "well_formed"]
+__all__ = [
+    "KeptStream",
+    "Malformed",
+    "Refused",
+    "Service",
+    "add_lenient",
+    "add_to_server",
+    "well_formed",
+]
 
 
 class Service(Protocol):
@@ -274,3 +287,54 @@ def add_to_server(service: Service, server: grpc.aio.Server) -> None:
     name = pb.DESCRIPTOR.services_by_name["Disseminator"].full_name
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
     server.add_registered_method_handlers(name, handlers)
+
+
+def _lenient_unary(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` (unary-unary) with a request that does not decode refused, not raised."""
+    parse = handler.request_deserializer
+    type_name = parse.__self__.DESCRIPTOR.full_name  # (a message class's FromString)
+
+    def decode(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError:
+            return Malformed(type_name)
+
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Malformed):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"malformed {type_name}: the bytes are not a valid protobuf message",
+            )
+        return await handler.unary_unary(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        call, request_deserializer=decode, response_serializer=handler.response_serializer
+    )
+
+
+class _Lenient:
+    """What a generated ``add_*Servicer_to_server`` registers on, passing on to ``server`` the
+    same methods with lenient decoding (unary-unary methods; others as they are)."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # (the same handlers come to add_registered_method_handlers, rewritten there)
+
+    def add_registered_method_handlers(self, name: str, handlers: dict[str, Any]) -> None:
+        lenient = {
+            method: _lenient_unary(h) if not (h.request_streaming or h.response_streaming) else h
+            for method, h in handlers.items()
+        }
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(name, lenient),)
+        )
+        self._server.add_registered_method_handlers(name, lenient)
+
+
+def add_lenient(add: Callable[[Any, Any], None], servicer: Any, server: Any) -> None:
+    """Register ``servicer`` with a generated ``add`` function (``add_DhtServicer_to_server``),
+    its requests decoded leniently: malformed bytes get ``INVALID_ARGUMENT``."""
+    add(servicer, _Lenient(server))

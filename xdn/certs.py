@@ -37,6 +37,7 @@ from ipaddress import ip_address
 from types import MappingProxyType
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from xdn import crypto, identity, names
@@ -184,10 +185,21 @@ def _fields(name: x509.Name) -> dict[str, tuple[str, ...]]:
     return out
 
 
+# What the x509 binding raises for malformed DER (it parses some fields lazily, when read;
+# a name attribute of the wrong string type is a TypeError).
+_MALFORMED = (
+    ValueError,
+    TypeError,
+    x509.InvalidVersion,
+    x509.DuplicateExtension,
+    x509.UnsupportedGeneralNameType,
+)
+
+
 def _load(cert_pem: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(cert_pem)
-    except ValueError as exc:
+    except _MALFORMED as exc:
         raise CertificateError(f"not a PEM X.509 certificate: {exc}") from None
 
 
@@ -292,16 +304,19 @@ def credential_from_pem(cert_pem: bytes) -> Credential:
     like :func:`_issuer_refusal` the cache holds a site's whole membership (~2 KB a member).
     """
     cert = _load(cert_pem)
-    subject = _fields(cert.subject)
-    try:
-        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
-    except x509.ExtensionNotFound:
-        uris = []
+    try:  # the binding parses names and extensions lazily: a malformed one fails when read
+        subject, issuer = _fields(cert.subject), _fields(cert.issuer)
+        try:
+            sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
+        except x509.ExtensionNotFound:
+            uris = []
+    except _MALFORMED as exc:
+        raise CertificateError(f"certificate has a malformed name or extension: {exc}") from None
     return Credential(
         name=subject.get("CN", ("",))[0],
         subject=subject,
-        issuer=_fields(cert.issuer),
+        issuer=issuer,
         role=_single(subject, _ROLE_FIELD),
         serial=cert.serial_number,
         not_before=cert.not_valid_before_utc,
@@ -321,12 +336,16 @@ def _issuer_refusal(cert_pem: bytes, ca_pem: bytes) -> str | None:
     LRU cache smaller than the sweep would miss on every one.
     """
     cert, ca = _load(cert_pem), _load(ca_pem)
-    if cert.issuer != ca.subject:
-        return f"certificate of {cert.subject.rfc4514_string()} was not issued by the trusted CA"
+    try:  # names are parsed lazily: a malformed one fails when compared or written
+        who = f"certificate of {cert.subject.rfc4514_string()}"
+        if cert.issuer != ca.subject:
+            return f"{who} was not issued by the trusted CA"
+    except _MALFORMED:
+        return "certificate has a malformed subject or issuer name"
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, crypto.InvalidSignature):
-        return f"certificate of {cert.subject.rfc4514_string()} has an invalid CA signature"
+        return f"{who} has an invalid CA signature"
     return None
 
 
@@ -516,7 +535,7 @@ def read_crl(crl_pem: bytes, ca_pem: bytes) -> Crl:
             ).value.crl_number
         except x509.ExtensionNotFound:
             number = None
-    except ValueError as exc:
+    except _MALFORMED as exc:
         raise CertificateError(f"not a PEM X.509 CRL: {exc}") from None
     if issuer != ca.subject:
         raise CertificateError("CRL was not issued by the trusted CA")
@@ -563,8 +582,15 @@ def curve_of_certificate(cert_pem: bytes) -> str:
 
 
 def public_key_of(cert_pem: bytes) -> crypto.PublicKey:
-    """The ECDSA public key (P-256 or P-384) of a certificate."""
-    key = _load(cert_pem).public_key()
+    """The ECDSA public key (P-256 or P-384) of a certificate.
+
+    Raises:
+        CertificateError: the certificate or its key cannot be read.
+    """
+    try:  # the binding reads the key lazily: a malformed one fails here, not at load
+        key = _load(cert_pem).public_key()
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise CertificateError(f"certificate holds an unreadable public key: {exc}") from None
     return crypto.load_public_key_pem(
         key.public_bytes(crypto.PEM, crypto.SPKI)
     )

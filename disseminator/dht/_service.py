@@ -31,6 +31,7 @@ from disseminator.dht._ids import Contact, NodeId
 from disseminator.dht._kademlia import KademliaNode
 from disseminator.dht._proof import check_nonce
 from disseminator.dht._store import PutOutcome
+from disseminator.intake import add_lenient
 from xdn import certs
 from xdn.errors import CertificateError, PeerError, SignatureError, XdnError
 from xdn.grpc_tls import peer_certificate
@@ -132,5 +133,5 @@ def add_dht_to_server(server: grpc.aio.Server, node: KademliaNode) -> DhtService
     service names.
     """
     servicer = DhtServicer(node)
-    dht_pb2_grpc.add_DhtServicer_to_server(servicer, server)
+    add_lenient(dht_pb2_grpc.add_DhtServicer_to_server, servicer, server)
     return servicer
