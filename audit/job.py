@@ -29,9 +29,11 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from audit import entitlements as E
 from audit import faults, trust
 from audit import transforms as t
 from audit.cluster import SessionOptions, open_session, set_partitions
+from audit.grants import PolicyFile, PolicyInForce, load_policies
 from audit.inputs import (
     LogFile,
     LogFiles,
@@ -54,6 +56,7 @@ from audit.report import (
     render_report,
 )
 from xdn.errors import UsageError
+from xdn.ontology import Ontology
 
 __all__ = [
     "AuditTables",
@@ -68,6 +71,9 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
+#: The ontology and the signed policy versions the audit judges entitlement by.
+Policies = tuple[Ontology, Sequence[PolicyFile]]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditTables:
@@ -81,7 +87,9 @@ class AuditTables:
     failures: DataFrame
     refusals: DataFrame
     refusal_counts: DataFrame
+    recipients: DataFrame
     cached: tuple[DataFrame, ...]
+    policies: tuple[PolicyInForce, ...] = ()
 
 
 def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
@@ -169,11 +177,15 @@ def build_tables(
     counters: tuple[Accumulator[int], Accumulator[int]] | None = None,
     revoked: Sequence[tuple[str, int]] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
+    policies: Policies | None = None,
 ) -> AuditTables:
     """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
-    yet); ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
+    yet, except, with ``policies``, the small collects of :func:`audit.entitlements.grant_table`);
+    ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
     ``(serial, revoked_ms)`` from the CRLs known at the audit's time
-    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time."""
+    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time;
+    ``policies``: the ontology and signed policy versions to judge entitlement by concept and
+    completeness with (:func:`audit.grants.load_policies`)."""
     lines_read, envelopes_read = counters or (None, None)
     parsed = t.parse_lines(lines, lines_read).cache()
     graphs = t.collect_graphs(parsed).cache()
@@ -188,15 +200,28 @@ def build_tables(
     chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
     paths = t.reconstruct_paths(chains).cache()
     notices = refusals(described, results).cache()
-    findings = (
+    grants: DataFrame | None = None
+    used: tuple[PolicyInForce, ...] = ()
+    if policies is not None:
+        ontology, files = policies
+        grants, used = E.grant_table(
+            nodes, faults.policy_changes(described, results), ontology, files
+        )
+    received = E.recipients(chains, paths, nodes, notices, grants).cache()
+    findings = [
         faults.repeated_lines(graphs),
         faults.resent(chains),
-        faults.receipts(chains, nodes),
+        faults.receipts(chains, nodes, E.refused_deliveries(chains, paths, notices)),
         faults.revoked_deliveries(chains, nodes),
         faults.time_order(chains, clock_skew_ms),
         faults.roles(chains),
         faults.entitlement(chains, described, results),
-    )
+    ]
+    if grants is not None:
+        findings += [
+            E.concept_entitlement(chains, paths, nodes, grants),
+            E.completeness(received),
+        ]
     return AuditTables(
         signatures=results.drop("verifying"),
         chains=chains,
@@ -208,7 +233,9 @@ def build_tables(
         ),
         refusals=notices,
         refusal_counts=refusal_counts(notices),
-        cached=(parsed, graphs, described, nodes, results, chains, paths, notices),
+        recipients=received,
+        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received),
+        policies=used,
     )
 
 
@@ -323,6 +350,8 @@ def run_audit(
     progress_every_s: float = 10.0,
     crl_pems: Sequence[bytes] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
+    ontology_paths: Sequence[Path] = (),
+    policy_paths: Sequence[Path] = (),
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
@@ -341,15 +370,20 @@ def run_audit(
         crl_pems: the CA's CRLs (PEM); a delivery or signature after a revocation fails.
         clock_skew_ms: how far a hop may be stamped before the hop it wraps
             (:func:`audit.faults.time_order`).
+        ontology_paths / policy_paths: the ontology and the publishers' signed policy versions
+            (each with its ``.sig``): deliveries are judged by concept and every entitled
+            subscriber must have received each version (:mod:`audit.entitlements`).
 
     Raises:
-        UsageError: no log path, a CRL not signed by the CA, a negative clock skew.
+        UsageError: no log path, a CRL not signed by the CA, a negative clock skew, a policy
+            that does not read, validate or verify under its publisher's certificate.
     """
     if isinstance(log_paths, str) or not log_paths:
         raise UsageError("give at least one log path (a sequence of paths)")
     if clock_skew_ms < 0:
         raise UsageError("the clock-skew tolerance cannot be negative")
     revoked = trust.read_revocations(crl_pems, ca_pem, at=at or datetime.now(UTC))
+    policies = load_policies(ontology_paths, policy_paths) if policy_paths else None
     say: Progress = progress or log.info
     locations = [str(p) for p in log_paths]
     local = None if not all(is_local(p) for p in locations) else list_logs(None, locations)
@@ -362,7 +396,7 @@ def run_audit(
         with ProgressLine(
             say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
         ) as ticker:
-            judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms}
+            judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms, "policies": policies}
             return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker)
 
 
@@ -429,4 +463,13 @@ def _with_silent_files(spark: SparkSession, tables: AuditTables, files: LogFiles
     return replace(tables, failures=tables.failures.union(rows))
 
 
-_TABLES = ("signatures", "chains", "paths", "refusals", "failures", "latency", "fan_out")
+_TABLES = (
+    "signatures",
+    "chains",
+    "paths",
+    "refusals",
+    "failures",
+    "latency",
+    "fan_out",
+    "recipients",
+)
