@@ -1,5 +1,5 @@
 """``xdn audit LOGDIR... --ca CA.pem --out DIR [--crl CRL.pem…] [--at TIME] [--clock-skew MS]
-[--master URL] [cluster options]``."""
+[--ontology O.owl --policy P.toml…] [--master URL] [cluster options]``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,25 @@ def register(subparsers: Any) -> None:
         metavar="TIME",
         help="audit as of TIME (ISO 8601, e.g. 2026-11-01T00:00:00Z): CRLs issued later are "
         "not used (default: now)",
+    )
+    judging.add_argument(
+        "--ontology",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="O.owl",
+        help="the ontology the policies are written for (repeatable, as `xdn policy check`)",
+    )
+    judging.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="P.toml",
+        help="a publisher's signed policy version (its .sig beside it), repeatable: every "
+        "version in force during the logs; each delivery is judged by concept under the "
+        "version in force then, and every entitled subscriber must have received each "
+        "document version",
     )
     judging.add_argument(
         "--clock-skew",
@@ -162,6 +181,8 @@ def _run(args: argparse.Namespace) -> int:
         at=args.at,
         crl_pems=crl_pems,
         clock_skew_ms=CLOCK_SKEW_MS if args.clock_skew is None else args.clock_skew,
+        ontology_paths=args.ontology,
+        policy_paths=args.policy,
     )
     for failure in summary.failures:
         print(

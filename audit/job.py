@@ -43,14 +43,21 @@ from audit.inputs import (
     is_log_name,
     skipped_line,
 )
+from audit.overview import (
+    delivery_overview,
+    failure_overview,
+    node_infos,
+    recipient_overview,
+)
 from audit.progress import ProgressLine
 from audit.refusals import refusal_counts, refusals
 from audit.report import (
     MAX_LISTED_REFUSALS,
     AuditSummary,
-    Failure,
+    CrlUsed,
     FanOut,
     HopLatency,
+    PolicyUsed,
     Refusal,
     refused_what,
     render_report,
@@ -88,6 +95,7 @@ class AuditTables:
     refusals: DataFrame
     refusal_counts: DataFrame
     recipients: DataFrame
+    nodes: DataFrame
     cached: tuple[DataFrame, ...]
     policies: tuple[PolicyInForce, ...] = ()
 
@@ -234,13 +242,15 @@ def build_tables(
         refusals=notices,
         refusal_counts=refusal_counts(notices),
         recipients=received,
+        nodes=nodes,
         cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received),
         policies=used,
     )
 
 
-def summarise(tables: AuditTables) -> AuditSummary:
-    """Collect the counts and findings of ``tables`` into an :class:`AuditSummary`."""
+def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSummary:
+    """Collect the counts and findings of ``tables`` into an :class:`AuditSummary` (bounded:
+    :mod:`audit.overview`); ``crls``: the CRLs the audit was given."""
     verdict = F.col("verified").cast("int")
     counts = (  # three one-row aggregates, one job
         tables.signatures.agg(F.sum(verdict).alias("verified"), F.count("*").alias("signatures"))
@@ -273,11 +283,22 @@ def summarise(tables: AuditTables) -> AuditSummary:
         fragments_delivered=counts.delivered or 0,
         refusals_verified=counts.refusals,
         refusals_unverified=counts.refusals_unverified,
-        failures=tuple(
-            sorted(
-                Failure(r.graph, r.node, r.reason, r["class"]) for r in tables.failures.collect()
+        **failure_overview(tables.failures),
+        **recipient_overview(tables.recipients),
+        **delivery_overview(tables.paths),
+        nodes=node_infos(tables.nodes),
+        policies=tuple(
+            PolicyUsed(
+                publisher=p.publisher,
+                version=p.version,
+                source=p.source,
+                digest=p.digest,
+                in_force_from="" if p.from_ms is None else _iso(p.from_ms),
+                used=p.used,
             )
+            for p in tables.policies
         ),
+        crls=crls,
         latencies=tuple(
             sorted(
                 (
@@ -287,6 +308,9 @@ def summarise(tables: AuditTables) -> AuditSummary:
                         hops=r.hops,
                         mean_ms=float(r.mean_ms),
                         max_ms=r.max_ms,
+                        p50_ms=float(r.p50_ms),
+                        p90_ms=float(r.p90_ms),
+                        p99_ms=float(r.p99_ms),
                     )
                     for r in tables.latency.collect()
                 ),
@@ -311,6 +335,10 @@ def summarise(tables: AuditTables) -> AuditSummary:
     )
 
 
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
 def _refusals(tables: AuditTables) -> dict[str, Any]:
     """The refusal counts per kind and per site, and the first refusals by time."""
     counts: dict[str, list[tuple[str, int]]] = {"kind": [], "site": []}
@@ -322,9 +350,7 @@ def _refusals(tables: AuditTables) -> dict[str, Any]:
         "refusals_by_site": tuple(sorted(counts["site"])),
         "refusals": tuple(
             Refusal(
-                time=datetime.fromtimestamp(r.timestamp_ms / 1000, UTC).isoformat(
-                    timespec="milliseconds"
-                ),
+                time=_iso(r.timestamp_ms),
                 subscriber=r.subscriber,
                 kind=r.kind or "",
                 publisher=r.publisher or "",
@@ -383,6 +409,7 @@ def run_audit(
     if clock_skew_ms < 0:
         raise UsageError("the clock-skew tolerance cannot be negative")
     revoked = trust.read_revocations(crl_pems, ca_pem, at=at or datetime.now(UTC))
+    crls = trust.crls_used(crl_pems, ca_pem, at=at or datetime.now(UTC))
     policies = load_policies(ontology_paths, policy_paths) if policy_paths else None
     say: Progress = progress or log.info
     locations = [str(p) for p in log_paths]
@@ -397,7 +424,7 @@ def run_audit(
             say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
         ) as ticker:
             judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms, "policies": policies}
-            return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker)
+            return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker, crls)
 
 
 def _audit(
@@ -408,6 +435,7 @@ def _audit(
     judging: dict[str, Any],
     counters: tuple[Accumulator[int], Accumulator[int]],
     ticker: ProgressLine,
+    crls: tuple[CrlUsed, ...] = (),
 ) -> AuditSummary:
     def say(stage: str) -> None:
         ticker.stage(stage)
@@ -421,10 +449,13 @@ def _audit(
         tables = build_tables(lines, ca_pem=ca_pem, counters=counters, **judging)
         tables = _with_silent_files(spark, tables, files)
         say("reconstructing fragment paths")
-        summary = summarise(tables)
+        summary = summarise(tables, crls)
         say(f"writing Parquet tables and report to {out_dir}")
         for name in _TABLES:
             getattr(tables, name).write.mode("overwrite").parquet(str(Path(out_dir) / name))
+        tables.failures.coalesce(1).write.mode("overwrite").option("header", True).csv(
+            str(Path(out_dir) / "failures.csv")
+        )
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")
         ticker.say(f"read {ticker.totals()}")

@@ -546,7 +546,8 @@ def reconstruct_paths(chains: DataFrame) -> DataFrame:
 
 
 def hop_latency(chains: DataFrame) -> DataFrame:
-    """Latency of each (sender → receiver) link from envelope timestamps, in milliseconds."""
+    """Latency of each (sender → receiver) link from envelope timestamps, in milliseconds:
+    ``(sender, receiver, hops, mean_ms, p50_ms, p90_ms, p99_ms, max_ms)``."""
     up = chains.select(
         F.col("envelope").alias("parent"),
         F.col("node").alias("sender"),
@@ -563,9 +564,22 @@ def hop_latency(chains: DataFrame) -> DataFrame:
         .agg(
             F.count("*").alias("hops"),
             F.avg("latency_ms").alias("mean_ms"),
+            *percentiles("latency_ms"),
             F.max("latency_ms").alias("max_ms"),
         )
     )
+
+
+#: The latency percentiles the audit reports (column ``pNN_ms`` each).
+PERCENTILES = (50, 90, 99)
+
+
+def percentiles(column: str) -> list[Column]:
+    """Approximate ``p50_ms``, ``p90_ms``, ``p99_ms`` of ``column`` (one pass, bounded
+    memory: Spark's ``percentile_approx``)."""
+    return [
+        F.percentile_approx(column, p / 100, 1_000).alias(f"p{p}_ms") for p in PERCENTILES
+    ]
 
 
 def fan_out(chains: DataFrame) -> DataFrame:
