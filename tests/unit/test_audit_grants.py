@@ -128,7 +128,7 @@ def test_only_policies_their_publisher_signed_are_used(
     (tmp_path / "forged").mkdir()
     forged = _write(tmp_path / "forged", 1, key=crypto.load_private_key_pem(other_key))
     _, files = load_policies([ONTOLOGY], [forged])
-    with pytest.raises(UsageError, match="no certificate of publisher 'pub'.*verifies"):
+    with pytest.raises(UsageError, match=r"no certificate of publisher 'pub'.*verifies"):
         check_signed(files, held)
     with pytest.raises(UsageError, match="hold none of its certificates"):
         check_signed(files, {})
