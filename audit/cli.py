@@ -87,6 +87,23 @@ def register(subparsers: Any) -> None:
         metavar="MS",
         help="how many ms a hop may be stamped before the hop it wraps (default: 2000)",
     )
+    incremental = parser.add_argument_group(
+        "incremental audits", "parse each log once: save what this run parsed, start from it next"
+    )
+    incremental.add_argument(
+        "--save-parquet",
+        type=Path,
+        metavar="DIR",
+        help="save every parsed log line of this run (with those of --from-parquet) as Parquet",
+    )
+    incremental.add_argument(
+        "--from-parquet",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="lines an earlier run saved with --save-parquet, audited with the LOGDIRs, which "
+        "should then hold only the logs (or rotations) written since (repeatable)",
+    )
     parser.add_argument(
         "--master",
         default="local[*]",
@@ -183,6 +200,8 @@ def _run(args: argparse.Namespace) -> int:
         clock_skew_ms=CLOCK_SKEW_MS if args.clock_skew is None else args.clock_skew,
         ontology_paths=args.ontology,
         policy_paths=args.policy,
+        from_parquet=args.from_parquet,
+        save_parquet=args.save_parquet,
     )
     for failure in summary.failures:
         print(

@@ -70,6 +70,7 @@ __all__ = [
     "build_tables",
     "list_logs",
     "read_logs",
+    "read_parsed",
     "run_audit",
     "summarise",
 ]
@@ -178,6 +179,28 @@ def read_logs(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     )
 
 
+def read_parsed(spark: SparkSession, locations: Sequence[str]) -> DataFrame:
+    """The parsed log lines an earlier run saved (``--save-parquet``), to audit again with new
+    logs without parsing the old ones again.
+
+    Raises:
+        UsageError: a location does not hold such Parquet.
+    """
+    try:
+        saved = spark.read.parquet(*locations)
+    except AnalysisException as exc:
+        raise UsageError(f"cannot read saved lines: {exc.getMessage()}") from None
+    expected = t.parse_lines(
+        spark.createDataFrame([], "value string, source string, file_size bigint")
+    )
+    if set(saved.columns) != set(expected.columns):
+        raise UsageError(
+            f"{', '.join(locations)}: not lines saved by xdn audit --save-parquet "
+            f"(columns {sorted(saved.columns)})"
+        )
+    return saved.select(*expected.columns)
+
+
 def build_tables(
     lines: DataFrame,
     *,
@@ -186,6 +209,7 @@ def build_tables(
     revoked: Sequence[tuple[str, int]] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
     policies: Policies | None = None,
+    previous: DataFrame | None = None,
 ) -> AuditTables:
     """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
     yet, except, with ``policies``, the small collects of :func:`audit.entitlements.grant_table`);
@@ -193,9 +217,13 @@ def build_tables(
     ``(serial, revoked_ms)`` from the CRLs known at the audit's time
     (:func:`audit.trust.read_revocations`); certificates are judged at each signing time;
     ``policies``: the ontology and signed policy versions to judge entitlement by concept and
-    completeness with (:func:`audit.grants.load_policies`)."""
+    completeness with (:func:`audit.grants.load_policies`); ``previous``: lines an earlier run
+    parsed and saved (:func:`read_parsed`), audited with these."""
     lines_read, envelopes_read = counters or (None, None)
-    parsed = t.parse_lines(lines, lines_read).cache()
+    parsed = t.parse_lines(lines, lines_read)
+    if previous is not None:
+        parsed = parsed.unionByName(previous)
+    parsed = parsed.cache()
     graphs = t.collect_graphs(parsed).cache()
     described = t.describe_graphs(graphs, envelopes_read).cache()
     sigs = t.signatures(described)
@@ -378,6 +406,8 @@ def run_audit(
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
     ontology_paths: Sequence[Path] = (),
     policy_paths: Sequence[Path] = (),
+    from_parquet: Sequence[str] = (),
+    save_parquet: Path | None = None,
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
@@ -399,6 +429,11 @@ def run_audit(
         ontology_paths / policy_paths: the ontology and the publishers' signed policy versions
             (each with its ``.sig``): deliveries are judged by concept and every entitled
             subscriber must have received each version (:mod:`audit.entitlements`).
+        from_parquet: parsed lines saved by an earlier run (``save_parquet``), audited with
+            the logs (give only logs that run did not read: a line read twice is a
+            ``duplicate``).
+        save_parquet: where to save every parsed line of this run (those of ``from_parquet``
+            too), for the next run to start from.
 
     Raises:
         UsageError: no log path, a CRL not signed by the CA, a negative clock skew, a policy
@@ -408,6 +443,8 @@ def run_audit(
         raise UsageError("give at least one log path (a sequence of paths)")
     if clock_skew_ms < 0:
         raise UsageError("the clock-skew tolerance cannot be negative")
+    if save_parquet is not None and str(save_parquet) in {str(p) for p in from_parquet}:
+        raise UsageError("--save-parquet must not overwrite what --from-parquet reads")
     revoked = trust.read_revocations(crl_pems, ca_pem, at=at or datetime.now(UTC))
     crls = trust.crls_used(crl_pems, ca_pem, at=at or datetime.now(UTC))
     policies = load_policies(ontology_paths, policy_paths) if policy_paths else None
@@ -423,8 +460,15 @@ def run_audit(
         with ProgressLine(
             say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
         ) as ticker:
-            judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms, "policies": policies}
-            return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker, crls)
+            judging = {
+                "revoked": revoked,
+                "clock_skew_ms": clock_skew_ms,
+                "policies": policies,
+                "previous": read_parsed(spark, list(from_parquet)) if from_parquet else None,
+            }
+            return _audit(
+                spark, files, ca_pem, out_dir, judging, counters, ticker, crls, save_parquet
+            )
 
 
 def _audit(
@@ -436,6 +480,7 @@ def _audit(
     counters: tuple[Accumulator[int], Accumulator[int]],
     ticker: ProgressLine,
     crls: tuple[CrlUsed, ...] = (),
+    save_parquet: Path | None = None,
 ) -> AuditSummary:
     def say(stage: str) -> None:
         ticker.stage(stage)
@@ -456,6 +501,8 @@ def _audit(
         tables.failures.coalesce(1).write.mode("overwrite").option("header", True).csv(
             str(Path(out_dir) / "failures.csv")
         )
+        if save_parquet is not None:
+            tables.cached[0].write.mode("overwrite").parquet(str(save_parquet))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")
         ticker.say(f"read {ticker.totals()}")
