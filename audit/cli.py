@@ -208,5 +208,7 @@ def _run(args: argparse.Namespace) -> int:
             f"FAILED [{failure.kind or '-'}] {failure.graph or '-'} ({failure.node or '-'}): "
             f"{failure.reason}"
         )
+    if (more := summary.failure_count - len(summary.failures)) > 0:
+        print(f"… and {more:,} more failure(s): all are in {args.out / 'failures.csv'}")
     print(f"report: {args.out / 'report.html'}")
     return 0 if summary.ok else 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import astuple
+from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -39,12 +40,13 @@ from audit.faults import POLICY_GRACE_MS, _deliveries, _finding, _subscribers, _
 from audit.grants import (
     GRANT_SCHEMA,
     PolicyFile,
-    PolicyInForce,
     SubscriberCertificate,
     check_signed,
     grant_intervals,
 )
+from audit.report import PolicyUsed
 from xdn.ontology import Ontology
+from xdn.policy import Policy
 
 __all__ = [
     "STATUSES",
@@ -338,7 +340,7 @@ def grant_table(
     files: Sequence[PolicyFile],
     *,
     grace_ms: int = POLICY_GRACE_MS,
-) -> tuple[DataFrame, tuple[PolicyInForce, ...]]:
+) -> tuple[DataFrame, tuple[PolicyUsed, ...]]:
     """The grants of every subscriber certificate in the logs under the signed ``files``
     (:func:`audit.grants.grant_intervals`), and which versions were in force from when.
 
@@ -372,20 +374,23 @@ def grant_table(
         .collect()
     ]
     rows = grant_intervals(holders, policies, starts, ontology, grace_ms=grace_ms)
-    table = nodes.sparkSession.createDataFrame(
-        [astuple(g) for g in rows], GRANT_SCHEMA
-    )
+    table = nodes.sparkSession.createDataFrame([astuple(g) for g in rows], GRANT_SCHEMA)
     lowest = {p.publisher: min(q.version for q in policies if q.publisher == p.publisher)
               for p in policies}
+
+    def since(policy: Policy) -> str:
+        start = starts.get((policy.publisher, policy.version))
+        if policy.version == lowest[policy.publisher] or start is None:
+            return ""
+        return datetime.fromtimestamp(start / 1000, UTC).isoformat(timespec="milliseconds")
+
     used = tuple(
-        PolicyInForce(
+        PolicyUsed(
             publisher=p.publisher,
             version=p.version,
             source=p.source,
             digest=p.digest,
-            from_ms=None if p.version == lowest[p.publisher] else starts.get(
-                (p.publisher, p.version)
-            ),
+            in_force_from=since(p),
             used=p.version == lowest[p.publisher] or (p.publisher, p.version) in starts,
         )
         for p in sorted(policies, key=lambda p: (p.publisher, p.version))

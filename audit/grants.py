@@ -51,7 +51,6 @@ __all__ = [
     "GRANT_SCHEMA",
     "Grant",
     "PolicyFile",
-    "PolicyInForce",
     "SubscriberCertificate",
     "check_signed",
     "grant_intervals",
@@ -71,19 +70,6 @@ class PolicyFile:
 
     path: Path
     policy: Policy
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PolicyInForce:
-    """A signed policy version the audit judged by: from when (``None``: from the beginning,
-    the lowest version given) and whether any notice says it ever took effect (``used``)."""
-
-    publisher: str
-    version: int
-    source: str
-    digest: str
-    from_ms: int | None
-    used: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,7 @@ from audit import entitlements as E
 from audit import faults, trust
 from audit import transforms as t
 from audit.cluster import SessionOptions, open_session, set_partitions
-from audit.grants import PolicyFile, PolicyInForce, load_policies
+from audit.grants import PolicyFile, load_policies
 from audit.inputs import (
     LogFile,
     LogFiles,
@@ -98,7 +98,7 @@ class AuditTables:
     recipients: DataFrame
     nodes: DataFrame
     cached: tuple[DataFrame, ...]
-    policies: tuple[PolicyInForce, ...] = ()
+    policies: tuple[PolicyUsed, ...] = ()
 
 
 def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
@@ -237,7 +237,7 @@ def build_tables(
     paths = t.reconstruct_paths(chains).cache()
     notices = refusals(described, results).cache()
     grants: DataFrame | None = None
-    used: tuple[PolicyInForce, ...] = ()
+    used: tuple[PolicyUsed, ...] = ()
     if policies is not None:
         ontology, files = policies
         grants, used = E.grant_table(
@@ -315,17 +315,7 @@ def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSumma
         **recipient_overview(tables.recipients),
         **delivery_overview(tables.paths),
         nodes=node_infos(tables.nodes),
-        policies=tuple(
-            PolicyUsed(
-                publisher=p.publisher,
-                version=p.version,
-                source=p.source,
-                digest=p.digest,
-                in_force_from="" if p.from_ms is None else _iso(p.from_ms),
-                used=p.used,
-            )
-            for p in tables.policies
-        ),
+        policies=tables.policies,
         crls=crls,
         latencies=tuple(
             sorted(
