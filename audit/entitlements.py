@@ -121,8 +121,14 @@ def concept_entitlement(
         .join(rooted(paths), "envelope")
         .join(publications(chains), "publication")
         .select(
-            "envelope", "node", "recipient", "timestamp_ms", "publisher", "document_id",
-            "document_version", concepts_carried("leaves", "concepts").alias("carried"),
+            "envelope",
+            "node",
+            "recipient",
+            "timestamp_ms",
+            "publisher",
+            "document_id",
+            "document_version",
+            concepts_carried("leaves", "concepts").alias("carried"),
         )
         .where(F.size("carried") > 0)
     )
@@ -136,8 +142,9 @@ def concept_entitlement(
         "envelope", "node", "recipient", "publisher", "document_id", "document_version", "carried"
     ).agg(
         F.array_distinct(F.flatten(F.collect_list("g_allowed"))).alias("allowed"),
-        F.array_join(F.array_sort(F.array_distinct(F.collect_list("g_versions"))), ", ")
-        .alias("versions"),
+        F.array_join(F.array_sort(F.array_distinct(F.collect_list("g_versions"))), ", ").alias(
+            "versions"
+        ),
     )
     outside = F.array_except("carried", "allowed")
     return per_delivery.where(F.size(outside) > 0).select(
@@ -145,11 +152,19 @@ def concept_entitlement(
             F.col("envelope"),
             F.col("node"),
             _text(
-                "delivered ", _concept_list(outside), " of ", F.col("publisher"), "'s ",
-                F.col("document_id"), F.coalesce(
+                "delivered ",
+                _concept_list(outside),
+                " of ",
+                F.col("publisher"),
+                "'s ",
+                F.col("document_id"),
+                F.coalesce(
                     F.concat(F.lit(" v"), F.col("document_version").cast("string")), F.lit("")
                 ),
-                " to <", F.col("recipient"), ">, which policy version ", F.col("versions"),
+                " to <",
+                F.col("recipient"),
+                ">, which policy version ",
+                F.col("versions"),
                 " does not grant it",
             ),
             "entitlement",
@@ -252,8 +267,10 @@ def recipients(
                 _grants(grants),
                 (F.col("publisher") == F.col("g_publisher")) & _in_piece("published_ms"),
             )
-            .join(F.broadcast(_registered(chains, nodes)),
-                  F.col("g_subscriber") == F.col("subscriber"))
+            .join(
+                F.broadcast(_registered(chains, nodes)),
+                F.col("g_subscriber") == F.col("subscriber"),
+            )
             .where(F.col("published_ms").between(F.col("first_ms"), F.col("last_ms")))
             .groupBy("publication", "subscriber")
             .agg(
@@ -316,17 +333,29 @@ def completeness(received: DataFrame) -> DataFrame:
     Args:
         received: :func:`recipients`.
     """
-    version = F.coalesce(
-        F.concat(F.lit(" v"), F.col("document_version").cast("string")), F.lit("")
-    )
+    version = F.coalesce(F.concat(F.lit(" v"), F.col("document_version").cast("string")), F.lit(""))
     what = _text(F.col("publisher"), "'s ", F.col("document_id"), version)
     reason = F.when(
         F.col("status") == "missing",
-        _text("<", F.col("subscriber"), "> was due ", _concept_list(F.col("due")), " of ",
-              what, " and never received it"),
+        _text(
+            "<",
+            F.col("subscriber"),
+            "> was due ",
+            _concept_list(F.col("due")),
+            " of ",
+            what,
+            " and never received it",
+        ),
     ).otherwise(
-        _text("<", F.col("subscriber"), "> received ", what, " without ",
-              _concept_list(F.col("missing")), ", which it was due"),
+        _text(
+            "<",
+            F.col("subscriber"),
+            "> received ",
+            what,
+            " without ",
+            _concept_list(F.col("missing")),
+            ", which it was due",
+        ),
     )
     return received.where(F.col("status").isin("missing", "partial")).select(
         *_finding(F.col("publication"), F.col("subscriber"), reason, "completeness")
@@ -375,8 +404,10 @@ def grant_table(
     ]
     rows = grant_intervals(holders, policies, starts, ontology, grace_ms=grace_ms)
     table = nodes.sparkSession.createDataFrame([astuple(g) for g in rows], GRANT_SCHEMA)
-    lowest = {p.publisher: min(q.version for q in policies if q.publisher == p.publisher)
-              for p in policies}
+    lowest = {
+        p.publisher: min(q.version for q in policies if q.publisher == p.publisher)
+        for p in policies
+    }
 
     def since(policy: Policy) -> str:
         start = starts.get((policy.publisher, policy.version))

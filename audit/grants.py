@@ -98,9 +98,9 @@ class Grant:
     required: tuple[str, ...]
 
 
-def load_policies(ontology_paths: Sequence[Path], policy_paths: Sequence[Path]) -> tuple[
-    Ontology, tuple[PolicyFile, ...]
-]:
+def load_policies(
+    ontology_paths: Sequence[Path], policy_paths: Sequence[Path]
+) -> tuple[Ontology, tuple[PolicyFile, ...]]:
     """Read the ontology and every policy version (validated against it; signatures are
     checked later, against the logs' publisher certificates: :func:`check_signed`).
 
@@ -234,7 +234,9 @@ def _certificate_grants(
         )
         last = merged[-1] if merged else None
         if last is not None and (last.versions, last.allowed, last.required) == (
-            piece.versions, piece.allowed, piece.required
+            piece.versions,
+            piece.allowed,
+            piece.required,
         ):
             merged[-1] = replace(last, to_ms=b)
         else:
@@ -270,7 +272,5 @@ def grant_intervals(
             continue  # not a certificate: reported by the certificate checks
         for publisher, versions in sorted(by_publisher.items()):
             own = {v: ms for (p, v), ms in starts.items() if p == publisher}
-            out.extend(
-                _certificate_grants(holder, credential, versions, own, ontology, grace_ms)
-            )
+            out.extend(_certificate_grants(holder, credential, versions, own, ontology, grace_ms))
     return out

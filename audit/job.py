@@ -258,20 +258,21 @@ def build_tables(
             E.concept_entitlement(chains, paths, nodes, grants),
             E.completeness(received),
         ]
+    found = t.failures(  # read by several actions (the report's groups, Parquet, CSV)
+        t.graph_failures(described, parsed), results, chains, notices, findings
+    ).cache()
     return AuditTables(
         signatures=results.drop("verifying"),
         chains=chains,
         paths=paths,
         latency=t.hop_latency(chains),
         fan_out=t.fan_out(chains),
-        failures=t.failures(
-            t.graph_failures(described, parsed), results, chains, notices, findings
-        ),
+        failures=found,
         refusals=notices,
         refusal_counts=refusal_counts(notices),
         recipients=received,
         nodes=nodes,
-        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received),
+        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received, found),
         policies=used,
     )
 

@@ -67,9 +67,7 @@ def failure_overview(failures: DataFrame) -> dict[str, Any]:
         F.count("*").alias("failures"),
         F.min_by(F.struct("graph", "reason"), "graph").alias("first"),
     )
-    counted = groups.agg(
-        F.sum("failures").alias("total"), F.count("*").alias("groups")
-    ).first()
+    counted = groups.agg(F.sum("failures").alias("total"), F.count("*").alias("groups")).first()
     assert counted is not None  # an aggregate always yields one row
     largest = groups.orderBy(F.desc("failures"), "class", "node").limit(MAX_FAILURE_GROUPS)
     first = failures.orderBy("graph", "node", "reason", "class").limit(MAX_LISTED_FAILURES)
@@ -78,14 +76,15 @@ def failure_overview(failures: DataFrame) -> dict[str, Any]:
         "failure_group_total": counted.groups,
         "failure_groups": tuple(
             FailureGroup(
-                r["class"] or "", r.node or "", r.failures, r.first.graph or "",
+                r["class"] or "",
+                r.node or "",
+                r.failures,
+                r.first.graph or "",
                 r.first.reason or "",
             )
             for r in largest.collect()
         ),
-        "failures": tuple(
-            Failure(r.graph, r.node, r.reason, r["class"]) for r in first.collect()
-        ),
+        "failures": tuple(Failure(r.graph, r.node, r.reason, r["class"]) for r in first.collect()),
     }
 
 
@@ -106,9 +105,7 @@ def recipient_overview(recipients: DataFrame) -> dict[str, Any]:
     ).agg(*per_status, *counts)
     total = versions.count()
     earliest = versions.orderBy("published_ms", "publication").limit(MAX_VERSIONS).collect()
-    statuses = {
-        r.status: r["count"] for r in recipients.groupBy("status").count().collect()
-    }
+    statuses = {r.status: r["count"] for r in recipients.groupBy("status").count().collect()}
     return {
         "version_total": total,
         "recipient_counts": tuple((s, statuses[s]) for s in STATUSES if s in statuses),
@@ -138,8 +135,11 @@ def _bucket_ms(span_ms: int) -> int:
 
 def _percentiles(row: Any) -> Percentiles:
     return Percentiles(
-        count=row.n, p50_ms=float(row.p50_ms), p90_ms=float(row.p90_ms),
-        p99_ms=float(row.p99_ms), max_ms=float(row.max_ms),
+        count=row.n,
+        p50_ms=float(row.p50_ms),
+        p90_ms=float(row.p90_ms),
+        p99_ms=float(row.p99_ms),
+        max_ms=float(row.max_ms),
     )
 
 

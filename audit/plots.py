@@ -93,12 +93,21 @@ def latency_svg(links: Sequence[HopLatency], name: Name) -> str:
         axes = figure.subplots()
         rows = range(len(shown))
         axes.barh(rows, [h.p50_ms for h in shown], color="#3b6ea8", label="p50")
-        axes.scatter([h.p90_ms for h in shown], rows, marker="|", s=120, color="#222",
-                     label="p90", zorder=3)
-        axes.scatter([h.p99_ms for h in shown], rows, marker="|", s=120, color="#b00020",
-                     label="p99", zorder=3)
-        axes.scatter([h.max_ms for h in shown], rows, marker="x", s=20, color="#777",
-                     label="max", zorder=3)
+        axes.scatter(
+            [h.p90_ms for h in shown], rows, marker="|", s=120, color="#222", label="p90", zorder=3
+        )
+        axes.scatter(
+            [h.p99_ms for h in shown],
+            rows,
+            marker="|",
+            s=120,
+            color="#b00020",
+            label="p99",
+            zorder=3,
+        )
+        axes.scatter(
+            [h.max_ms for h in shown], rows, marker="x", s=20, color="#777", label="max", zorder=3
+        )
         axes.set_yticks(list(rows), [f"{name(h.sender)} → {name(h.receiver)}" for h in shown])
         axes.set_xlabel("ms")
         axes.legend(loc="lower right")
@@ -188,21 +197,32 @@ def network_svg(
         axes = figure.subplots()
         axes.set_axis_off()
         ordered = sorted(graph.nodes)
-        colours = [_ROLE_COLOURS.get(roles.get(n, "subscriber" if n in labels else ""), "#999")
-                   for n in ordered]
+        colours = [
+            _ROLE_COLOURS.get(roles.get(n, "subscriber" if n in labels else ""), "#999")
+            for n in ordered
+        ]
         nx.draw_networkx_edges(
-            graph, position, ax=axes, edge_color="#888", arrowsize=8, node_size=300,
+            graph,
+            position,
+            ax=axes,
+            edge_color="#888",
+            arrowsize=8,
+            node_size=300,
             width=[0.6 + 2.4 * graph.edges[e]["weight"] / heaviest for e in graph.edges],
         )
-        nx.draw_networkx_nodes(graph, position, ax=axes, nodelist=ordered, node_color=colours,
-                               node_size=300)
+        nx.draw_networkx_nodes(
+            graph, position, ax=axes, nodelist=ordered, node_color=colours, node_size=300
+        )
         nx.draw_networkx_labels(
-            graph, {n: (x + 0.08, y) for n, (x, y) in position.items()}, ax=axes, font_size=8,
+            graph,
+            {n: (x + 0.08, y) for n, (x, y) in position.items()},
+            ax=axes,
+            font_size=8,
             labels={n: labels.get(n) or name(n) for n in graph.nodes},
-            horizontalalignment="left", clip_on=False,
+            horizontalalignment="left",
+            clip_on=False,
         )
         for role, colour in _ROLE_COLOURS.items():
             axes.scatter([], [], color=colour, label=role)
         axes.legend(loc="upper center", bbox_to_anchor=(0.5, 0), ncol=3, frameon=False)
         return _svg(figure)
-

@@ -18,21 +18,37 @@ pytestmark = pytest.mark.spark
 def test_saved_lines_and_new_logs_audit_as_one(spark: SparkSession, tmp_path: Path) -> None:
     network = make_network(tmp_path / "logs")
     logs = sorted(p for p in network.clean.iterdir() if p.is_dir())
-    first, later = [str(p) for p in logs if p.name in ("pub", "d1")], [
-        str(p) for p in logs if p.name not in ("pub", "d1")
-    ]
+    first, later = (
+        [str(p) for p in logs if p.name in ("pub", "d1")],
+        [str(p) for p in logs if p.name not in ("pub", "d1")],
+    )
     saved = tmp_path / "saved"
     run_audit(first, ca_pem=network.ca_pem, out_dir=tmp_path / "a", at=NOW, save_parquet=saved)
     assert spark.read.parquet(str(saved)).where("line IS NOT NULL").count() > 0
     summary = run_audit(
-        later, ca_pem=network.ca_pem, out_dir=tmp_path / "b", at=NOW, from_parquet=[str(saved)],
+        later,
+        ca_pem=network.ca_pem,
+        out_dir=tmp_path / "b",
+        at=NOW,
+        from_parquet=[str(saved)],
     )
     assert summary.failures == () and summary.ok, summary.failures
     assert (summary.messages, summary.signatures_verified, summary.chains_ok) == (6, 7, 2)
     assert summary.fragments_delivered == 10
     with pytest.raises(UsageError, match="must not overwrite"):
-        run_audit(later, ca_pem=network.ca_pem, out_dir=tmp_path / "c", at=NOW,
-                  from_parquet=[str(saved)], save_parquet=saved)
+        run_audit(
+            later,
+            ca_pem=network.ca_pem,
+            out_dir=tmp_path / "c",
+            at=NOW,
+            from_parquet=[str(saved)],
+            save_parquet=saved,
+        )
     with pytest.raises(UsageError, match="not lines saved by xdn audit"):
-        run_audit(later, ca_pem=network.ca_pem, out_dir=tmp_path / "c", at=NOW,
-                  from_parquet=[str(tmp_path / "b" / "chains")])
+        run_audit(
+            later,
+            ca_pem=network.ca_pem,
+            out_dir=tmp_path / "c",
+            at=NOW,
+            from_parquet=[str(tmp_path / "b" / "chains")],
+        )

@@ -69,16 +69,19 @@ def _write(root: Path, version: int, extra: str = "", *, key: crypto.PrivateKey 
 
 
 def _contractor(ca: tuple[bytes, bytes]) -> SubscriberCertificate:
-    cert, _ = certs.issue(*ca, name="c1", role="subscriber", attributes={"OU": "Contractors"},
-                          now=NOW, days=30)
+    cert, _ = certs.issue(
+        *ca, name="c1", role="subscriber", attributes={"OU": "Contractors"}, now=NOW, days=30
+    )
     return SubscriberCertificate(node=certs.node_uri("c1"), cert_pem=cert.decode("ascii"))
 
 
 def _validity(holder: SubscriberCertificate) -> tuple[int, int]:
     """The certificate's validity as ms from T0, half-open (valid through not_after)."""
     credential = certs.credential_from_pem(holder.cert_pem.encode())
-    return (int(credential.not_before.timestamp() * 1000) - T0,
-            int(credential.not_after.timestamp() * 1000) + 1 - T0)
+    return (
+        int(credential.not_before.timestamp() * 1000) - T0,
+        int(credential.not_after.timestamp() * 1000) + 1 - T0,
+    )
 
 
 def test_versions_take_effect_at_their_first_notice_with_a_grace(
@@ -89,8 +92,9 @@ def test_versions_take_effect_at_their_first_notice_with_a_grace(
     )
     holder = _contractor(ca)
     change = T0 + 3_600_000
-    pieces = grant_intervals([holder], [f.policy for f in files], {("pub", 2): change},
-                             ontology, grace_ms=GRACE)
+    pieces = grant_intervals(
+        [holder], [f.policy for f in files], {("pub", 2): change}, ontology, grace_ms=GRACE
+    )
     said = [(p.from_ms - T0, p.to_ms - T0, p.versions, p.allowed, p.required) for p in pieces]
     begin, end = _validity(holder)
     assert said == [
@@ -108,8 +112,9 @@ def test_a_version_no_notice_names_and_a_revocation(
         [ONTOLOGY], [_write(tmp_path, 1, key=None), _write(tmp_path, 2, QUALITY, key=None)]
     )
     holder = _contractor(ca)
-    revoked = SubscriberCertificate(node=holder.node, cert_pem=holder.cert_pem,
-                                    revoked_ms=T0 + 5_000)
+    revoked = SubscriberCertificate(
+        node=holder.node, cert_pem=holder.cert_pem, revoked_ms=T0 + 5_000
+    )
     pieces = grant_intervals([revoked], [f.policy for f in files], {}, ontology, grace_ms=GRACE)
     begin, _ = _validity(holder)
     assert [(p.from_ms - T0, p.to_ms - T0, p.versions) for p in pieces] == [(begin, 5_000, "1")]

@@ -33,14 +33,21 @@ def _content(
     leaf_count: int, runs: tuple[tuple[str, int, int], ...], version: int | None = 3
 ) -> ContentFacts:
     return ContentFacts(
-        document_id="order 7", publisher="ACME", manifest_root=bytes(range(32)),
-        leaf_count=leaf_count, version=version, concepts=runs,
+        document_id="order 7",
+        publisher="ACME",
+        manifest_root=bytes(range(32)),
+        leaf_count=leaf_count,
+        version=version,
+        concepts=runs,
     )
 
 
 def _content_quads(content: ContentFacts) -> list[Quad]:
     message = originate(
-        _signer(PUB), message_uri=f"{PUB}msg/order%207/v3", recipient_uri=D1, content=content,
+        _signer(PUB),
+        message_uri=f"{PUB}msg/order%207/v3",
+        recipient_uri=D1,
+        content=content,
         timestamp_ms=1_000,
     )
     return [q for q in message.quads if q.g == IRI(f"{PUB}msg/order%207/v3#c1")]
@@ -61,7 +68,11 @@ def test_a_content_graph_without_them_still_reads() -> None:
     content = _content(5, (), version=None)
     quads = _content_quads(content)
     assert {q.p for q in quads} == {
-        v.RDF_TYPE, v.DOCUMENT_ID, v.PUBLISHER, v.MANIFEST_ROOT, v.LEAF_COUNT,
+        v.RDF_TYPE,
+        v.DOCUMENT_ID,
+        v.PUBLISHER,
+        v.MANIFEST_ROOT,
+        v.LEAF_COUNT,
     }
     assert read_content(f"{PUB}msg/order%207/v3#c1", quads) == content
 
@@ -108,8 +119,9 @@ def test_the_growth_is_per_concept_and_small() -> None:
     """13 concepts (every concept of the demo ontology) over a 7,600-fragment document: the
     content graph grows by two triples (the version and the runs: ~150 bytes each, canonical
     N-Quads) and ~20 bytes per concept (578 bytes here), never per fragment."""
-    thirteen = tuple((f"Concept{i:02d}", i * 584, 7_600 if i == 12 else (i + 1) * 584)
-                     for i in range(13))
+    thirteen = tuple(
+        (f"Concept{i:02d}", i * 584, 7_600 if i == 12 else (i + 1) * 584) for i in range(13)
+    )
     bare = len(canonicalise(_content_quads(_content(7_600, (), version=None))))
     named = len(canonicalise(_content_quads(_content(7_600, thirteen))))
     tenfold = tuple((c, a * 10, b * 10) for c, a, b in thirteen)
@@ -125,16 +137,31 @@ def test_every_hop_and_the_subscriber_still_verify() -> None:
     def node(name: str, role: str) -> Signer:
         block = {certs.BLOCK_FIELD: "WorkOrder"} if role == "site" else None
         cert, key = certs.issue(*ca, name=name, role=role, attributes=block, now=now)
-        return Signer(node_uri=certs.node_uri(name),
-                      private_key=crypto.load_private_key_pem(key), certificate=cert)
+        return Signer(
+            node_uri=certs.node_uri(name),
+            private_key=crypto.load_private_key_pem(key),
+            certificate=cert,
+        )
 
     pub, d1 = node("ACME", "publisher"), node("d1", "site")
     content = _content(7_600, RUNS)
-    m1 = originate(pub, message_uri=f"{pub.node_uri}msg/order%207/v3", recipient_uri=d1.node_uri,
-                   content=content, timestamp_ms=1_000)
-    m2 = relay(m1, d1, message_uri=f"{d1.node_uri}msg/order%207/a", recipient_uri=S1,
-               leaves=LeafRanges.parse("0-120"), timestamp_ms=1_010)
-    verify_message(m2, {pub.node_uri: pub.private_key.public_key(),
-                        d1.node_uri: d1.private_key.public_key()})
+    m1 = originate(
+        pub,
+        message_uri=f"{pub.node_uri}msg/order%207/v3",
+        recipient_uri=d1.node_uri,
+        content=content,
+        timestamp_ms=1_000,
+    )
+    m2 = relay(
+        m1,
+        d1,
+        message_uri=f"{d1.node_uri}msg/order%207/a",
+        recipient_uri=S1,
+        leaves=LeafRanges.parse("0-120"),
+        timestamp_ms=1_010,
+    )
+    verify_message(
+        m2, {pub.node_uri: pub.private_key.public_key(), d1.node_uri: d1.private_key.public_key()}
+    )
     chain = ChainVerifier(ca[0]).verify(m2, at=now)
     assert chain is not None
