@@ -507,6 +507,11 @@ def render_report(summary: AuditSummary) -> str:
         '<p class="ok"><strong>Every chain verifies.</strong></p>'
         if summary.ok
         else f'<p class="bad"><strong>{summary.failure_count:,} failure(s) found.</strong></p>'
+    ) + (
+        f'<p class="bad"><strong>{summary.refusals_verified:,} refusal(s)</strong> signed by '
+        "the parties that refused something (see Refusals).</p>"
+        if summary.refusals_verified
+        else ""
     )
     counts = _table(
         ("measure", "count"),

@@ -236,6 +236,7 @@ def test_report_shows_refusals_per_kind_and_site() -> None:
     )
     html = render_report(summary)
     assert "2 refusal(s) signed" in html and "1 notice(s) do not verify" in html
+    assert "Every chain verifies" in html and "<strong>2 refusal(s)</strong> signed by" in html
     assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad" not in html
     assert "Only the first 1 of 3 refusals are shown" in html
     assert "<td>alice</td><td>document</td>" in html and '<td>d1</td><td class="n">1</td>' in html
