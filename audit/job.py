@@ -258,9 +258,7 @@ def build_tables(
             E.concept_entitlement(chains, paths, nodes, grants),
             E.completeness(received),
         ]
-    found = t.failures(  # read by several actions (the report's groups, Parquet, CSV)
-        t.graph_failures(described, parsed), results, chains, notices, findings
-    ).cache()
+    found = t.failures(t.graph_failures(described, parsed), results, chains, notices, findings)
     return AuditTables(
         signatures=results.drop("verifying"),
         chains=chains,
@@ -484,6 +482,9 @@ def _audit(
         say("verifying signatures and chains")
         tables = build_tables(lines, ca_pem=ca_pem, counters=counters, **judging)
         tables = _with_silent_files(spark, tables, files)
+        # computed once, its lineage cut: the report's groups, Parquet and CSV read it (cached
+        # instead, its plan would embed every cached table's plan, too large to describe)
+        tables = replace(tables, failures=tables.failures.localCheckpoint())
         say("reconstructing fragment paths")
         summary = summarise(tables, crls)
         say(f"writing Parquet tables and report to {out_dir}")
