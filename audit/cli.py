@@ -1,5 +1,5 @@
 """``xdn audit LOGDIR... --ca CA.pem --out DIR [--crl CRL.pem…] [--at TIME] [--clock-skew MS]
-[--master URL] [cluster options]``."""
+[--ontology O.owl --policy P.toml…] [--master URL] [cluster options]``."""
 
 from __future__ import annotations
 
@@ -63,10 +63,46 @@ def register(subparsers: Any) -> None:
         "not used (default: now)",
     )
     judging.add_argument(
+        "--ontology",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="O.owl",
+        help="the ontology the policies are written for (repeatable, as `xdn policy check`)",
+    )
+    judging.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="P.toml",
+        help="a publisher's signed policy version (its .sig beside it), repeatable: every "
+        "version in force during the logs; each delivery is judged by concept under the "
+        "version in force then, and every entitled subscriber must have received each "
+        "document version",
+    )
+    judging.add_argument(
         "--clock-skew",
         type=int,
         metavar="MS",
         help="how many ms a hop may be stamped before the hop it wraps (default: 2000)",
+    )
+    incremental = parser.add_argument_group(
+        "incremental audits", "parse each log once: save what this run parsed, start from it next"
+    )
+    incremental.add_argument(
+        "--save-parquet",
+        type=Path,
+        metavar="DIR",
+        help="save every parsed log line of this run (with those of --from-parquet) as Parquet",
+    )
+    incremental.add_argument(
+        "--from-parquet",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="lines an earlier run saved with --save-parquet, audited with the LOGDIRs, which "
+        "should then hold only the logs (or rotations) written since (repeatable)",
     )
     parser.add_argument(
         "--master",
@@ -162,11 +198,17 @@ def _run(args: argparse.Namespace) -> int:
         at=args.at,
         crl_pems=crl_pems,
         clock_skew_ms=CLOCK_SKEW_MS if args.clock_skew is None else args.clock_skew,
+        ontology_paths=args.ontology,
+        policy_paths=args.policy,
+        from_parquet=args.from_parquet,
+        save_parquet=args.save_parquet,
     )
     for failure in summary.failures:
         print(
             f"FAILED [{failure.kind or '-'}] {failure.graph or '-'} ({failure.node or '-'}): "
             f"{failure.reason}"
         )
+    if (more := summary.failure_count - len(summary.failures)) > 0:
+        print(f"… and {more:,} more failure(s): all are in {args.out / 'failures.csv'}")
     print(f"report: {args.out / 'report.html'}")
     return 0 if summary.ok else 1

@@ -15,7 +15,8 @@ Each returns findings ``(graph, node, reason, class)`` for the failures table.
   recipient (a delivery re-sent and re-signed under a new message URI), or a subscriber
   signing two receipts for one delivery; every copy after the first (by time, then name).
 * :func:`receipts` (``receipt``) — a delivery to a subscriber (a node whose certificate has
-  the subscriber role) that no receipt wraps: the receipt hop was deleted, or never signed.
+  the subscriber role) that no receipt wraps: the receipt hop was deleted, or never signed
+  (a subscriber that refused the version in a signed failure notice owes none).
   The other half, a receipt whose delivery is in no log, is a broken link, reported by
   :func:`audit.transforms.failures` under the same class.
 * :func:`revoked_deliveries` (``revocation``) — a delivery to a subscriber at a time when
@@ -48,6 +49,7 @@ __all__ = [
     "EXPECTED_ROLE",
     "POLICY_GRACE_MS",
     "entitlement",
+    "policy_changes",
     "receipts",
     "repeated_lines",
     "resent",
@@ -139,16 +141,22 @@ def _deliveries(chains: DataFrame, nodes: DataFrame) -> DataFrame:
     return relays.join(F.broadcast(_subscribers(nodes)), "recipient")
 
 
-def receipts(chains: DataFrame, nodes: DataFrame) -> DataFrame:
+def receipts(
+    chains: DataFrame, nodes: DataFrame, refused: DataFrame | None = None
+) -> DataFrame:
     """Deliveries to subscribers that no receipt wraps (see the module docstring).
 
     Args:
         chains: :func:`audit.transforms.check_chains`.
         nodes: :func:`audit.trust.judge_certificates`.
+        refused: ``(envelope)`` of deliveries the subscriber refused in a signed failure
+            notice instead (:func:`audit.entitlements.refused_deliveries`): no receipt is due.
     """
     receipted = chains.where(F.col("kind") == "receipt").select(
         F.col("parent").alias("envelope")
     )
+    if refused is not None:
+        receipted = receipted.union(refused.select("envelope"))
     missing = _deliveries(chains, nodes).join(receipted, "envelope", "left_anti")
     return missing.select(
         *_finding(
@@ -245,7 +253,7 @@ def roles(chains: DataFrame) -> DataFrame:
     return wrong_role.union(other)
 
 
-def _policy_changes(described: DataFrame, results: DataFrame) -> DataFrame:
+def policy_changes(described: DataFrame, results: DataFrame) -> DataFrame:
     """Policy-change notices signed by the publisher they name → ``(subscriber, publisher,
     version, changed_at_ms, everything)``."""
     notices = described.where((F.col("kind") == "policy") & F.col("error").isNull()).select(
@@ -276,7 +284,7 @@ def entitlement(
         results: :func:`audit.trust.in_time` (``verified``, ``role``, ``holder``).
         grace_ms: how long after a change deliveries under the previous version are fine.
     """
-    changes = _policy_changes(described, results)
+    changes = policy_changes(described, results)
     publishers = (
         chains.where(F.col("kind") == "publication")
         .select("document_id", F.col("named_publisher").alias("publisher"))

@@ -29,9 +29,11 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from audit import entitlements as E
 from audit import faults, trust
 from audit import transforms as t
 from audit.cluster import SessionOptions, open_session, set_partitions
+from audit.grants import PolicyFile, load_policies
 from audit.inputs import (
     LogFile,
     LogFiles,
@@ -41,25 +43,34 @@ from audit.inputs import (
     is_log_name,
     skipped_line,
 )
+from audit.overview import (
+    delivery_overview,
+    failure_overview,
+    node_infos,
+    recipient_overview,
+)
 from audit.progress import ProgressLine
 from audit.refusals import refusal_counts, refusals
 from audit.report import (
     MAX_LISTED_REFUSALS,
     AuditSummary,
-    Failure,
+    CrlUsed,
     FanOut,
     HopLatency,
+    PolicyUsed,
     Refusal,
     refused_what,
     render_report,
 )
 from xdn.errors import UsageError
+from xdn.ontology import Ontology
 
 __all__ = [
     "AuditTables",
     "build_tables",
     "list_logs",
     "read_logs",
+    "read_parsed",
     "run_audit",
     "summarise",
 ]
@@ -67,6 +78,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+
+#: The ontology and the signed policy versions the audit judges entitlement by.
+Policies = tuple[Ontology, Sequence[PolicyFile]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +95,10 @@ class AuditTables:
     failures: DataFrame
     refusals: DataFrame
     refusal_counts: DataFrame
+    recipients: DataFrame
+    nodes: DataFrame
     cached: tuple[DataFrame, ...]
+    policies: tuple[PolicyUsed, ...] = ()
 
 
 def _remote_logs(spark: SparkSession, location: str) -> LogFiles:
@@ -162,6 +179,28 @@ def read_logs(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     )
 
 
+def read_parsed(spark: SparkSession, locations: Sequence[str]) -> DataFrame:
+    """The parsed log lines an earlier run saved (``--save-parquet``), to audit again with new
+    logs without parsing the old ones again.
+
+    Raises:
+        UsageError: a location does not hold such Parquet.
+    """
+    try:
+        saved = spark.read.parquet(*locations)
+    except AnalysisException as exc:
+        raise UsageError(f"cannot read saved lines: {exc.getMessage()}") from None
+    expected = t.parse_lines(
+        spark.createDataFrame([], "value string, source string, file_size bigint")
+    )
+    if set(saved.columns) != set(expected.columns):
+        raise UsageError(
+            f"{', '.join(locations)}: not lines saved by xdn audit --save-parquet "
+            f"(columns {sorted(saved.columns)})"
+        )
+    return saved.select(*expected.columns)
+
+
 def build_tables(
     lines: DataFrame,
     *,
@@ -169,13 +208,22 @@ def build_tables(
     counters: tuple[Accumulator[int], Accumulator[int]] | None = None,
     revoked: Sequence[tuple[str, int]] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
+    policies: Policies | None = None,
+    previous: DataFrame | None = None,
 ) -> AuditTables:
     """Compose the transforms over ``(value, source, file_size)`` lines (lazily; nothing runs
-    yet); ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
+    yet, except, with ``policies``, the small collects of :func:`audit.entitlements.grant_table`);
+    ``counters``: accumulators of lines and envelopes read, for progress; ``revoked``:
     ``(serial, revoked_ms)`` from the CRLs known at the audit's time
-    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time."""
+    (:func:`audit.trust.read_revocations`); certificates are judged at each signing time;
+    ``policies``: the ontology and signed policy versions to judge entitlement by concept and
+    completeness with (:func:`audit.grants.load_policies`); ``previous``: lines an earlier run
+    parsed and saved (:func:`read_parsed`), audited with these."""
     lines_read, envelopes_read = counters or (None, None)
-    parsed = t.parse_lines(lines, lines_read).cache()
+    parsed = t.parse_lines(lines, lines_read)
+    if previous is not None:
+        parsed = parsed.unionByName(previous)
+    parsed = parsed.cache()
     graphs = t.collect_graphs(parsed).cache()
     described = t.describe_graphs(graphs, envelopes_read).cache()
     sigs = t.signatures(described)
@@ -188,32 +236,48 @@ def build_tables(
     chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
     paths = t.reconstruct_paths(chains).cache()
     notices = refusals(described, results).cache()
-    findings = (
+    grants: DataFrame | None = None
+    used: tuple[PolicyUsed, ...] = ()
+    if policies is not None:
+        ontology, files = policies
+        grants, used = E.grant_table(
+            nodes, faults.policy_changes(described, results), ontology, files
+        )
+    received = E.recipients(chains, paths, nodes, notices, grants).cache()
+    findings = [
         faults.repeated_lines(graphs),
         faults.resent(chains),
-        faults.receipts(chains, nodes),
+        faults.receipts(chains, nodes, E.refused_deliveries(chains, paths, notices)),
         faults.revoked_deliveries(chains, nodes),
         faults.time_order(chains, clock_skew_ms),
         faults.roles(chains),
         faults.entitlement(chains, described, results),
-    )
+    ]
+    if grants is not None:
+        findings += [
+            E.concept_entitlement(chains, paths, nodes, grants),
+            E.completeness(received),
+        ]
+    found = t.failures(t.graph_failures(described, parsed), results, chains, notices, findings)
     return AuditTables(
         signatures=results.drop("verifying"),
         chains=chains,
         paths=paths,
         latency=t.hop_latency(chains),
         fan_out=t.fan_out(chains),
-        failures=t.failures(
-            t.graph_failures(described, parsed), results, chains, notices, findings
-        ),
+        failures=found,
         refusals=notices,
         refusal_counts=refusal_counts(notices),
-        cached=(parsed, graphs, described, nodes, results, chains, paths, notices),
+        recipients=received,
+        nodes=nodes,
+        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received, found),
+        policies=used,
     )
 
 
-def summarise(tables: AuditTables) -> AuditSummary:
-    """Collect the counts and findings of ``tables`` into an :class:`AuditSummary`."""
+def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSummary:
+    """Collect the counts and findings of ``tables`` into an :class:`AuditSummary` (bounded:
+    :mod:`audit.overview`); ``crls``: the CRLs the audit was given."""
     verdict = F.col("verified").cast("int")
     counts = (  # three one-row aggregates, one job
         tables.signatures.agg(F.sum(verdict).alias("verified"), F.count("*").alias("signatures"))
@@ -246,11 +310,12 @@ def summarise(tables: AuditTables) -> AuditSummary:
         fragments_delivered=counts.delivered or 0,
         refusals_verified=counts.refusals,
         refusals_unverified=counts.refusals_unverified,
-        failures=tuple(
-            sorted(
-                Failure(r.graph, r.node, r.reason, r["class"]) for r in tables.failures.collect()
-            )
-        ),
+        **failure_overview(tables.failures),
+        **recipient_overview(tables.recipients),
+        **delivery_overview(tables.paths),
+        nodes=node_infos(tables.nodes),
+        policies=tables.policies,
+        crls=crls,
         latencies=tuple(
             sorted(
                 (
@@ -260,6 +325,9 @@ def summarise(tables: AuditTables) -> AuditSummary:
                         hops=r.hops,
                         mean_ms=float(r.mean_ms),
                         max_ms=r.max_ms,
+                        p50_ms=float(r.p50_ms),
+                        p90_ms=float(r.p90_ms),
+                        p99_ms=float(r.p99_ms),
                     )
                     for r in tables.latency.collect()
                 ),
@@ -284,6 +352,10 @@ def summarise(tables: AuditTables) -> AuditSummary:
     )
 
 
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
 def _refusals(tables: AuditTables) -> dict[str, Any]:
     """The refusal counts per kind and per site, and the first refusals by time."""
     counts: dict[str, list[tuple[str, int]]] = {"kind": [], "site": []}
@@ -295,9 +367,7 @@ def _refusals(tables: AuditTables) -> dict[str, Any]:
         "refusals_by_site": tuple(sorted(counts["site"])),
         "refusals": tuple(
             Refusal(
-                time=datetime.fromtimestamp(r.timestamp_ms / 1000, UTC).isoformat(
-                    timespec="milliseconds"
-                ),
+                time=_iso(r.timestamp_ms),
                 subscriber=r.subscriber,
                 kind=r.kind or "",
                 publisher=r.publisher or "",
@@ -323,6 +393,10 @@ def run_audit(
     progress_every_s: float = 10.0,
     crl_pems: Sequence[bytes] = (),
     clock_skew_ms: int = faults.CLOCK_SKEW_MS,
+    ontology_paths: Sequence[Path] = (),
+    policy_paths: Sequence[Path] = (),
+    from_parquet: Sequence[str] = (),
+    save_parquet: Path | None = None,
 ) -> AuditSummary:
     """Audit the provenance logs under ``log_paths``; write tables and report to ``out_dir``.
 
@@ -341,15 +415,28 @@ def run_audit(
         crl_pems: the CA's CRLs (PEM); a delivery or signature after a revocation fails.
         clock_skew_ms: how far a hop may be stamped before the hop it wraps
             (:func:`audit.faults.time_order`).
+        ontology_paths / policy_paths: the ontology and the publishers' signed policy versions
+            (each with its ``.sig``): deliveries are judged by concept and every entitled
+            subscriber must have received each version (:mod:`audit.entitlements`).
+        from_parquet: parsed lines saved by an earlier run (``save_parquet``), audited with
+            the logs (give only logs that run did not read: a line read twice is a
+            ``duplicate``).
+        save_parquet: where to save every parsed line of this run (those of ``from_parquet``
+            too), for the next run to start from.
 
     Raises:
-        UsageError: no log path, a CRL not signed by the CA, a negative clock skew.
+        UsageError: no log path, a CRL not signed by the CA, a negative clock skew, a policy
+            that does not read, validate or verify under its publisher's certificate.
     """
     if isinstance(log_paths, str) or not log_paths:
         raise UsageError("give at least one log path (a sequence of paths)")
     if clock_skew_ms < 0:
         raise UsageError("the clock-skew tolerance cannot be negative")
+    if save_parquet is not None and str(save_parquet) in {str(p) for p in from_parquet}:
+        raise UsageError("--save-parquet must not overwrite what --from-parquet reads")
     revoked = trust.read_revocations(crl_pems, ca_pem, at=at or datetime.now(UTC))
+    crls = trust.crls_used(crl_pems, ca_pem, at=at or datetime.now(UTC))
+    policies = load_policies(ontology_paths, policy_paths) if policy_paths else None
     say: Progress = progress or log.info
     locations = [str(p) for p in log_paths]
     local = None if not all(is_local(p) for p in locations) else list_logs(None, locations)
@@ -362,8 +449,15 @@ def run_audit(
         with ProgressLine(
             say, lines=counters[0], envelopes=counters[1], every_s=progress_every_s
         ) as ticker:
-            judging = {"revoked": revoked, "clock_skew_ms": clock_skew_ms}
-            return _audit(spark, files, ca_pem, out_dir, judging, counters, ticker)
+            judging = {
+                "revoked": revoked,
+                "clock_skew_ms": clock_skew_ms,
+                "policies": policies,
+                "previous": read_parsed(spark, list(from_parquet)) if from_parquet else None,
+            }
+            return _audit(
+                spark, files, ca_pem, out_dir, judging, counters, ticker, crls, save_parquet
+            )
 
 
 def _audit(
@@ -374,6 +468,8 @@ def _audit(
     judging: dict[str, Any],
     counters: tuple[Accumulator[int], Accumulator[int]],
     ticker: ProgressLine,
+    crls: tuple[CrlUsed, ...] = (),
+    save_parquet: Path | None = None,
 ) -> AuditSummary:
     def say(stage: str) -> None:
         ticker.stage(stage)
@@ -386,11 +482,19 @@ def _audit(
         say("verifying signatures and chains")
         tables = build_tables(lines, ca_pem=ca_pem, counters=counters, **judging)
         tables = _with_silent_files(spark, tables, files)
+        # computed once, its lineage cut: the report's groups, Parquet and CSV read it (cached
+        # instead, its plan would embed every cached table's plan, too large to describe)
+        tables = replace(tables, failures=tables.failures.localCheckpoint())
         say("reconstructing fragment paths")
-        summary = summarise(tables)
+        summary = summarise(tables, crls)
         say(f"writing Parquet tables and report to {out_dir}")
         for name in _TABLES:
             getattr(tables, name).write.mode("overwrite").parquet(str(Path(out_dir) / name))
+        tables.failures.coalesce(1).write.mode("overwrite").option("header", True).csv(
+            str(Path(out_dir) / "failures.csv")
+        )
+        if save_parquet is not None:
+            tables.cached[0].write.mode("overwrite").parquet(str(save_parquet))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.html").write_text(render_report(summary), encoding="utf-8")
         ticker.say(f"read {ticker.totals()}")
@@ -429,4 +533,13 @@ def _with_silent_files(spark: SparkSession, tables: AuditTables, files: LogFiles
     return replace(tables, failures=tables.failures.union(rows))
 
 
-_TABLES = ("signatures", "chains", "paths", "refusals", "failures", "latency", "fan_out")
+_TABLES = (
+    "signatures",
+    "chains",
+    "paths",
+    "refusals",
+    "failures",
+    "latency",
+    "fan_out",
+    "recipients",
+)

@@ -28,6 +28,7 @@ from xdn.rdf import Quad, format_quad, parse_line
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 __all__ = [
+    "CONCEPTS_TYPE",
     "DESCRIPTION_FIELDS",
     "DESCRIPTION_TYPE",
     "LEAVES_TYPE",
@@ -60,6 +61,10 @@ def parse_row(value: str) -> dict[str, str | None] | None:
 LEAVES_TYPE = "array<struct<start:bigint,end:bigint>>"
 _LONG_MAX = 2**63 - 1
 
+#: Spark type of a content graph's concept runs (``xdn:conceptLeaves``): half-open
+#: ``[start, end)`` leaf runs, one per concept, in leaf order.
+CONCEPTS_TYPE = "array<struct<concept:string,start:bigint,end:bigint>>"
+
 #: Spark type of each field :func:`describe_graph` returns (the UDF's struct, in order).
 DESCRIPTION_FIELDS = (
     ("kind", "string"),
@@ -86,6 +91,8 @@ DESCRIPTION_FIELDS = (
     ("cert_pem", "string"),
     ("cert_pems", "array<string>"),
     ("publisher", "string"),
+    ("document_version", "bigint"),
+    ("concepts", CONCEPTS_TYPE),
     (
         "refusal",
         "struct<kind:string,reason:string,publisher:string,document_id:string,version:bigint,"
@@ -144,6 +151,11 @@ def describe_graph(name: str, lines: Sequence[str]) -> dict[str, Any]:
                 "document_id": facts.document_id,
                 "leaf_count": facts.leaf_count,
                 "publisher": facts.publisher,
+                "document_version": facts.version,
+                "concepts": [
+                    {"concept": c, "start": start, "end": end} for c, start, end in facts.concepts
+                ]
+                or None,
             }
     except ProvenanceError as exc:
         row["error"] = str(exc)

@@ -168,12 +168,13 @@ def envelopes(described: DataFrame) -> DataFrame:
 
 
 def contents(described: DataFrame) -> DataFrame:
-    """→ ``(graph, document_id, publisher, leaves)`` of each content graph: all leaves of its
-    manifest, ``[0, leaf count)``."""
+    """→ ``(graph, document_id, publisher, leaves, document_version, concepts)`` of each
+    content graph: all leaves of its manifest, ``[0, leaf count)``, and the version and concept
+    runs it names (null when it does not)."""
     first = F.lit(0).cast("bigint").alias("start")
     every = F.array(F.struct(first, F.col("leaf_count").alias("end")))
     return _sound(described, "content").select(
-        "graph", "document_id", "publisher", every.alias("leaves")
+        "graph", "document_id", "publisher", every.alias("leaves"), "document_version", "concepts"
     )
 
 
@@ -355,6 +356,8 @@ def _signed_items(envs: DataFrame, results: DataFrame, content: DataFrame) -> Da
             "document_id",
             "publisher",
             "leaves",
+            "document_version",
+            "concepts",
             F.lit("content").alias("kind"),
         ),
         allowMissingColumns=True,
@@ -447,7 +450,8 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
     contained envelope, or for a publication its content graph) and that graph's signature.
     Kept for :mod:`audit.faults`: the wrapped envelope's time (``parent_ms``), the role of the
     certificate the envelope was signed under (``role``) and, for a publication, the publisher
-    its content graph names and the holder of the certificate that signed that graph.
+    its content graph names, the holder of the certificate that signed that graph, and the
+    document version and concept runs it names (:mod:`audit.entitlements`).
     """
     items = _signed_items(envs, results, content)
     up = items.select(
@@ -467,6 +471,8 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
                 "timestamp_ms",
                 "publisher",
                 "signer_name",
+                "document_version",
+                "concepts",
             )
         )
     )
@@ -491,6 +497,8 @@ def check_chains(envs: DataFrame, results: DataFrame, content: DataFrame) -> Dat
         F.col("signer_role").alias("role"),
         F.when(publication, F.col("up_publisher")).alias("named_publisher"),
         F.when(publication, F.col("up_signer_name")).alias("content_signer"),
+        F.when(publication, F.col("up_document_version")).alias("document_version"),
+        F.when(publication, F.col("up_concepts")).alias("concepts"),
         _link_problem(publication, F.col("up_item").isNotNull()).alias("link_problem"),
     ).withColumn(
         "hop_ok",
@@ -510,8 +518,9 @@ def reconstruct_paths(chains: DataFrame) -> DataFrame:
     Returns:
         one row per leaf envelope: the nodes, envelopes and timestamps along the path, the
         manifest leaves the leaf envelope carries (``leaves``, runs) and how many
-        (``fragments``), whether it ends in a subscriber receipt, the first missing envelope,
-        whether every hop is sound.
+        (``fragments``), the network hops it took (``hops``: its envelopes, less the receipt,
+        which acknowledges the last hop rather than making one), whether it ends in a
+        subscriber receipt, the first missing envelope, whether every hop is sound.
     """
     walk = F.udf(R.walk_paths, R.PATH_TYPE, useArrow=False)  # DDL: needs a session
     hop = F.struct("envelope", "parent", "node", "kind", "timestamp_ms", "hop_ok", "leaves")
@@ -528,7 +537,7 @@ def reconstruct_paths(chains: DataFrame) -> DataFrame:
         "p.nodes",
         "p.envelopes",
         "p.timestamps_ms",
-        F.size("p.nodes").alias("hops"),
+        (F.size("p.nodes") - F.col("p.receipt").cast("int")).alias("hops"),
         "p.receipt",
         "p.subscriber",
         "p.missing_envelope",
@@ -537,7 +546,8 @@ def reconstruct_paths(chains: DataFrame) -> DataFrame:
 
 
 def hop_latency(chains: DataFrame) -> DataFrame:
-    """Latency of each (sender → receiver) link from envelope timestamps, in milliseconds."""
+    """Latency of each (sender → receiver) link from envelope timestamps, in milliseconds:
+    ``(sender, receiver, hops, mean_ms, p50_ms, p90_ms, p99_ms, max_ms)``."""
     up = chains.select(
         F.col("envelope").alias("parent"),
         F.col("node").alias("sender"),
@@ -554,9 +564,22 @@ def hop_latency(chains: DataFrame) -> DataFrame:
         .agg(
             F.count("*").alias("hops"),
             F.avg("latency_ms").alias("mean_ms"),
+            *percentiles("latency_ms"),
             F.max("latency_ms").alias("max_ms"),
         )
     )
+
+
+#: The latency percentiles the audit reports (column ``pNN_ms`` each).
+PERCENTILES = (50, 90, 99)
+
+
+def percentiles(column: str) -> list[Column]:
+    """Approximate ``p50_ms``, ``p90_ms``, ``p99_ms`` of ``column`` (one pass, bounded
+    memory: Spark's ``percentile_approx``)."""
+    return [
+        F.percentile_approx(column, p / 100, 1_000).alias(f"p{p}_ms") for p in PERCENTILES
+    ]
 
 
 def fan_out(chains: DataFrame) -> DataFrame:

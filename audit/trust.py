@@ -39,11 +39,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit import verify as V
+from audit.report import CrlUsed
 from xdn import certs
 from xdn.errors import CertificateError, UsageError
 
 __all__ = [
     "REVOKED_SCHEMA",
+    "crls_used",
     "held_certificates",
     "in_time",
     "judge_certificates",
@@ -78,6 +80,31 @@ def read_revocations(
             serial = str(entry.serial_number)
             revoked[serial] = min(when, revoked.get(serial, when))
     return sorted(revoked.items())
+
+
+def crls_used(crl_pems: Sequence[bytes], ca_pem: bytes, *, at: datetime) -> tuple[CrlUsed, ...]:
+    """What each CRL given is (number, times, entries) and whether it was used (issued by
+    ``at``, within the CRL clock skew: :func:`read_revocations`), newest first.
+
+    Raises:
+        UsageError: a CRL is malformed or not signed by the CA.
+    """
+    out = []
+    for pem in crl_pems:
+        try:
+            crl = certs.read_crl(pem, ca_pem)
+        except (CertificateError, ValueError) as exc:
+            raise UsageError(f"cannot use CRL: {exc}") from None
+        out.append(
+            CrlUsed(
+                number=crl.number,
+                this_update=crl.this_update.isoformat(timespec="seconds"),
+                next_update=crl.next_update.isoformat(timespec="seconds"),
+                entries=len(crl.serials),
+                used=crl.this_update - certs.CRL_CLOCK_SKEW <= at,
+            )
+        )
+    return tuple(sorted(out, key=lambda c: -c.number))
 
 
 def revocations(spark: SparkSession, revoked: Sequence[tuple[str, int]]) -> DataFrame:

@@ -17,7 +17,8 @@
    she held until their keys came (no ack carried them); d1's inbox must then list a receipt
    of every document version each subscriber accepted — who received what, by which path —
    each verified under the CA (:mod:`deploy.demo_linked_data`);
-8. the Spark audit verifies every provenance signature chain and writes its report.
+8. the Spark audit verifies every provenance signature chain, judges every delivery by concept
+   and every subscriber's completeness under the signed policies, and writes its report.
 
 Exit status 0 only if every check passes; every process is stopped on the way out.
 """
@@ -166,12 +167,15 @@ def run_demo(
             ca_pem=(net.certs / "ca.pem").read_bytes(),
             out_dir=workdir / "audit",
             master=master,
+            ontology_paths=[ONTOLOGY],
+            policy_paths=sorted((net.workdir / "policies").glob("*.toml")),
         )
-        audit_ok = summary.signatures_failed == 0 and summary.chains_broken == 0
+        audit_ok = summary.ok
         say(
             f"      {summary.signatures_verified} signatures verified, "
             f"{summary.signatures_failed} failed; {summary.chains_ok} chains intact, "
-            f"{summary.chains_broken} broken"
+            f"{summary.chains_broken} broken; {summary.failure_count} failure(s) in all "
+            "(entitlement by concept and completeness judged under the signed policies)"
         )
     return DemoResult(
         checks=tuple(checks), audit_ok=audit_ok, report=report, linked_data_ok=linked_data_ok

@@ -635,6 +635,8 @@ class Publisher:
                 publisher=self._setup.name,
                 manifest_root=signed.manifest.root,
                 leaf_count=signed.manifest.leaf_count,
+                version=version,
+                concepts=tuple((r.concept, r.first, r.end) for r in signed.manifest.ranges),
             ),
             timestamp_ms=now_ms,
         )

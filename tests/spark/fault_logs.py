@@ -18,12 +18,18 @@ from pathlib import Path
 from audit_logs import NOW, T0, Node, _content
 
 from xdn import certs, crypto
+from xdn.paths import REPO_ROOT
+from xdn.policy import sign_policy, signature_path
 from xdn.provenance import (
+    ContentFacts,
     LeafRanges,
     Message,
     PolicyChangeFacts,
     ProvenanceLog,
+    RefusalFacts,
     Signer,
+    failure_notice,
+    notice_uri,
     originate,
     policy_notice,
     policy_notice_uri,
@@ -35,9 +41,10 @@ DAY_MS = 86_400_000
 
 
 def _issue(
-    ca: tuple[bytes, bytes], name: str, role: str, *, days: int = 365, after_days: int = 0
+    ca: tuple[bytes, bytes], name: str, role: str, *, days: int = 365, after_days: int = 0,
+    unit: str = "",
 ) -> Node:
-    block = {certs.BLOCK_FIELD: "WorkOrder"} if role == "site" else None
+    block = {certs.BLOCK_FIELD: "WorkOrder"} if role == "site" else ({"OU": unit} if unit else None)
     cert, key = certs.issue(
         *ca, name=name, role=role, attributes=block, now=NOW + timedelta(days=after_days),
         days=days,
@@ -70,12 +77,48 @@ class Logs:
                     log.append(message)
 
 
+#: pub's signed policy (version 1): Cred1 holders get every work-order concept, contractors
+#: the production part without machine settings.
+POLICY = """
+[policy]
+publisher = "pub"
+version = 1
+ontology = "http://xdn.example.org/ontology/production"
+
+[[rule]]
+id = "R1"
+effect = "grant"
+concept = "WorkOrder"
+inherit = true
+when = { subject = { OU = "Cred1" }, role = "subscriber" }
+
+[[rule]]
+id = "C1"
+effect = "grant"
+concept = "Production"
+inherit = true
+when = { subject = { OU = "Contractors" }, role = "subscriber" }
+
+[[rule]]
+id = "C2"
+effect = "deny"
+concept = "MachineSetting"
+inherit = true
+when = { subject = { OU = "Contractors" } }
+"""
+#: The concept runs of the documents judged by concept: w1 (Cred1) may and must receive all
+#: three; c1 (Contractors) may and must receive Production (leaves 0-2) only.
+RUNS = (("Production", 0, 2), ("MachineSetting", 2, 3), ("Measurement", 3, 4))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Planted:
     logs: Path
     ca_pem: bytes
     crl_pem: bytes
     nodes: dict[str, Node]
+    policy: Path  # pub's policy, signed (``.sig`` beside it)
+    ontology: Path
     #: document → the failures planted in it: sorted (class, graph)
     expected: dict[str, list[tuple[str, str]]]
     controls: tuple[str, ...]  # documents that must raise nothing
@@ -119,6 +162,46 @@ def _deliver(
     return m, hop, got
 
 
+def _by_concept(
+    logs: Logs,
+    n: dict[str, Node],
+    doc: str,
+    at: int,
+    sent: dict[str, str],
+    *,
+    refused_by: str = "",
+) -> Message:
+    """pub publishes ``doc`` (version 1, :data:`RUNS`) at ``T0 + at``; d1 relays it to each
+    subscriber of ``sent`` with those leaves, each signs a receipt — but ``refused_by``, which
+    signs a failure notice instead. Returns the publication."""
+    pub, d1 = n["pub"], n["d1"]
+    content = ContentFacts(
+        document_id=doc, publisher="pub", manifest_root=b"\x07" * 32, leaf_count=4,
+        version=1, concepts=RUNS,
+    )
+    m = logs.add(
+        pub,
+        originate(pub.signer, message_uri=pub.mid(doc, "v1"), recipient_uri=d1.uri,
+                  content=content, timestamp_ms=T0 + at),
+    )
+    for i, (to, leaves) in enumerate(sorted(sent.items())):
+        hop = logs.add(
+            d1,
+            relay(m, d1.signer, message_uri=d1.mid(doc, to), recipient_uri=n[to].uri,
+                  leaves=LeafRanges.parse(leaves), timestamp_ms=T0 + at + 10 + i),
+        )
+        if to == refused_by:
+            facts = RefusalFacts(kind="document", reason="a range proof does not verify",
+                                 publisher="pub", document_id=doc, version=1,
+                                 received_from=d1.uri)
+            logs.add(n[to], failure_notice(n[to].signer, message_uri=notice_uri(n[to].uri, doc),
+                                          refusal=facts, timestamp_ms=T0 + at + 30))
+        else:
+            logs.add(n[to], receipt(hop, n[to].signer, message_uri=n[to].mid(doc, "r"),
+                                    timestamp_ms=T0 + at + 30 + i))
+    return m
+
+
 def make_planted(root: Path) -> Planted:
     """The logs (see the module docstring) and what each planted document must show."""
     ca = certs.create_ca("xdn test CA", now=NOW)
@@ -126,6 +209,8 @@ def make_planted(root: Path) -> Planted:
     n |= {name: _issue(ca, name, "publisher") for name in ("pub", "pub2")}
     n |= {name: _issue(ca, name, "subscriber") for name in ("s1", "s3", "s4", "m", "mallory")}
     n["s2"] = _issue(ca, "s2", "subscriber", days=30)  # expired long before the audit runs
+    n["w1"] = _issue(ca, "w1", "subscriber", unit="Cred1")
+    n["c1"] = _issue(ca, "c1", "subscriber", unit="Contractors")
     d1_renewed = _issue(ca, "d1", "site", after_days=10)  # new key, same log
     d2_renewed = _issue(ca, "d2", "site", after_days=20)  # new key, rotated log
     logs = Logs(root / "logs")
@@ -252,11 +337,30 @@ def make_planted(root: Path) -> Planted:
     )
     expected["look-alike"] = [("forged-signer", fake.uri + "#e3")]
 
+    # entitlement by concept and completeness, under pub's policy: c1 is registered (takes
+    # part in hops) from 12 s to 16 s; w1 throughout
+    _by_concept(logs, n, "ok-concepts", 12_000, {"w1": "0-4", "c1": "0-2"})
+    over = n["d1"].mid("over-granted", "c1") + "#e2"
+    _by_concept(logs, n, "over-granted", 13_000, {"w1": "0-4", "c1": "0-3"})
+    expected["over-granted"] = [("entitlement", over)]
+    m = _by_concept(logs, n, "incomplete", 14_000, {"w1": "0-4"})  # c1 never gets it
+    expected["incomplete"] = [("completeness", m.uri + "#e1")]
+    m = _by_concept(logs, n, "partial", 15_000, {"w1": "0-2", "c1": "0-2"})
+    expected["partial"] = [("completeness", m.uri + "#e1")]
+    _by_concept(logs, n, "ok-refused", 16_000, {"w1": "0-4", "c1": "0-2"}, refused_by="c1")
+    _by_concept(logs, n, "ok-unregistered", 17_000, {"w1": "0-4"})  # c1 gone by then
+
     logs.write()
+    policy = root / "pub.toml"
+    policy.write_text(POLICY, encoding="utf-8")
+    signature_path(policy).write_bytes(
+        sign_policy(policy.read_bytes(), n["pub"].signer.private_key)
+    )
     return Planted(
         logs=logs.root, ca_pem=ca[0], crl_pem=crl, nodes=n, expected=expected,
+        policy=policy, ontology=REPO_ROOT / "ontology" / "production.owl",
         controls=(
             "ok-plain", "ok-renewed", "ok-rotated-old", "ok-rotated-new", "ok-skewed",
-            "ok-before-loss",
+            "ok-before-loss", "ok-concepts", "ok-refused", "ok-unregistered",
         ),
     )

@@ -45,11 +45,12 @@ def test_clean_network_passes(spark: SparkSession, network: Network, tmp_path: P
     assert len(lines) >= 4 and "6 messages" in lines[-1] and "10 fragments" in lines[-1]
     uri = {k: v.uri for k, v in network.nodes.items()}
     paths = spark.read.parquet(str(tmp_path / "paths")).where(f"subscriber = '{uri['s1']}'")
-    assert [(p.nodes, p.leaves, p.fragments, p.chain_ok) for p in paths.collect()] == [
+    assert [(p.nodes, p.leaves, p.fragments, p.hops, p.chain_ok) for p in paths.collect()] == [
         (
             [uri["pub"], uri["d1"], uri["d2"], uri["s1"]],
             [Row(start=0, end=4), Row(start=6, end=10)],
             8,
+            3,  # pub → d1 → d2 → s1: s1's receipt acknowledges the last hop, it is not one
             True,
         )
     ]

@@ -39,7 +39,8 @@ def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Au
     planted = make_planted(root)
     summary = run_audit(
         [str(planted.logs)], ca_pem=planted.ca_pem, out_dir=root / "out",
-        crl_pems=[planted.crl_pem],
+        crl_pems=[planted.crl_pem], ontology_paths=[planted.ontology],
+        policy_paths=[planted.policy],
     )
     found: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for f in summary.failures:
@@ -72,6 +73,9 @@ def test_nothing_is_found_but_what_was_planted(audited: Audited) -> None:
         "other-publisher",
         "unentitled",
         "look-alike",
+        "over-granted",
+        "incomplete",
+        "partial",
     ],
 )
 def test_a_planted_fault_is_found_by_its_class(audited: Audited, document: str) -> None:
@@ -113,7 +117,8 @@ def test_the_failures_table_has_the_class(spark: SparkSession, audited: Audited)
     assert table.where("class IS NULL").count() == 0
     classes = {r["class"] for r in table.select("class").distinct().collect()}
     assert classes == {
-        "receipt", "duplicate", "revocation", "time-order", "role", "entitlement", "forged-signer"
+        "receipt", "duplicate", "revocation", "time-order", "role", "entitlement",
+        "forged-signer", "completeness",
     }
 
 
@@ -125,3 +130,41 @@ def test_the_clock_skew_tolerance(spark: SparkSession) -> None:
     assert [r.graph for r in faults.time_order(chains, 1_000).collect()] == ["e2", "f2"]
     assert [r.graph for r in faults.time_order(chains, 1_500).collect()] == ["f2"]
     assert faults.time_order(chains, 2_000).count() == 0  # exactly the tolerance is fine
+
+
+def test_entitlement_and_completeness_reasons_name_concepts(audited: Audited) -> None:
+    reasons = {(f.kind, _document(f.graph)): f.reason for f in audited.summary.failures}
+    c1, w1 = (audited.planted.nodes[n].uri for n in ("c1", "w1"))
+    assert reasons[("entitlement", "over-granted")] == (
+        f"delivered MachineSetting of pub's over-granted v1 to <{c1}>, which policy version 1 "
+        "does not grant it"
+    )
+    assert reasons[("completeness", "incomplete")] == (
+        f"<{c1}> was due Production of pub's incomplete v1 and never received it"
+    )
+    assert reasons[("completeness", "partial")] == (
+        f"<{w1}> received pub's partial v1 without MachineSetting, Measurement, which it was due"
+    )
+
+
+def test_who_received_what(spark: SparkSession, audited: Audited) -> None:
+    table = spark.read.parquet(str(audited.out / "recipients"))
+    names = {node.uri: name for name, node in audited.planted.nodes.items()}
+    status = {
+        (r.document_id, names[r.subscriber]): r.status
+        for r in table.where("document_version = 1").collect()
+    }
+    assert status == {
+        ("ok-concepts", "w1"): "received", ("ok-concepts", "c1"): "received",
+        ("over-granted", "w1"): "received", ("over-granted", "c1"): "received",
+        ("incomplete", "w1"): "received", ("incomplete", "c1"): "missing",
+        ("partial", "w1"): "partial", ("partial", "c1"): "received",
+        ("ok-refused", "w1"): "received", ("ok-refused", "c1"): "refused",
+        ("ok-unregistered", "w1"): "received",
+    }
+    row = table.where("document_id = 'partial' AND status = 'partial'").first()
+    assert row is not None
+    assert (row.received, row.due, row.missing) == (
+        ["Production"], ["MachineSetting", "Measurement", "Production"],
+        ["MachineSetting", "Measurement"],
+    )

@@ -1,4 +1,5 @@
-"""audit.rows and audit.report: the pure parts of the audit, without Spark."""
+"""audit.rows: the pure per-row functions of the audit, without Spark (the report:
+test_audit_report.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,6 @@ import ssl
 from datetime import UTC, datetime
 from typing import Any
 
-from audit.report import (
-    AuditSummary,
-    Failure,
-    FanOut,
-    HopLatency,
-    Refusal,
-    refused_what,
-    render_report,
-)
 from audit.rows import (
     DESCRIPTION_FIELDS,
     describe_graph,
@@ -175,39 +167,6 @@ def test_walk_paths_handles_fan_out_gaps_and_cycles() -> None:
     assert looped[0]["leaf"] == "w" and looped[0]["chain_ok"] is False
 
 
-def test_report_is_pure_escaped_and_self_contained() -> None:
-    summary = AuditSummary(
-        messages=3,
-        signatures_verified=2,
-        signatures_failed=1,
-        chains_ok=0,
-        chains_broken=1,
-        fragments_delivered=0,
-        failures=(Failure("<urn:g>", "n", "a & b"),),
-        latencies=(
-            HopLatency(sender="https://a/", receiver="https://b/", hops=2, mean_ms=12.5, max_ms=20),
-        ),
-        fan_out=(FanOut(node="https://a/", inbound=1, outbound=2, max_fan_out=2),),
-    )
-    html = render_report(summary)
-    assert html == render_report(summary) and not summary.ok
-    assert "&lt;urn:g&gt;" in html and "a &amp; b" in html and "1 failure(s)" in html
-    assert "<svg" in html and "12.5 ms" in html and "<script" not in html
-    assert "http" not in html.replace("https://a/", "").replace("https://b/", "").replace(
-        "http://www.w3.org/2000/svg", ""
-    )
-    clean = AuditSummary(
-        messages=0,
-        signatures_verified=0,
-        signatures_failed=0,
-        chains_ok=0,
-        chains_broken=0,
-        fragments_delivered=0,
-        failures=(),
-    )
-    assert clean.ok and "Every chain verifies" in render_report(clean)
-
-
 def test_describe_graph_reads_a_failure_notice() -> None:
     signer = Signer(node_uri=certs.node_uri("s1"), private_key=generate_private_key())
     facts = RefusalFacts(
@@ -253,33 +212,6 @@ def test_describe_graph_reads_the_sequence_number_of_a_gap() -> None:
     assert (content["kind"], content["error"]) == ("refusal", None)
     assert content["refusal"]["kind"] == "gap" and content["refusal"]["sequence"] == 7
     assert (content["refusal"]["document_id"], content["refusal"]["version"]) == (None, None)
-
-
-def test_report_shows_refusals_per_kind_and_site() -> None:
-    assert refused_what({"document": "d", "version": 3}) == "d v3"
-    key = {"key_message": "rekey", "concept": "C", "epoch": 2}
-    assert refused_what(key) == "rekey of C, epoch 2"
-    assert refused_what({"document": None}) == ""
-    base = {"messages": 0, "signatures_verified": 0, "signatures_failed": 0, "chains_ok": 0,
-            "chains_broken": 0, "fragments_delivered": 0, "failures": ()}
-    assert "no party signed a failure notice" in render_report(AuditSummary(**base))
-    summary = AuditSummary(
-        **base,
-        refusals_verified=2,
-        refusals_unverified=1,
-        refusals_by_kind=(("document", 2),),
-        refusals_by_site=(("https://d2/", 1), ("unknown", 1)),
-        refusals=(
-            Refusal(time="1970-01-01T00:00:03.000+00:00", subscriber="https://s1/",
-                    kind="document", publisher="P", what="d v3", site="https://d2/",
-                    reason="<b>bad</b>", verified=True),
-        ),
-    )
-    html = render_report(summary)
-    assert "2 refusal(s) signed" in html and "1 notice(s) do not verify" in html
-    assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad" not in html
-    assert "Only the first 1 of 3 are listed" in html
-    assert summary.ok  # refusing is what a subscriber should do: not a failure of the audit
 
 
 def test_a_node_described_with_several_certificates_holds_them_all() -> None:

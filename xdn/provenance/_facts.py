@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from xdn.binary import check_name
 from xdn.crypto import PrivateKey
 from xdn.rdf import IRI
 
@@ -54,17 +55,26 @@ class ContentFacts:
     headers and ciphertext digest, and envelopes name the leaves they carry as ranges
     (:class:`~xdn.provenance.LeafRanges`), so no per-fragment table travels with the chain.
 
+    The publisher lays the leaves out concept by concept; ``concepts`` repeats its signed
+    range table (one run per concept, a few triples whatever the number of fragments), so
+    that an auditor can tell which concepts a hop's leaf ranges are.
+
     Attributes:
         document_id: the document's identifier (part of every message URI of its chain).
         publisher: the publisher's name or URI.
         manifest_root: root of the publisher-signed Merkle manifest.
         leaf_count: how many leaves (fragments) the manifest has.
+        version: the document's version (``None``: not said).
+        concepts: ``(concept, first, end)`` per concept, in leaf order, the half-open runs
+            partitioning ``[0, leaf_count)`` (empty: not said).
     """
 
     document_id: str
     publisher: str
     manifest_root: bytes
     leaf_count: int
+    version: int | None = None
+    concepts: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.document_id, str) or not self.document_id:
@@ -77,6 +87,39 @@ class ContentFacts:
             raise TypeError("leaf_count must be an int")
         if not 1 <= self.leaf_count < 2**63:
             raise ValueError("content needs at least one leaf (fragment)")
+        _check_count("version", self.version)
+        _check_concept_runs(self.concepts, self.leaf_count)
+
+
+def _check_concept_runs(runs: tuple[tuple[str, int, int], ...], leaf_count: int) -> None:
+    """``runs`` is empty, or ``(concept, first, end)`` runs partitioning ``[0, leaf_count)``
+    in order, each concept once."""
+    if not isinstance(runs, tuple):
+        raise TypeError("concepts must be a tuple of (concept, first, end)")
+    if not runs:
+        return
+    expected, seen = 0, set()
+    for run in runs:
+        if not (isinstance(run, tuple) and len(run) == 3):
+            raise TypeError("concepts must be a tuple of (concept, first, end)")
+        concept, first, end = run
+        if not isinstance(concept, str) or concept in seen:
+            raise ValueError("each concept run needs a distinct concept")
+        check_name("concept", concept)
+        if any(isinstance(x, bool) or not isinstance(x, int) for x in (first, end)):
+            raise TypeError("concept runs are int leaf indexes")
+        if first != expected or end <= first:
+            raise ValueError("concept runs must partition the leaves, in leaf order")
+        seen.add(concept)
+        expected = end
+    if expected != leaf_count:
+        raise ValueError("concept runs must cover every leaf")
+
+
+def concept_runs_text(runs: tuple[tuple[str, int, int], ...]) -> str:
+    """The ``xdn:conceptLeaves`` literal of ``runs``: a line ``first-end concept`` per run
+    (a concept name holds no control character, so a line break separates them)."""
+    return "\n".join(f"{first}-{end} {concept}" for concept, first, end in runs)
 
 
 #: What a failure notice may say was refused (the kinds of ``refused.jsonl``): a document

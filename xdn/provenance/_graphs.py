@@ -346,6 +346,8 @@ class ContentSummary:
     publisher: str
     manifest_root: bytes
     leaf_count: int
+    version: int | None = None
+    concepts: tuple[tuple[str, int, int], ...] = ()
 
     def facts(self) -> ContentFacts:
         """The content facts."""
@@ -354,7 +356,34 @@ class ContentSummary:
             publisher=self.publisher,
             manifest_root=self.manifest_root,
             leaf_count=self.leaf_count,
+            version=self.version,
+            concepts=self.concepts,
         )
+
+
+_CONCEPT_RUN = re.compile(r"(?P<first>0|[1-9][0-9]{0,18})-(?P<end>[1-9][0-9]{0,18}) (?P<c>.+)")
+
+
+def _concept_runs(name: str, doc: _Node, leaf_count: int) -> tuple[tuple[str, int, int], ...]:
+    """The ``xdn:conceptLeaves`` of a content graph (checked to partition the leaves in leaf
+    order: one set of runs has one spelling)."""
+    said = doc.literals(v.CONCEPT_LEAVES)
+    if len(said) > 1:
+        raise doc._err(v.CONCEPT_LEAVES, "has several values for")
+    runs = []
+    for line in said[0].split("\n") if said else ():
+        match = _CONCEPT_RUN.fullmatch(line)
+        if match is None:
+            raise _fail(name, f"xdn:conceptLeaves line {line!r} is not 'first-end concept'")
+        runs.append((match["c"], int(match["first"]), int(match["end"])))
+    try:
+        ContentFacts(
+            document_id="-", publisher="-", manifest_root=b"-", leaf_count=leaf_count,
+            concepts=tuple(runs),
+        )
+    except (TypeError, ValueError) as exc:
+        raise _fail(name, f"xdn:conceptLeaves: {exc}") from None
+    return tuple(runs)
 
 
 def check_content(name: str, quads: Iterable[Quad]) -> ContentSummary:
@@ -369,16 +398,24 @@ def check_content(name: str, quads: Iterable[Quad]) -> ContentSummary:
     if doc.iris(v.RDF_TYPE) != [v.DOCUMENT.value]:
         raise _fail(name, "the document must have exactly the type xdn:Document")
     _only(name, nodes, {doc_uri})
+    leaf_count = _long(doc, v.LEAF_COUNT)
+    if leaf_count < 1:
+        raise _fail(name, "xdn:leafCount must be at least 1")
+    versions = doc.literals(v.VERSION, v.XSD_LONG)
+    if len(versions) > 1:
+        raise doc._err(v.VERSION, "has several values for")
     summary = ContentSummary(
         document_id=doc.one_literal(v.DOCUMENT_ID),
         publisher=doc.one_literal(v.PUBLISHER),
         manifest_root=_hex(doc, v.MANIFEST_ROOT),
-        leaf_count=_long(doc, v.LEAF_COUNT),
+        leaf_count=leaf_count,
+        version=_long(doc, v.VERSION) if versions else None,
+        concepts=_concept_runs(name, doc, leaf_count),
     )
     if not summary.document_id or not summary.publisher or not summary.manifest_root:
         raise _fail(name, "document id, publisher and manifest root must not be empty")
-    if summary.leaf_count < 1:
-        raise _fail(name, "xdn:leafCount must be at least 1")
+    if summary.version is not None and summary.version < 0:
+        raise _fail(name, "xdn:version must not be negative")
     doc.done()
     return summary
 

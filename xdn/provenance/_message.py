@@ -31,7 +31,13 @@ from xdn import crypto
 from xdn.errors import ProtocolError, ProvenanceError, UsageError
 from xdn.provenance import _vocab as v
 from xdn.provenance._batch import MAX_BATCH, BatchProof, sign_batch
-from xdn.provenance._facts import ContentFacts, PolicyChangeFacts, RefusalFacts, Signer
+from xdn.provenance._facts import (
+    ContentFacts,
+    PolicyChangeFacts,
+    RefusalFacts,
+    Signer,
+    concept_runs_text,
+)
 from xdn.provenance._graphs import ContentSummary, EnvelopeInfo
 from xdn.provenance._leaves import LeafRanges
 from xdn.provenance._shape import Shape, analyse, extend, message_uri_prefix, notice_uri_prefix
@@ -236,6 +242,16 @@ def _content_quads(message: str, content: ContentFacts) -> list[Quad]:
         Quad(doc, v.PUBLISHER, Literal(content.publisher), g),
         Quad(doc, v.MANIFEST_ROOT, _hex(content.manifest_root), g),
         Quad(doc, v.LEAF_COUNT, Literal(str(content.leaf_count), v.XSD_LONG), g),
+        *(
+            [Quad(doc, v.VERSION, Literal(str(content.version), v.XSD_LONG), g)]
+            if content.version is not None
+            else []
+        ),
+        *(
+            [Quad(doc, v.CONCEPT_LEAVES, Literal(concept_runs_text(content.concepts)), g)]
+            if content.concepts
+            else []
+        ),
     ]
 
 

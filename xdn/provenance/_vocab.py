@@ -71,6 +71,9 @@ CONCEPT: Final = IRI(XDN + "concept")
 LEAF_COUNT: Final = IRI(XDN + "leafCount")
 #: The manifest leaves an envelope carries, as canonical ranges (:mod:`._leaves`).
 CARRIES_LEAVES: Final = IRI(XDN + "carriesLeaves")
+#: Each concept's run of manifest leaves, in a content graph: one literal, a line
+#: ``"first-end CONCEPT"`` per concept in leaf order (the publisher's signed range table).
+CONCEPT_LEAVES: Final = IRI(XDN + "conceptLeaves")
 NODE_DESCRIPTION: Final = IRI(XDN + "NodeDescription")
 CERTIFICATE: Final = IRI(XDN + "certificate")
 
