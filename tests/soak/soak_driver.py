@@ -194,7 +194,7 @@ class _Soak:
         self.config = config
         self.specs = _subscriber_specs(config.subscribers)
         self.net = LocalNetwork(workdir, sites=DEFAULT_SITES, subscribers=self.specs)
-        self.churners = [s.name for s in self.specs[-config.churners:]]
+        self.churners = [s.name for s in self.specs[-config.churners :]]
         self.rng = random.Random(config.seed)
         self.left: set[str] = set()  # churners that left (they rejoin with --rejoin)
         self.joins = 0
@@ -233,7 +233,9 @@ class _Soak:
             pool = _document_pool(self.net, spec.name)
             listed = [Path(p) for p in itertools.islice(itertools.cycle(pool), documents)]
             command = self.net.publish_command(
-                spec.name, listed, rate=None if rate is None else rate[spec.name],
+                spec.name,
+                listed,
+                rate=None if rate is None else rate[spec.name],
                 extra=("--again",),
             )
             runs.append(_PublisherRun(name=spec.name, command=command, cwd=self.net.workdir))
@@ -261,8 +263,7 @@ class _Soak:
             times = run.acknowledged
             if len(times) < 3:
                 raise SoakError(
-                    f"the probe published {len(times)} documents of {run.name}: "
-                    f"{run.error_tail()}"
+                    f"the probe published {len(times)} documents of {run.name}: {run.error_tail()}"
                 )
             rates[run.name] = (len(times) - 1) / (times[-1] - times[0])
         return rates
@@ -276,11 +277,13 @@ class _Soak:
         pids = [(site, "site", self.net.site_pid(site)) for site in self.net.sites]
         pids += [
             (name, "subscriber", self.net.subscriber_pid(name))
-            for name in self.net.subscribers if self.net.subscriber_running(name)
+            for name in self.net.subscribers
+            if self.net.subscriber_running(name)
         ]
         pids += [
             (f"publisher:{r.name}", "publisher", r.proc.pid)
-            for r in runs if r.proc is not None and r.running()
+            for r in runs
+            if r.proc is not None and r.running()
         ]
         for name, role, pid in pids:
             if (sample := _process_sample(t, name, role, pid)) is not None:
@@ -365,8 +368,13 @@ class _Soak:
 
 
 def _summary(
-    soak: _Soak, runs: Sequence[_PublisherRun], *, max_rate: dict[str, float] | None,
-    rate: dict[str, float], drained_s: float | None, load: tuple[float, float],
+    soak: _Soak,
+    runs: Sequence[_PublisherRun],
+    *,
+    max_rate: dict[str, float] | None,
+    rate: dict[str, float],
+    drained_s: float | None,
+    load: tuple[float, float],
 ) -> dict[str, object]:
     config = soak.config
     end = config.duration_s
@@ -437,7 +445,11 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
             run.stop()
         drained_s = soak.drain(config.drain_s)
         summary = _summary(
-            soak, runs, max_rate=max_rate, rate=rate, drained_s=drained_s,
+            soak,
+            runs,
+            max_rate=max_rate,
+            rate=rate,
+            drained_s=drained_s,
             load=(load_start, os.getloadavg()[0]),
         )
     finally:
@@ -447,14 +459,21 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     (config.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (config.out / "samples.json").write_text(json.dumps({
-        "processes": [asdict(s) for s in soak.processes],
-        "queues": [asdict(s) for s in soak.queues],
-        "published": soak.published,
-    }))
+    (config.out / "samples.json").write_text(
+        json.dumps(
+            {
+                "processes": [asdict(s) for s in soak.processes],
+                "queues": [asdict(s) for s in soak.queues],
+                "published": soak.published,
+            }
+        )
+    )
     write_report(
-        config.out / "soak.html", summary=summary, processes=soak.processes,
-        queues=soak.queues, published=soak.published,
+        config.out / "soak.html",
+        summary=summary,
+        processes=soak.processes,
+        queues=soak.queues,
+        published=soak.published,
     )
     return summary
 
@@ -462,7 +481,9 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
-        "--duration", type=float, default=float(os.environ.get("SOAK_SECONDS", "3600")),
+        "--duration",
+        type=float,
+        default=float(os.environ.get("SOAK_SECONDS", "3600")),
         help="seconds of soak after the probe (default $SOAK_SECONDS or 3600)",
     )
     parser.add_argument(
@@ -478,8 +499,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     config = SoakConfig(
-        duration_s=args.duration, out=args.out, rate=args.rate, warmup_s=args.warmup,
-        interval_s=args.interval, churn_every_s=args.churn_every, seed=args.seed,
+        duration_s=args.duration,
+        out=args.out,
+        rate=args.rate,
+        warmup_s=args.warmup,
+        interval_s=args.interval,
+        churn_every_s=args.churn_every,
+        seed=args.seed,
         workdir=args.workdir,
     )
     try:

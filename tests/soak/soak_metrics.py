@@ -119,13 +119,17 @@ def process_growth(
             if any(s.t >= warmup_s for s in series):
                 partial += 1
             continue
-        grown.append(Growth(
-            name=name, role=series[0].role, pid=pid,
-            rss_start_mb=statistics.median(s.rss_mb for s in first),
-            rss_end_mb=statistics.median(s.rss_mb for s in last),
-            fds_start=statistics.median(s.fds for s in first),
-            fds_end=statistics.median(s.fds for s in last),
-        ))
+        grown.append(
+            Growth(
+                name=name,
+                role=series[0].role,
+                pid=pid,
+                rss_start_mb=statistics.median(s.rss_mb for s in first),
+                rss_end_mb=statistics.median(s.rss_mb for s in last),
+                fds_start=statistics.median(s.fds for s in first),
+                fds_end=statistics.median(s.fds for s in last),
+            )
+        )
     return grown, partial
 
 
@@ -144,11 +148,13 @@ def queue_bounds(
         series = [s for s in samples if s.site == site and warmup_s <= s.t <= end_s]
         if not series:
             continue
-        bounds.append(QueueBound(
-            site=site,
-            peak=max(s.depth for s in series),
-            last=series[-1].depth,
-            early_peak=max((s.depth for s in series if s.t < middle), default=0),
-            late_peak=max((s.depth for s in series if s.t >= middle), default=0),
-        ))
+        bounds.append(
+            QueueBound(
+                site=site,
+                peak=max(s.depth for s in series),
+                last=series[-1].depth,
+                early_peak=max((s.depth for s in series if s.t < middle), default=0),
+                late_peak=max((s.depth for s in series if s.t >= middle), default=0),
+            )
+        )
     return bounds

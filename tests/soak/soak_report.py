@@ -14,8 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from soak_metrics import ProcessSample, QueueSample  # noqa: E402
+import matplotlib.pyplot as plt
+from soak_metrics import ProcessSample, QueueSample
 
 __all__ = ["write_report"]
 
@@ -29,9 +29,7 @@ def _png(figure: plt.Figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _process_plot(
-    samples: Sequence[ProcessSample], value: str, label: str, warmup_s: float
-) -> str:
+def _process_plot(samples: Sequence[ProcessSample], value: str, label: str, warmup_s: float) -> str:
     """One panel per role (sites, publishers, subscribers), one line per incarnation."""
     roles = [r for r in _ROLES if any(s.role == r for s in samples)]
     figure, panels = plt.subplots(
@@ -45,8 +43,10 @@ def _process_plot(
         colours: dict[str, str] = {}
         for (name, _pid), series in sorted(by_incarnation.items()):
             line = axes.plot(
-                [s.t / 60 for s in series], [getattr(s, value) for s in series],
-                linewidth=1.1, color=colours.get(name),
+                [s.t / 60 for s in series],
+                [getattr(s, value) for s in series],
+                linewidth=1.1,
+                color=colours.get(name),
                 label=None if name in colours else name,
             )
             colours.setdefault(name, line[0].get_color())
@@ -90,10 +90,14 @@ def write_report(
     """Write the page to ``path``: the plots, then the summary as a table."""
     warmup_s = float(str(summary["warmup_s"]))
     plots = [
-        ("Resident memory (RSS) of every process", _process_plot(processes, "rss_mb", "MB",
-                                                                   warmup_s)),
-        ("Open file descriptors of every process",
-         _process_plot(processes, "fds", "descriptors", warmup_s)),
+        (
+            "Resident memory (RSS) of every process",
+            _process_plot(processes, "rss_mb", "MB", warmup_s),
+        ),
+        (
+            "Open file descriptors of every process",
+            _process_plot(processes, "fds", "descriptors", warmup_s),
+        ),
         ("Queued deliveries at each site (xdn_queued_deliveries)", _queue_plot(queues, warmup_s)),
         ("Documents published", _published_plot(published)),
     ]
@@ -108,7 +112,7 @@ def write_report(
         for title, png in plots
     )
     path.write_text(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>xdn soak</title><style>body{font-family:sans-serif;margin:2em}"
         "td,th{text-align:left;padding:2px 8px;vertical-align:top}"
         "code{white-space:pre-wrap}</style></head><body>\n"

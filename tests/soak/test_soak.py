@@ -15,8 +15,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 def test_a_short_soak_samples_every_process_and_judges_growth(tmp_path: Path) -> None:
     config = SoakConfig(
-        duration_s=90, out=tmp_path / "out", workdir=tmp_path / "net", probe_s=10,
-        warmup_s=30, interval_s=2, churn_every_s=10,
+        duration_s=90,
+        out=tmp_path / "out",
+        workdir=tmp_path / "net",
+        probe_s=10,
+        warmup_s=30,
+        interval_s=2,
+        churn_every_s=10,
     )
     summary = run_soak(config)
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == json.loads(

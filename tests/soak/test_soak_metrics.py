@@ -28,8 +28,9 @@ def _series(
 def test_growth_is_judged_after_warm_up_on_whole_run_incarnations() -> None:
     # 0..99 s, warm-up 20 s; start-up growth (before 20 s) does not count.
     flat = _series("d1", 1, [50.0 + i for i in range(20)] + [100.0] * 80)
-    leaking = _series("s01", 2, [100.0] * 20 + [100.0 + i * 0.5 for i in range(80)],
-                      role="subscriber")
+    leaking = _series(
+        "s01", 2, [100.0] * 20 + [100.0 + i * 0.5 for i in range(80)], role="subscriber"
+    )
     joined_late = _series("s09", 3, [10.0] * 40, start=50, role="subscriber")
     gone_early = _series("s10", 4, [10.0] * 40, role="subscriber")
     samples = flat + leaking + joined_late + gone_early
@@ -48,7 +49,7 @@ def test_descriptor_growth_is_the_median_difference() -> None:
         for t in range(100)
     ]
     (grown,), _ = process_growth(samples, warmup_s=10, end_s=99)
-    assert grown.fd_growth == 8  # median 11th–18th s: 21; last tenth: 29
+    assert grown.fd_growth == 8  # 10-18 s: 21 each; the last tenth: 29
 
 
 def test_a_queue_that_keeps_growing_is_not_bounded_one_that_swings_is() -> None:
@@ -79,7 +80,10 @@ def test_the_page_holds_every_plot_inline_and_no_script(tmp_path: Path) -> None:
     queues = [QueueSample(t=float(t), site="d1", depth=t % 5) for t in range(30)]
     summary = {"soak_seconds": 30, "warmup_s": 5, "soak_rss_growth_pct": math.nan}
     write_report(
-        page, summary=summary, processes=processes, queues=queues,
+        page,
+        summary=summary,
+        processes=processes,
+        queues=queues,
         published={"qa-company": [(float(t), t) for t in range(30)]},
     )
     text = page.read_text()
