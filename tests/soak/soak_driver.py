@@ -6,19 +6,20 @@ Theory of operation
 :func:`run_soak` starts a real local network (:class:`deploy.network.LocalNetwork`: three
 sites, the two sample publishers with their key services, a dozen subscribers), then:
 
-1. *Probe* (unless a rate is given): both publishers publish a burst of small generated
-   documents as fast as they can, together; each one's rate is read from the times its
-   ``published`` lines appear. The soak publishes at half that rate. The queues are let drain.
-2. *Soak*: each publisher is one long ``xdn publish --rate R --again`` process cycling through
-   a pool of documents (every publication a new version of one of a few dozen documents).
+1. *Probe* (unless a rate is given): both publishers publish forty small generated documents
+   as fast as they can, together; each one's rate is read from the times its ``published``
+   lines appear. The soak publishes at half that rate. The queues are let drain.
+2. *Soak*: each publisher is one long ``xdn publish --rate R --again`` process of R * duration
+   documents cycling through a pool (every publication a new version of one of a dozen).
    Meanwhile the *churners* (a third of the subscribers) take turns to leave (``xdn
    unsubscribe``) and join again (``--rejoin``) on a seeded schedule; every few seconds each
    running process's RSS and open descriptors (``/proc/PID``) and each site's
    ``xdn_queued_deliveries`` (its Prometheus endpoint) are sampled. A publisher that exits
-   before the end is started again, and counted.
-3. *End*: the publishers stop; the queues are given a while to drain (the time it took is in
-   the summary); :mod:`soak_metrics` turns the samples into the summary, :mod:`soak_report`
-   into the page.
+   before the end is started again with what it had left, and counted.
+3. *End*: the publishers finish their lists (a publisher stopped mid-document would leave a
+   gap in its signed sequence at every subscriber); the queues are given a while to drain
+   (the time it took is in the summary); :mod:`soak_metrics` turns the samples into the
+   summary, :mod:`soak_report` into the page.
 
 Run it with ``make soak`` (an hour; ``SOAK_SECONDS=600 make soak`` for ten minutes) or
 ``python tests/soak/soak_driver.py --duration 600``.
@@ -62,7 +63,6 @@ __all__ = ["SoakConfig", "SoakError", "main", "run_soak"]
 _PROFILES = (("Cred1", "d2"), ("Cred2", "d1"), ("Contractors", "d2"), ("Cred1", "d1"))
 _POOL = 12  # distinct documents per publisher; the soak publishes new versions of them
 _DOCUMENT_BYTES = 8_000
-_PROBE_DOCUMENTS = 40
 
 
 class SoakError(Exception):
@@ -79,7 +79,7 @@ class SoakConfig:
     churn_every_s: float | None = None  # a join or a leave this often; default: ~40 per run
     subscribers: int = 12
     churners: int = 4
-    probe_s: float = 20.0
+    probe_documents: int = 40  # each publisher's, published flat out
     drain_s: float = 120.0
     seed: int = 18
     workdir: Path | None = None  # kept when given; a temporary directory otherwise
@@ -107,21 +107,37 @@ class SoakConfig:
 
 @dataclass(slots=True)
 class _PublisherRun:
-    """One publisher's ``xdn publish`` process (started again if it ends early), and the
-    times its documents were acknowledged."""
+    """One publisher's ``xdn publish`` of ``total`` documents (cycling through ``pool``) at
+    ``rate``, and the times its documents were acknowledged.
 
+    It is left to finish its list: a publisher stopped while a document is in flight leaves a
+    hole in its signed sequence that every subscriber notes as a gap. A run that fails is
+    started again with the documents it has left.
+    """
+
+    net: LocalNetwork
     name: str
-    command: list[str]
-    cwd: Path
+    pool: list[str]
+    total: int
+    rate: float | None
     acknowledged: list[float] = field(default_factory=list)
     restarts: int = 0
+    stopped: bool = False  # it had to be stopped (its last document may be a gap)
     proc: subprocess.Popen[str] | None = None
     _reader: threading.Thread | None = None
 
+    @property
+    def remaining(self) -> int:
+        return self.total - len(self.acknowledged)
+
     def start(self) -> None:
-        errors = open(self.cwd / f"publisher-{self.name}.err", "a")  # noqa: SIM115 (child's)
+        done = len(self.acknowledged)
+        documents = [Path(self.pool[(done + i) % len(self.pool)]) for i in range(self.remaining)]
+        command = self.net.publish_command(self.name, documents, rate=self.rate, extra=("--again",))
+        cwd = self.net.workdir
+        errors = open(cwd / f"publisher-{self.name}.err", "a")  # noqa: SIM115 (the child's)
         self.proc = subprocess.Popen(
-            self.command, cwd=self.cwd, stdout=subprocess.PIPE, stderr=errors, text=True
+            command, cwd=cwd, stdout=subprocess.PIPE, stderr=errors, text=True
         )
         errors.close()
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
@@ -136,19 +152,44 @@ class _PublisherRun:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def failed(self) -> bool:
+        """It ended with an error before publishing everything."""
+        return self.proc is not None and self.proc.poll() not in (None, 0) and self.remaining > 0
+
+    def finish(self, timeout: float) -> None:
+        """Wait for it to publish what it has left (restarting it if it fails); stop it at
+        the deadline."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc is not None:
+            try:
+                self.proc.wait(max(0.1, min(5.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                continue
+            self._join()
+            if not self.failed():
+                return
+            self.restarts += 1
+            self.start()
+        self.stop()
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            self.stopped = True
             self.proc.terminate()
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._join()
+
+    def _join(self) -> None:
         if self._reader is not None:
             self._reader.join(10)
 
     def error_tail(self) -> str:
-        return (self.cwd / f"publisher-{self.name}.err").read_text(errors="replace")[-2000:]
+        path = self.net.workdir / f"publisher-{self.name}.err"
+        return path.read_text(errors="replace")[-2000:]
 
 
 def _subscriber_specs(count: int) -> list[SubscriberSpec]:
@@ -203,6 +244,7 @@ class _Soak:
         self.processes: list[ProcessSample] = []
         self.queues: list[QueueSample] = []
         self.published: dict[str, list[tuple[float, int]]] = {}
+        self.every_run: list[_PublisherRun] = []
         self.start = time.monotonic()
 
     # ---- set-up --------------------------------------------------------------------------
@@ -227,41 +269,35 @@ class _Soak:
         if isinstance(served_by, str) and served_by != spec.site:  # it was sent elsewhere
             self.net.subscribers[name] = replace(spec, site=served_by)
 
-    def publisher_runs(self, documents: int, rate: dict[str, float] | None) -> list[_PublisherRun]:
-        runs = []
-        for spec in DEFAULT_PUBLISHERS:
-            pool = _document_pool(self.net, spec.name)
-            listed = [Path(p) for p in itertools.islice(itertools.cycle(pool), documents)]
-            command = self.net.publish_command(
-                spec.name,
-                listed,
+    def publisher_runs(
+        self, documents: dict[str, int], rate: dict[str, float] | None
+    ) -> list[_PublisherRun]:
+        runs = [
+            _PublisherRun(
+                net=self.net,
+                name=spec.name,
+                pool=_document_pool(self.net, spec.name),
+                total=documents[spec.name],
                 rate=None if rate is None else rate[spec.name],
-                extra=("--again",),
             )
-            runs.append(_PublisherRun(name=spec.name, command=command, cwd=self.net.workdir))
+            for spec in DEFAULT_PUBLISHERS
+        ]
+        self.every_run += runs
         return runs
 
     def probe(self) -> dict[str, float]:
         """Each publisher's rate (documents/s) publishing flat out, both at once."""
-        runs = self.publisher_runs(_PROBE_DOCUMENTS, None)
+        runs = self.publisher_runs(
+            {spec.name: self.config.probe_documents for spec in DEFAULT_PUBLISHERS}, None
+        )
         for run in runs:
             run.start()
-        deadline = time.monotonic() + self.config.probe_s + 60  # (+ start-up, key enrolment)
-        try:
-            while time.monotonic() < deadline and any(r.running() for r in runs):
-                window = [r.acknowledged for r in runs if r.acknowledged]
-                if len(window) == len(runs) and all(
-                    times[-1] - times[0] >= self.config.probe_s for times in window
-                ):
-                    break
-                time.sleep(0.5)
-        finally:
-            for run in runs:
-                run.stop()
+        for run in runs:
+            run.finish(timeout=600)
         rates = {}
         for run in runs:
             times = run.acknowledged
-            if len(times) < 3:
+            if len(times) < 3 or times[-1] <= times[0]:
                 raise SoakError(
                     f"the probe published {len(times)} documents of {run.name}: {run.error_tail()}"
                 )
@@ -338,8 +374,10 @@ class _Soak:
 
     # ---- the run -------------------------------------------------------------------------
     def soak(self, rate: dict[str, float]) -> list[_PublisherRun]:
+        """Publish for the soak's duration, sampling and churning meanwhile; then let the
+        publishers finish their lists."""
         config = self.config
-        documents = min(50_000, math.ceil(max(rate.values()) * config.duration_s * 1.5) + 20)
+        documents = {name: max(1, round(r * config.duration_s)) for name, r in rate.items()}
         runs = self.publisher_runs(documents, rate)
         self.start = time.monotonic()
         for run in runs:
@@ -353,11 +391,13 @@ class _Soak:
                 self.churn()
                 next_churn += config.churn_every
             for run in runs:
-                if not run.running():  # ended early: go on with what it has left
+                if run.failed():  # go on with what it has left
                     run.restarts += 1
                     run.start()
             time.sleep(max(0.0, min(next_sample, next_churn, config.duration_s) - self.now()))
         self.sample(runs)
+        for run in runs:  # (behind their pace when the machine is slower than at the probe)
+            run.finish(timeout=max(120.0, config.duration_s / 4))
         return runs
 
     def received(self) -> tuple[int, list[str]]:
@@ -395,6 +435,7 @@ def _summary(
         "document_bytes": _DOCUMENT_BYTES,
         "documents_published": {r.name: len(r.acknowledged) for r in runs},
         "publisher_restarts": sum(r.restarts for r in runs),
+        "publishers_stopped": [r.name for r in runs if r.stopped],
         "joins": soak.joins,
         "leaves": soak.leaves,
         "leave_failures": soak.leave_failures,
@@ -427,7 +468,6 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
     scratch = None if config.workdir else Path(tempfile.mkdtemp(prefix="xdn-soak-"))
     soak = _Soak(config, config.workdir or Path(str(scratch)) / "net")
     load_start = os.getloadavg()[0]
-    runs: list[_PublisherRun] = []
     try:
         try:
             soak.start_network()
@@ -441,8 +481,6 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
         else:
             rate = {spec.name: config.rate for spec in DEFAULT_PUBLISHERS}
         runs = soak.soak(rate)
-        for run in runs:
-            run.stop()
         drained_s = soak.drain(config.drain_s)
         summary = _summary(
             soak,
@@ -453,7 +491,7 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
             load=(load_start, os.getloadavg()[0]),
         )
     finally:
-        for run in runs:
+        for run in soak.every_run:  # (stopped only if something failed on the way)
             run.stop()
         soak.net.stop()
         if scratch is not None:

@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from soak_metrics import ProcessSample, QueueSample
 
 __all__ = ["write_report"]
@@ -22,7 +23,7 @@ __all__ = ["write_report"]
 _ROLES = ("site", "publisher", "subscriber")
 
 
-def _png(figure: plt.Figure) -> str:
+def _png(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     plt.close(figure)

@@ -18,7 +18,7 @@ def test_a_short_soak_samples_every_process_and_judges_growth(tmp_path: Path) ->
         duration_s=90,
         out=tmp_path / "out",
         workdir=tmp_path / "net",
-        probe_s=10,
+        probe_documents=20,
         warmup_s=30,
         interval_s=2,
         churn_every_s=10,
