@@ -400,10 +400,15 @@ class _Soak:
             run.finish(timeout=max(120.0, config.duration_s / 4))
         return runs
 
-    def received(self) -> tuple[int, list[str]]:
-        """Records accepted over all subscribers, and the subscribers that noted a gap."""
+    def received(self) -> tuple[int, dict[str, int]]:
+        """Records accepted over all subscribers, and the gaps each noted (those that noted
+        any): documents of a publisher's signed sequence it was not given."""
         total = sum(len(self.net.received(name)) for name in self.net.subscribers)
-        gaps = [n for n in self.net.subscribers if (self.net.inbox(n) / "gaps.jsonl").exists()]
+        gaps = {}
+        for name in self.net.subscribers:
+            path = self.net.inbox(name) / "gaps.jsonl"
+            if path.exists():
+                gaps[name] = len(path.read_text().splitlines())
         return total, gaps
 
 
@@ -440,7 +445,10 @@ def _summary(
         "leaves": soak.leaves,
         "leave_failures": soak.leave_failures,
         "deliveries_received": received,
-        "subscribers_with_gaps": gaps,
+        "gaps": gaps,
+        "gaps_at_steady_subscribers": sum(
+            n for name, n in gaps.items() if name not in soak.churners
+        ),
         "soak_rss_growth_pct": round(rss_growth, 2),
         "rss_goal_met": rss_growth < RSS_GOAL_PCT,
         "rss_growth_pct": {g.name: round(g.rss_pct, 2) for g in grown},
