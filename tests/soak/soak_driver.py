@@ -214,6 +214,12 @@ def _document_pool(net: LocalNetwork, publisher: str) -> list[str]:
     return paths
 
 
+def _megabytes(folder: Path) -> float:
+    """Bytes under ``folder``, in MB."""
+    sizes = (entry.stat().st_size for entry in folder.rglob("*") if entry.is_file())
+    return round(sum(sizes) / 1e6, 1) if folder.exists() else 0.0
+
+
 def _process_sample(t: float, name: str, role: str, pid: int) -> ProcessSample | None:
     """RSS and open descriptors of ``pid`` from ``/proc`` (None: it has just exited)."""
     try:
@@ -460,6 +466,10 @@ def _summary(
         "queues": {b.site: {**asdict(b), "bounded": b.bounded} for b in bounds},
         "queues_bounded": all(b.bounded for b in bounds),
         "queues_drained_s": None if drained_s is None else round(drained_s, 1),
+        # What the run left on disk: the sites' stores, provenance logs, subscribers' output.
+        "disk_mb": {
+            part: _megabytes(soak.net.workdir / part) for part in ("state", "logs", "inbox")
+        },
         "load_average_1m": {"start": round(load[0], 2), "end": round(load[1], 2)},
         "cpus": os.cpu_count(),
     }
