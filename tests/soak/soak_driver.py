@@ -459,6 +459,10 @@ def _summary(
         "rss_goal_met": rss_growth < RSS_GOAL_PCT,
         "rss_growth_pct": {g.name: round(g.rss_pct, 2) for g in grown},
         "rss_end_mb": {g.name: round(g.rss_end_mb, 1) for g in grown},
+        "soak_rss_late_slope_mb_per_h": round(
+            max((g.rss_late_slope_mb_per_h for g in grown), default=0.0), 1
+        ),
+        "rss_late_slope_mb_per_h": {g.name: round(g.rss_late_slope_mb_per_h, 1) for g in grown},
         "soak_fd_growth": max((g.fd_growth for g in grown), default=0),
         "fd_growth": {g.name: g.fd_growth for g in grown},
         "incarnations_not_judged": partial,

@@ -68,6 +68,9 @@ class Growth:
     rss_end_mb: float
     fds_start: float
     fds_end: float
+    # Least-squares slope of RSS over the second half of the measured span, in MB per hour:
+    # whether it still climbs at the end (a short run's growth may be start-up still settling).
+    rss_late_slope_mb_per_h: float
 
     @property
     def rss_pct(self) -> float:
@@ -128,9 +131,18 @@ def process_growth(
                 rss_end_mb=statistics.median(s.rss_mb for s in last),
                 fds_start=statistics.median(s.fds for s in first),
                 fds_end=statistics.median(s.fds for s in last),
+                rss_late_slope_mb_per_h=_late_slope(series, (warmup_s + end_s) / 2, end_s),
             )
         )
     return grown, partial
+
+
+def _late_slope(series: Sequence[ProcessSample], middle: float, end_s: float) -> float:
+    late = [s for s in series if middle <= s.t <= end_s]
+    if len(late) < 2 or late[0].t == late[-1].t:
+        return 0.0
+    slope = statistics.linear_regression([s.t for s in late], [s.rss_mb for s in late]).slope
+    return slope * 3600
 
 
 def queue_bounds(

@@ -41,6 +41,9 @@ def test_growth_is_judged_after_warm_up_on_whole_run_incarnations() -> None:
     assert by_name["d1"].rss_pct == 0.0
     assert by_name["s01"].rss_pct > 30  # ~+36 % over the span
     assert by_name["s01"].fd_growth == 0
+    # Still climbing at the end: 0.5 MB a second over the second half, 1800 MB an hour.
+    assert by_name["s01"].rss_late_slope_mb_per_h == pytest.approx(1800)
+    assert by_name["d1"].rss_late_slope_mb_per_h == 0.0
 
 
 def test_descriptor_growth_is_the_median_difference() -> None:
