@@ -83,6 +83,14 @@ fuzz: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"
 
+# Not in CI: the soak of issue #18 (tests/soak): 3 sites, 2 publishers, 12 subscribers (4 joining
+# and leaving) at half the probed maximum rate for SOAK_SECONDS (default an hour); RSS, open
+# descriptors and queue depths over time in build/soak/soak.html, figures in build/soak/summary.json.
+.PHONY: soak
+SOAK_SECONDS ?= 3600
+soak: $(STAMP)
+	$(PY) tests/soak/soak_driver.py --duration $(SOAK_SECONDS) --out build/soak
+
 bench: $(STAMP) java
 	$(PY) -m benchmarks
 
