@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: demo test test-long test-fast test-stress test-browser faults fuzz bench proto lint java xmlsec1 iproute2 strace curl chromium clean
+.PHONY: demo test test-long test-fast test-stress test-browser faults fuzz soak bench proto lint java xmlsec1 iproute2 strace curl chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -86,7 +86,6 @@ test-fast: $(STAMP)
 # Not in CI: the soak of issue #18 (tests/soak): 3 sites, 2 publishers, 12 subscribers (4 joining
 # and leaving) at half the probed maximum rate for SOAK_SECONDS (default an hour); RSS, open
 # descriptors and queue depths over time in build/soak/soak.html, figures in build/soak/summary.json.
-.PHONY: soak
 SOAK_SECONDS ?= 3600
 soak: $(STAMP)
 	$(PY) tests/soak/soak_driver.py --duration $(SOAK_SECONDS) --out build/soak
