@@ -29,7 +29,9 @@ RETAINED = 2  # documents the site keeps for replay
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[LocalNetwork]:
     network = LocalNetwork(
-        tmp_path / "net", sites=DEFAULT_SITES[:2], subscribers=DEFAULT_SUBSCRIBERS[:1],
+        tmp_path / "net",
+        sites=DEFAULT_SITES[:2],
+        subscribers=DEFAULT_SUBSCRIBERS[:1],
         site_settings={"retain_documents": RETAINED},
     )
     network.workdir.mkdir(parents=True)

@@ -127,7 +127,7 @@ class GapTracker:
                     track.received.add(sequence)
                     continue
                 track.anchor(back)
-            if sequence > track.floor:
+            if track.owed(sequence):  # (above the floor)
                 track.received.add(sequence)
             if chain and track.owed(back) and back not in track.missing:
                 track.missing.add(back)
@@ -184,7 +184,12 @@ class GapTracker:
         return json.dumps(
             [
                 [
-                    p, c, t.floor, sorted(t.received), sorted(t.missing), sorted(t.unavailable),
+                    p,
+                    c,
+                    t.floor,
+                    sorted(t.received),
+                    sorted(t.missing),
+                    sorted(t.unavailable),
                     t.rejoined,
                 ]
                 for (p, c), t in sorted(self._chains.items())
