@@ -24,7 +24,9 @@ events:
 * :meth:`~GapTracker.rejoin`: the subscriber left (its own signed, recorded ``xdn unsubscribe``)
   and subscribes again: nothing published while it was away is owed, so each chain restarts
   like a fresh one — its next anchor (a document's back pointer, a checkpoint's head) raises
-  the floor — but keeps what it still owed from before the leave, and its floor never drops.
+  the floor — but keeps what it still owed from before the leave, and its floor never drops;
+  what it knew of before the leave (a replay of a document it owed, a head at or below its
+  floor) is no anchor.
   Only the subscriber's own act restarts a chain, never anything a site says.
 
 A replayed missing document brings its own back pointer, so a run of withheld documents is
@@ -74,6 +76,14 @@ class _Chain:
             and sequence not in self.unavailable
         )
 
+    def starts_at(self, sequence: int) -> bool:
+        """Does this chain start (fresh) or restart (rejoined) at ``sequence``? A rejoined one
+        not at what it knew of before the leave (at or below its floor, received, owed): that
+        says nothing of the away period."""
+        if self.floor is None:
+            return True
+        return self.rejoined and self.owed(sequence) and sequence not in self.missing
+
     def anchor(self, sequence: int) -> None:
         """Nothing up to ``sequence`` is owed (a fresh or rejoined chain starts there)."""
         self.floor = sequence if self.floor is None else max(self.floor, sequence)
@@ -120,9 +130,10 @@ class GapTracker:
             track = self._chains.get((publisher, concept))
             if track is None:
                 continue
+            starts = track.starts_at(sequence)
             track.missing.discard(sequence)
             track.unavailable.discard(sequence)
-            if track.floor is None or track.rejoined:
+            if starts:
                 if not chain:
                     track.received.add(sequence)
                     continue
@@ -143,7 +154,7 @@ class GapTracker:
             if p != publisher:
                 continue
             newest = latest.get(concept, 0)
-            if track.floor is None or track.rejoined:
+            if track.starts_at(newest):
                 track.anchor(newest)
             elif track.owed(newest) and newest not in track.missing:
                 track.missing.add(newest)
