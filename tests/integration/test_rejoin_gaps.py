@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from networks import serving_alice
 
 from deploy.network import DEFAULT_SITES, DEFAULT_SUBSCRIBERS, LocalNetwork
 from xdn.paths import REPO_ROOT
@@ -36,18 +37,13 @@ def net(tmp_path: Path) -> Iterator[LocalNetwork]:
     )
     network.workdir.mkdir(parents=True)
     network.prepare()
-    try:
-        network.start_sites()
+    with serving_alice(network):
         yield network
-    finally:
-        network.stop()
 
 
 def test_documents_published_while_away_are_not_gaps_after_a_rejoin(
     net: LocalNetwork, tmp_path: Path
 ) -> None:
-    net.start_subscriber("alice")
-    net.wait_subscribed("alice", timeout=60)
     net.publish_marker("production-dept", ["alice"], timeout=90)  # her chains start
     net.stop_subscriber("alice")
     done = net.unsubscribe("alice")
