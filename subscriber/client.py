@@ -475,6 +475,7 @@ def _rejoin_or_refuse(session: Session) -> None:
             f"{setup.name} unsubscribed at {_iso(left)} (xdn unsubscribe), as its state in "
             f"{setup.state_dir} records; pass --rejoin to subscribe again"
         )
+    session.completeness.rejoin()  # (first: if interrupted, the leave stays recorded)
     session.keyring.clear_leave()
     print(f"{setup.name}: subscribing again (unsubscribed at {_iso(left)})", flush=True)
 

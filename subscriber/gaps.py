@@ -282,6 +282,12 @@ class Completeness:
                 flush=True,
             )
 
+    def rejoin(self) -> None:
+        """We left (``xdn unsubscribe``) and subscribe again: what our publishers published
+        while we were away is not owed (only our own recorded leave says so, never a site)."""
+        self.tracker.rejoin()
+        self._save()
+
     def new_stream(self) -> None:
         """A new stream: everything still missing is asked again."""
         self._asked.clear()

@@ -337,7 +337,8 @@ class Keyring:
 
     # ---- when this subscription started --------------------------------------------------
     def subscribed_since_ms(self, now_ms: int) -> int:
-        """The time of the first registration (``now_ms`` is stored if there was none)."""
+        """When this subscription began: its first registration, or the first after a rejoin
+        (``now_ms`` is stored if there was none)."""
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('subscribed_at_ms', ?)", (now_ms,))
         row = self._db.execute("SELECT value FROM meta WHERE key = 'subscribed_at_ms'").fetchone()
         return int(row[0])
@@ -354,8 +355,9 @@ class Keyring:
         return None if row is None else int(row[0])
 
     def clear_leave(self) -> None:
-        """The subscriber subscribes again (``xdn subscribe --rejoin``)."""
-        self._db.execute("DELETE FROM meta WHERE key = 'left_at_ms'")
+        """The subscriber subscribes again (``xdn subscribe --rejoin``): a new subscription,
+        whose registration time :meth:`subscribed_since_ms` records anew."""
+        self._db.execute("DELETE FROM meta WHERE key IN ('left_at_ms', 'subscribed_at_ms')")
 
     # ---- key-tree state per group ---------------------------------------------------------
     def group_state(self, publisher: str, concept: str) -> bytes | None:

@@ -178,6 +178,45 @@ def test_join_point_and_fresh_concepts() -> None:
         GapTracker.from_json('{"a": 1}')
 
 
+def test_a_rejoined_subscriber_is_owed_nothing_published_while_it_was_away() -> None:
+    # Member for documents 1-5 (A: 1, 3, 5; B: 2, 4), document 4 still missing when it left;
+    # away while 6-20 were published; the site retains only the newest, so what it replays of
+    # the away period runs out: none of it is owed, document 4 still is.
+    tracker = GapTracker()
+    tracker.follow(P, ["A", "B"])
+    assert tracker.receive(P, 1, {"A": 0}) == []
+    assert tracker.receive(P, 2, {"B": 0}) == []
+    assert tracker.receive(P, 3, {"A": 1}) == []
+    assert tracker.receive(P, 5, {"A": 3}) == []
+    assert tracker.checkpoint(P, {"A": 5, "B": 4}) == [Gap(P, "B", 4)]
+    tracker.rejoin()
+    tracker = GapTracker.from_json(tracker.to_json())  # (the leave survives a restart)
+    assert tracker.missing() == {P: [4]}  # owed from before the leave: still asked for
+    assert tracker.checkpoint(P, {"A": 5, "B": 4}) == []  # old news: no anchor
+    assert tracker.receive(P, 4, {"B": 2}) == []  # owed from before: replayed, no anchor
+    assert tracker.receive(P, 3, {"A": 1}) == []  # received before: no anchor either
+    assert tracker.checkpoint(P, {"A": 18, "B": 19}) == []  # heads from the away period
+    assert tracker.receive(P, 21, {"B": 19}) == []
+    assert tracker.receive(P, 22, {"A": 18}) == []
+    assert tracker.missing() == {}
+    # After the rejoin, withholding shows again.
+    assert tracker.receive(P, 24, {"A": 23}) == [Gap(P, "A", 23)]
+    assert tracker.checkpoint(P, {"A": 24, "B": 25}) == [Gap(P, "B", 25)]
+    assert tracker.missing() == {P: [23, 25]}
+
+
+def test_retained_state_does_not_anchor_a_rejoined_chain() -> None:
+    tracker = GapTracker()
+    tracker.follow(P, ["A"])
+    assert tracker.receive(P, 2, {"A": 1}) == []
+    tracker.rejoin()
+    assert tracker.receive(P, 9, {"A": 6}, chain=False) == []  # state at subscribe time
+    assert tracker.receive(P, 30, {"A": 29}) == []  # the first live one anchors at 29
+    assert tracker.receive(P, 32, {"A": 31}) == [Gap(P, "A", 31)]
+    with pytest.raises(ValueError, match="not a gap tracker state"):
+        GapTracker.from_json('[["p", "A", 1, [], [], [], true, 7]]')
+
+
 # ---- the signed checkpoint -------------------------------------------------------------------
 NOW = datetime.now(UTC)
 

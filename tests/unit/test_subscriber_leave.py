@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from subscriber import client
+from subscriber.gaps import Completeness
 from subscriber.session import SubscriberSetup, SubscriptionReport
 from subscriber.store import Keyring
+from xdn.completeness import Gap
 from xdn.errors import UsageError
 from xdn.grpc_tls import TlsFiles
 
@@ -26,10 +28,15 @@ class _Session:
         self.setup = setup
         self.report = SubscriptionReport()
         self.keyring = Keyring(setup.state_dir / "keyring.sqlite")
-        self.completeness = type("C", (), {"unvouched": staticmethod(lambda *_: {})})()
+        self.completeness = _completeness(setup)
 
     def close(self) -> None:
         self.keyring.close()
+        self.completeness.close()
+
+
+def _completeness(setup: SubscriberSetup) -> Completeness:
+    return Completeness(setup.state_dir / "completeness.sqlite", setup.out_dir, name=setup.name)
 
 
 def _setup(tmp_path: Path, *, rejoin: bool = False) -> SubscriberSetup:
@@ -82,6 +89,12 @@ def test_a_leave_recorded_between_reconnects_stops_the_subscriber(
 def test_a_state_that_left_refuses_to_subscribe_until_told_to_rejoin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (tmp_path / "out").mkdir()
+    before = _completeness(_setup(tmp_path))  # a member for document 1 of pub's chain of A
+    before.follow({"pub": ["A"]})
+    assert before.tracker.receive("pub", 1, {"A": 0}) == []
+    before.follow({"pub": ["A"]})  # (saved)
+    before.close()
     _left(tmp_path)
     streams: list[str] = []
     with pytest.raises(UsageError, match="--rejoin"):
@@ -89,6 +102,12 @@ def test_a_state_that_left_refuses_to_subscribe_until_told_to_rejoin(
     assert streams == []
     _run(tmp_path, monkeypatch, _setup(tmp_path, rejoin=True), streams)
     assert streams == ["d2:1", "d2:1"]  # rejoined (and stopped by the next leave)
+    after = _completeness(_setup(tmp_path))
+    try:  # published while she was away (2-8): not owed; after the rejoin (10): owed
+        assert after.tracker.receive("pub", 9, {"A": 8}) == []
+        assert after.tracker.receive("pub", 11, {"A": 10}) == [Gap("pub", "A", 10)]
+    finally:
+        after.close()
 
 
 def test_the_leave_is_kept_across_keyring_connections(tmp_path: Path) -> None:
@@ -98,8 +117,10 @@ def test_the_leave_is_kept_across_keyring_connections(tmp_path: Path) -> None:
         assert running.left_at_ms() is None
         other.record_leave(5)
         assert running.left_at_ms() == 5
+        assert running.subscribed_since_ms(1) == 1
         running.clear_leave()
         assert other.left_at_ms() is None
+        assert other.subscribed_since_ms(7) == 7  # the rejoin is a new subscription
     finally:
         running.close()
         other.close()

@@ -20,7 +20,14 @@ events:
   here: nothing before n is owed to it), otherwise p above the floor and not received is a gap;
 * :meth:`~GapTracker.checkpoint`: the head L of a followed chain above the floor and not
   received is a gap; a fresh chain takes L as its floor (0 for a concept never published);
-* :meth:`~GapTracker.unavailable`: the site cannot replay these; they are reported once.
+* :meth:`~GapTracker.unavailable`: the site cannot replay these; they are reported once;
+* :meth:`~GapTracker.rejoin`: the subscriber left (its own signed, recorded ``xdn unsubscribe``)
+  and subscribes again: nothing published while it was away is owed, so each chain restarts
+  like a fresh one — its next anchor (a document's back pointer, a checkpoint's head) raises
+  the floor — but keeps what it still owed from before the leave, and its floor never drops;
+  what it knew of before the leave (a replay of a document it owed, a head at or below its
+  floor) is no anchor.
+  Only the subscriber's own act restarts a chain, never anything a site says.
 
 A replayed missing document brings its own back pointer, so a run of withheld documents is
 uncovered one by one, each asked for in turn. A chain with nothing missing is compacted: its
@@ -55,6 +62,7 @@ class Gap:
 @dataclass(slots=True)
 class _Chain:
     floor: int | None = None  # None: fresh, nothing seen yet
+    rejoined: bool = False  # subscribed again after leaving: the next anchor raises the floor
     received: set[int] = field(default_factory=set)
     missing: set[int] = field(default_factory=set)
     unavailable: set[int] = field(default_factory=set)
@@ -67,6 +75,19 @@ class _Chain:
             and sequence not in self.received
             and sequence not in self.unavailable
         )
+
+    def starts_at(self, sequence: int) -> bool:
+        """Does this chain start (fresh) or restart (rejoined) at ``sequence``? A rejoined one
+        not at what it knew of before the leave (at or below its floor, received, owed): that
+        says nothing of the away period."""
+        if self.floor is None:
+            return True
+        return self.rejoined and self.owed(sequence) and sequence not in self.missing
+
+    def anchor(self, sequence: int) -> None:
+        """Nothing up to ``sequence`` is owed (a fresh or rejoined chain starts there)."""
+        self.floor = sequence if self.floor is None else max(self.floor, sequence)
+        self.rejoined = False
 
     def compact(self) -> None:
         if self.floor is not None and not self.missing:
@@ -109,14 +130,15 @@ class GapTracker:
             track = self._chains.get((publisher, concept))
             if track is None:
                 continue
+            starts = track.starts_at(sequence)
             track.missing.discard(sequence)
             track.unavailable.discard(sequence)
-            if track.floor is None:
+            if starts:
                 if not chain:
                     track.received.add(sequence)
                     continue
-                track.floor = back
-            if sequence > track.floor:
+                track.anchor(back)
+            if track.owed(sequence):  # (above the floor)
                 track.received.add(sequence)
             if chain and track.owed(back) and back not in track.missing:
                 track.missing.add(back)
@@ -132,13 +154,19 @@ class GapTracker:
             if p != publisher:
                 continue
             newest = latest.get(concept, 0)
-            if track.floor is None:
-                track.floor = newest
+            if track.starts_at(newest):
+                track.anchor(newest)
             elif track.owed(newest) and newest not in track.missing:
                 track.missing.add(newest)
                 gaps.append(Gap(publisher, concept, newest))
             track.compact()
         return gaps
+
+    def rejoin(self) -> None:
+        """The subscriber left and subscribes again: what its publishers published while it was
+        away is not owed; what it owed before it left still is."""
+        for track in self._chains.values():
+            track.rejoined = True
 
     def unavailable(self, publisher: str, sequences: Iterable[int]) -> list[Gap]:
         """The site cannot replay ``sequences``: the gaps that stay open, to report."""
@@ -166,7 +194,15 @@ class GapTracker:
         """The state, for :meth:`from_json`."""
         return json.dumps(
             [
-                [p, c, t.floor, sorted(t.received), sorted(t.missing), sorted(t.unavailable)]
+                [
+                    p,
+                    c,
+                    t.floor,
+                    sorted(t.received),
+                    sorted(t.missing),
+                    sorted(t.unavailable),
+                    t.rejoined,
+                ]
                 for (p, c), t in sorted(self._chains.items())
             ]
         )
@@ -180,12 +216,15 @@ class GapTracker:
         """
         tracker = cls()
         try:
-            for p, c, floor, received, missing, unavailable in json.loads(data):
+            for p, c, floor, received, missing, unavailable, *rest in json.loads(data):
+                if len(rest) > 1:
+                    raise ValueError("too many fields")
                 tracker._chains[(str(p), str(c))] = _Chain(
                     floor=None if floor is None else int(floor),
                     received={int(s) for s in received},
                     missing={int(s) for s in missing},
                     unavailable={int(s) for s in unavailable},
+                    rejoined=bool(rest and rest[0]),  # (absent in states written before rejoins)
                 )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"not a gap tracker state: {exc}") from None
