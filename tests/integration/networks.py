@@ -7,7 +7,13 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from deploy.network import LocalNetwork
+from deploy.network import ONTOLOGY, LocalNetwork
+from publisher.client import PublisherSetup
+from xdn import certs
+from xdn.grpc_tls import TlsFiles
+from xdn.mapping import load_mapping
+from xdn.ontology import load_ontology
+from xdn.policy import load_signed_policy
 
 
 @contextlib.contextmanager
@@ -26,3 +32,22 @@ def serving_alice(
         yield network
     finally:
         network.stop()
+
+
+def publisher_setup(network: LocalNetwork, name: str) -> PublisherSetup:
+    """The setup ``xdn publish`` gets from :meth:`LocalNetwork.publish_command` (same state
+    directory, same provenance log), so a later CLI run continues this in-process publisher."""
+    ontology = load_ontology([ONTOLOGY])
+    tls = TlsFiles.from_dir(network.certs, name)
+    spec = network.publishers[name]
+    return PublisherSetup(
+        name=name, tls=tls, ontology=ontology,
+        mapping=load_mapping(spec.mapping, ontology),
+        policy=load_signed_policy(
+            network.workdir / "policies" / spec.policy.name, ontology,
+            certs.public_key_of(tls.cert_pem), publisher=name,
+        ),
+        state_dir=network.workdir / "state" / name,
+        provenance_log=network.workdir / "logs" / f"{name}.nq",
+        connect=network.address("d1"),
+    )
