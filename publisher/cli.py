@@ -181,6 +181,9 @@ _DESCRIPTION = (
     "published again: the line says 'already published DOC vN' and the key service records "
     "that version. The root remembers publications for its routed window's retention (7 days "
     "by default). --again publishes the same content as a new version anyway.",
+    "SIGTERM stops publishing cleanly: the document in flight is acknowledged and recorded, "
+    "nothing more is sent, and the exit status is 143 with the count of documents not sent "
+    "(publish them again). A second SIGTERM kills the process at once.",
     "Publishing is refused, with exit status 1 and nothing sent, when the site is not a root "
     "site (publish at the root; the error names the site's uplink), when it enforces no "
     "policy of this publisher (add the publisher to the sites' configuration), or when it "

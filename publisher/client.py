@@ -49,6 +49,11 @@ that version (with the attempt's document keys), logs the provenance message the
 (checked to be its own) and reports "already published": publishing again after a crash or a
 lost acknowledgement never makes the same content a new version, nor logs a message no hop
 references. ``PublisherSetup.republish`` publishes the same content as a new version anyway.
+A version attempted and neither recorded nor refused outright (the publisher died, or the call
+failed, after the root may have routed it) is never given to other content: a site ignores a
+version it routed, so the other content's sequence number, recorded as its concepts' newest,
+would be named by later back pointers and checkpoints and reported as withheld by every
+subscriber. That version number may then go unused (a gap in versions, never in the chains).
 
 State at subscribe time: sites retain the last few documents. The key service keeps the same
 documents' per-document keys and, with each enrolment of a joiner, sends it a sealed grant of
@@ -139,6 +144,19 @@ MAX_PART_BYTES = MAX_MESSAGE_BYTES // 2
 _PUBLISH = f"/{pb.DESCRIPTOR.services_by_name['Disseminator'].full_name}/Publish"
 
 _Reply = TypeVar("_Reply")
+
+#: A site's answers that refuse a request outright: nothing of it was routed. Any other failure
+#: (unavailable, deadline, cancelled, internal) may come after the site routed it.
+_REFUSALS = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED,
+})
+
+
+class _Refused(UsageError):
+    """The site refused the request outright (see :data:`_REFUSALS`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -348,7 +366,8 @@ class Publisher:
             return await call
         except grpc.aio.AioRpcError as exc:
             code = exc.code().name if exc.code() is not None else "UNKNOWN"
-            raise UsageError(
+            error = _Refused if exc.code() in _REFUSALS else UsageError
+            raise error(
                 f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
             ) from None
 
@@ -832,6 +851,9 @@ class Publisher:
             ack = await self._publish_chunks(
                 f"publishing {prepared.document_id!r}", [before, prepared.dissemination, after]
             )
+        except _Refused:  # not routed: its version is free again (see _next_version)
+            self._keys.drop_attempt(prepared.document_id, sequence=prepared.sequence)
+            raise
         finally:  # accepted: the key store has it below; refused: no document points to it
             self._drop_inflight(prepared)
         try:

@@ -214,7 +214,7 @@ class KeyStore:
 
     def drop_attempt(self, document_id: str, *, sequence: int) -> None:
         """Forget the attempt numbered ``sequence``: the root answered that it did not route it
-        (it had routed the same content before)."""
+        (it refused it, or had routed the same content before)."""
         with self._db:
             self._db.execute(
                 "DELETE FROM attempts WHERE document_id = ? AND sequence = ?",
