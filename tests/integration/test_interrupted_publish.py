@@ -17,27 +17,23 @@ and cannot replay it".
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from networks import publisher_setup  # tests/integration is on sys.path (pytest's rootdir)
+from networks import (
+    publish_and_die_unrecorded,  # tests/integration is on sys.path (pytest's rootdir)
+)
 
 from deploy.docgen import generate
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, wait_until
-from publisher.client import Publisher
 
 pytestmark = pytest.mark.integration
 
 PUBLISHER = "production-dept"
 SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
-
-
-class _Crash(Exception):
-    """The publisher process dying (what a SIGKILL leaves: nothing after it runs)."""
 
 
 def _versions(network: LocalNetwork, document: str) -> list[int]:
@@ -64,21 +60,7 @@ def test_a_version_routed_but_not_recorded_is_not_given_to_new_content(
     document = tmp_path / "order-s.xml"
     shutil.copyfile(SAMPLE, document)
 
-    async def crash_after_ack() -> None:
-        publisher = Publisher(publisher_setup(network, PUBLISHER), warn=lambda _: None)
-        try:
-            await publisher.wait_for_members(["alice"], timeout=30)
-
-            def die(*args: object, **kwargs: object) -> None:
-                raise _Crash  # routed by d1, nothing recorded here
-
-            publisher._keys.commit = die  # type: ignore[method-assign]
-            with pytest.raises(_Crash):
-                await publisher.publish(document)
-        finally:
-            await publisher.close()
-
-    asyncio.run(crash_after_ack())
+    publish_and_die_unrecorded(network, PUBLISHER, document, waiting_for="alice")
     assert wait_until(lambda: _versions(network, "order-s") == [1], 30)
 
     document.write_text(document.read_text().replace("</", " </", 1))  # new content
@@ -90,13 +72,13 @@ def test_a_version_routed_but_not_recorded_is_not_given_to_new_content(
 
 
 def _large_documents(folder: Path, count: int) -> list[Path]:
-    """Documents big enough (a few MB) that one is in flight for a while."""
+    """Documents big enough (2 MB) that one is in flight for a while."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for seed in range(count):
         path = folder / f"big-{seed}.xml"
         with path.open("wb") as out:
-            generate(PUBLISHER, 6 << 20, out, seed=seed)
+            generate(PUBLISHER, 2 << 20, out, seed=seed)
         paths.append(path)
     return paths
 
@@ -106,7 +88,7 @@ def test_sigterm_finishes_or_abandons_the_document_in_flight(
 ) -> None:
     network.start_subscriber("alice")
     network.wait_subscribed("alice")
-    documents = _large_documents(tmp_path / "docs", 4)
+    documents = _large_documents(tmp_path / "docs", 3)
     command = network.publish_command(
         PUBLISHER, documents, wait_for=("alice",), extra=("--again", "--part-bytes", "1048576")
     )

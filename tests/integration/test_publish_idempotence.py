@@ -21,7 +21,10 @@ from typing import Any
 
 import grpc
 import pytest
-from networks import publisher_setup  # tests/integration is on sys.path (pytest's rootdir)
+from networks import (  # tests/integration is on sys.path (pytest's rootdir)
+    publish_and_die_unrecorded,
+    publisher_setup,
+)
 
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, wait_until
 from publisher.client import Publisher, PublishResult
@@ -35,10 +38,6 @@ pytestmark = pytest.mark.integration
 
 PUBLISHER = "production-dept"
 SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
-
-
-class _Crash(Exception):
-    """The publisher process dying (what a SIGKILL leaves: nothing after it runs)."""
 
 
 def _copy(directory: Path, name: str) -> Path:
@@ -176,21 +175,7 @@ def test_a_version_routed_before_the_publisher_recorded_it_is_recorded_and_linke
     network.wait_subscribed("alice")
     document = _copy(tmp_path, "order-c")
 
-    async def crash_after_ack() -> None:
-        publisher = Publisher(publisher_setup(network, PUBLISHER), warn=lambda _: None)
-        try:
-            await publisher.wait_for_members(["alice"], timeout=30)
-
-            def die(*args: object, **kwargs: object) -> None:
-                raise _Crash  # acknowledged by d1, nothing recorded or logged here
-
-            publisher._keys.commit = die  # type: ignore[method-assign]
-            with pytest.raises(_Crash):
-                await publisher.publish(document)
-        finally:
-            await publisher.close()
-
-    asyncio.run(crash_after_ack())
+    publish_and_die_unrecorded(network, PUBLISHER, document, waiting_for="alice")
     assert wait_until(lambda: _versions(network, "alice", "order-c") == [1], 30)
 
     out = network.publish(PUBLISHER, [document])  # the publisher run again, same state
