@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xdn.errors import UsageError
 from xdn.parts import DEFAULT_PART_BYTES, MIN_PART_BYTES
 from xdn.paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["register"]
 
@@ -65,15 +71,20 @@ def _publish(args: argparse.Namespace) -> int:
                 return
             loop = asyncio.get_running_loop()
             start = loop.time()
+            stop = _stop_on_sigterm(loop)
 
             async def pace(index: int) -> None:
                 if args.rate:  # pace the documents: the n-th leaves at n / rate seconds
-                    await asyncio.sleep(max(0.0, start + index / args.rate - loop.time()))
+                    delay = max(0.0, start + index / args.rate - loop.time())
+                    with contextlib.suppress(TimeoutError):  # (a SIGTERM ends the wait)
+                        await asyncio.wait_for(stop.wait(), delay)
 
             named = None if args.id is None else [args.id]
+            published = 0
             async for result in publisher.publish_each(
-                args.documents, pace=pace, document_ids=named
+                args.documents, pace=pace, document_ids=named, stop=stop
             ):
+                published += 1
                 rekeyed = ", ".join(sorted(result.rekeyed)) or "none"
                 if result.published_before:
                     print(
@@ -90,11 +101,43 @@ def _publish(args: argparse.Namespace) -> int:
                     f"{result.describe()}",
                     flush=True,
                 )
+            if stop.is_set():
+                left = len(args.documents) - published
+                raise _Stopped(
+                    f"stopped by SIGTERM: {published} documents published, {left} not sent "
+                    "(publish them again)"
+                )
         finally:
             await publisher.close()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except _Stopped as stopped:
+        print(f"xdn: {stopped}", file=sys.stderr, flush=True)
+        return 128 + signal.SIGTERM
     return 0
+
+
+class _Stopped(Exception):
+    """``xdn publish`` stopped early on a SIGTERM, cleanly."""
+
+
+def _stop_on_sigterm(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """An event set by the first SIGTERM: the document in flight is acknowledged and recorded,
+    nothing more is sent (a SIGTERM that kills the publisher mid-document would leave the
+    root's answer unrecorded). A second SIGTERM kills it at once."""
+    import asyncio
+
+    stop = asyncio.Event()
+
+    def stopping() -> None:
+        print("xdn: SIGTERM: finishing the document in flight (again to kill)",
+              file=sys.stderr, flush=True)
+        stop.set()
+        loop.remove_signal_handler(signal.SIGTERM)  # (the default again: a second one kills)
+
+    loop.add_signal_handler(signal.SIGTERM, stopping)
+    return stop
 
 
 def _check_part_bytes(part_bytes: int) -> None:
@@ -138,6 +181,9 @@ _DESCRIPTION = (
     "published again: the line says 'already published DOC vN' and the key service records "
     "that version. The root remembers publications for its routed window's retention (7 days "
     "by default). --again publishes the same content as a new version anyway.",
+    "SIGTERM stops publishing cleanly: the document in flight is acknowledged and recorded, "
+    "nothing more is sent, and the exit status is 143 with the count of documents not sent "
+    "(publish them again). A second SIGTERM kills the process at once.",
     "Publishing is refused, with exit status 1 and nothing sent, when the site is not a root "
     "site (publish at the root; the error names the site's uplink), when it enforces no "
     "policy of this publisher (add the publisher to the sites' configuration), or when it "

@@ -49,6 +49,11 @@ that version (with the attempt's document keys), logs the provenance message the
 (checked to be its own) and reports "already published": publishing again after a crash or a
 lost acknowledgement never makes the same content a new version, nor logs a message no hop
 references. ``PublisherSetup.republish`` publishes the same content as a new version anyway.
+A version attempted and neither recorded nor refused outright (the publisher died, or the call
+failed, after the root may have routed it) is never given to other content: a site ignores a
+version it routed, so the other content's sequence number, recorded as its concepts' newest,
+would be named by later back pointers and checkpoints and reported as withheld by every
+subscriber. That version number may then go unused (a gap in versions, never in the chains).
 
 State at subscribe time: sites retain the last few documents. The key service keeps the same
 documents' per-document keys and, with each enrolment of a joiner, sends it a sealed grant of
@@ -139,6 +144,19 @@ MAX_PART_BYTES = MAX_MESSAGE_BYTES // 2
 _PUBLISH = f"/{pb.DESCRIPTOR.services_by_name['Disseminator'].full_name}/Publish"
 
 _Reply = TypeVar("_Reply")
+
+#: A site's answers that refuse a request outright: nothing of it was routed. Any other failure
+#: (unavailable, deadline, cancelled, internal) may come after the site routed it.
+_REFUSALS = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED,
+})
+
+
+class _Refused(UsageError):
+    """The site refused the request outright (see :data:`_REFUSALS`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -348,7 +366,8 @@ class Publisher:
             return await call
         except grpc.aio.AioRpcError as exc:
             code = exc.code().name if exc.code() is not None else "UNKNOWN"
-            raise UsageError(
+            error = _Refused if exc.code() in _REFUSALS else UsageError
+            raise error(
                 f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
             ) from None
 
@@ -503,6 +522,7 @@ class Publisher:
         *,
         pace: Callable[[int], Awaitable[None]] | None = None,
         document_ids: Sequence[str] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> AsyncIterator[PublishResult]:
         """Publish documents in order, encoding each while the network takes the previous one.
 
@@ -514,12 +534,18 @@ class Publisher:
         Each result is yielded as soon as the site acknowledged it and it is recorded, while
         the next document is being prepared: if preparing that one fails (its ``GetMembership``
         refused, say), what was published before is reported all the same.
+
+        Once ``stop`` is set (a SIGTERM) no further document is sent: the one in flight is
+        acknowledged and recorded, one being prepared is abandoned (its sequence number, never
+        sent, is named by no chain nor checkpoint), and the iteration ends.
         """
         if document_ids is not None and len(document_ids) != len(paths):
             raise UsageError(f"{len(document_ids)} document ids for {len(paths)} documents")
         sending: asyncio.Task[PublishResult] | None = None
         try:
             for index, path in enumerate(paths):
+                if stop is not None and stop.is_set():
+                    break
                 named = None if document_ids is None else document_ids[index]
                 preparing = asyncio.ensure_future(self._paced(index, path, named, pace))
                 try:
@@ -530,6 +556,9 @@ class Publisher:
                 except BaseException:  # (the previous one refused, or the caller stopped)
                     await _abandon(preparing)
                     raise
+                if stop is not None and stop.is_set():  # (stopped while it was prepared)
+                    self._drop_unsent(prepared)
+                    break
                 sending = self._send(prepared)
             if sending is not None:
                 previous, sending = sending, None
@@ -777,8 +806,14 @@ class Publisher:
         )
 
     def _next_version(self, document_id: str) -> int:
-        """The next version of ``document_id``, counting one still being sent."""
-        version = max(self._keys.next_version(document_id), self._unsent.get(document_id, 0) + 1)
+        """The next version of ``document_id``, counting one still being sent and one an
+        earlier process attempted but did not record (interrupted: the root may have routed
+        it, and ignores a version it routed)."""
+        version = max(
+            self._keys.next_version(document_id),
+            self._keys.attempted_version(document_id) + 1,
+            self._unsent.get(document_id, 0) + 1,
+        )
         self._unsent[document_id] = version
         return version
 
@@ -816,11 +851,11 @@ class Publisher:
             ack = await self._publish_chunks(
                 f"publishing {prepared.document_id!r}", [before, prepared.dissemination, after]
             )
+        except _Refused:  # not routed: its version is free again (see _next_version)
+            self._keys.drop_attempt(prepared.document_id, sequence=prepared.sequence)
+            raise
         finally:  # accepted: the key store has it below; refused: no document points to it
-            prepared.dissemination.delete()
-            for concept in prepared.concepts:
-                if self._inflight.get(concept) == prepared.sequence:
-                    del self._inflight[concept]
+            self._drop_inflight(prepared)
         try:
             reach = reach_from_pb(ack)
         except ProtocolError as exc:
@@ -855,6 +890,21 @@ class Publisher:
             reach=reach,
         )
 
+    def _drop_inflight(self, prepared: _Prepared) -> None:
+        """``prepared`` is no longer in flight: its file goes, no later document points to it
+        unless the key store records it."""
+        prepared.dissemination.delete()
+        for concept in prepared.concepts:
+            if self._inflight.get(concept) == prepared.sequence:
+                del self._inflight[concept]
+
+    def _drop_unsent(self, prepared: _Prepared) -> None:
+        """Abandon ``prepared`` before it was sent: its version and sequence number stay
+        unused (nothing sent names them)."""
+        self._drop_inflight(prepared)
+        if self._unsent.get(prepared.document_id) == prepared.version:
+            del self._unsent[prepared.document_id]
+
     def _record_before(self, prepared: _Prepared, before: PublishedBefore) -> tuple[int, int]:
         """Record a publication the site had routed before ``prepared`` (an attempt of the same
         content): the version and sequence number it routed, with the document keys of the
@@ -873,6 +923,7 @@ class Publisher:
                 raise UsageError(
                     f"publishing {document_id!r} at {self._setup.connect}: {exc}"
                 ) from None
+        self._keys.drop_attempt(document_id, sequence=prepared.sequence)  # (not routed)
         if self._keys.next_version(document_id) > before.version:
             log.info("%s v%d was recorded already", document_id, before.version)
             return before.version, before.sequence

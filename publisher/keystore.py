@@ -21,7 +21,8 @@ Idempotent publishing (:mod:`publisher.idempotence`): the secret that keys publi
 (:meth:`KeyStore.publish_secret`, made once) and each attempt to publish a version, recorded
 before it is sent (:meth:`KeyStore.record_attempt`) and dropped when a version of its document is
 committed: a version the root routed before the publisher could commit it is committed later
-with the document keys it was encrypted with (:meth:`KeyStore.attempt`).
+with the document keys it was encrypted with (:meth:`KeyStore.attempt`). A version attempted and
+not committed is never given to other content (:meth:`KeyStore.attempted_version`).
 """
 
 from __future__ import annotations
@@ -117,6 +118,17 @@ class KeyStore:
         ).fetchone()
         return 1 if row is None else int(row[0]) + 1
 
+    def attempted_version(self, document_id: str) -> int:
+        """The newest version of ``document_id`` an attempt was recorded for and no commit
+        settled (0: none). The root may have routed it before the publisher died: it is
+        never used again for other content (a site ignores a version it routed, so the
+        sequence number given to the other content would be named by the chain and never
+        delivered — a gap no site can fill)."""
+        row = self._db.execute(
+            "SELECT MAX(version) FROM attempts WHERE document_id = ?", (document_id,)
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
     def reserve_sequence(self) -> int:
         """The next sequence number, durably reserved: it is never returned again."""
         with self._db:
@@ -198,6 +210,15 @@ class KeyStore:
             self._db.execute(
                 "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?)",
                 (document_id, sequence, version, data),
+            )
+
+    def drop_attempt(self, document_id: str, *, sequence: int) -> None:
+        """Forget the attempt numbered ``sequence``: the root answered that it did not route it
+        (it refused it, or had routed the same content before)."""
+        with self._db:
+            self._db.execute(
+                "DELETE FROM attempts WHERE document_id = ? AND sequence = ?",
+                (document_id, sequence),
             )
 
     def attempt(self, document_id: str, *, sequence: int) -> tuple[int, list[DocumentKey]] | None:

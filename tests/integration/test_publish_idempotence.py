@@ -21,15 +21,15 @@ from typing import Any
 
 import grpc
 import pytest
+from networks import (  # tests/integration is on sys.path (pytest's rootdir)
+    publish_and_die_unrecorded,
+    publisher_setup,
+)
 
-from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork, wait_until
-from publisher.client import Publisher, PublisherSetup, PublishResult
+from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, wait_until
+from publisher.client import Publisher, PublishResult
 from xdn import certs
 from xdn.errors import UsageError
-from xdn.grpc_tls import TlsFiles
-from xdn.mapping import load_mapping
-from xdn.ontology import load_ontology
-from xdn.policy import load_signed_policy
 from xdn.provenance._shape import message_uri_prefix
 from xdn.provenance._vocab import HAS_SIGNATURE_GRAPH, HAS_SIGNATURE_VALUE
 from xdn.rdf import IRI, Quad, Term, parse_line
@@ -38,29 +38,6 @@ pytestmark = pytest.mark.integration
 
 PUBLISHER = "production-dept"
 SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
-
-
-class _Crash(Exception):
-    """The publisher process dying (what a SIGKILL leaves: nothing after it runs)."""
-
-
-def _setup(network: LocalNetwork) -> PublisherSetup:
-    """The setup ``xdn publish`` gets from :meth:`LocalNetwork.publish_command` (same state
-    directory, same provenance log), so a later CLI run continues this publisher."""
-    ontology = load_ontology([ONTOLOGY])
-    tls = TlsFiles.from_dir(network.certs, PUBLISHER)
-    spec = network.publishers[PUBLISHER]
-    return PublisherSetup(
-        name=PUBLISHER, tls=tls, ontology=ontology,
-        mapping=load_mapping(spec.mapping, ontology),
-        policy=load_signed_policy(
-            network.workdir / "policies" / spec.policy.name, ontology,
-            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER,
-        ),
-        state_dir=network.workdir / "state" / PUBLISHER,
-        provenance_log=network.workdir / "logs" / f"{PUBLISHER}.nq",
-        connect=network.address("d1"),
-    )
 
 
 def _copy(directory: Path, name: str) -> Path:
@@ -160,7 +137,7 @@ def test_a_document_routed_is_reported_when_the_next_fails_and_is_not_published_
     first, second = _copy(tmp_path, "order-a"), _copy(tmp_path, "order-b")
 
     async def run() -> tuple[list[PublishResult], str]:
-        publisher = Publisher(_setup(network), warn=lambda _: None)
+        publisher = Publisher(publisher_setup(network, PUBLISHER), warn=lambda _: None)
         try:
             await publisher.wait_for_members(["alice"], timeout=30)
             # order-a's GetMembership goes through; order-b's (prepared while order-a is
@@ -198,21 +175,7 @@ def test_a_version_routed_before_the_publisher_recorded_it_is_recorded_and_linke
     network.wait_subscribed("alice")
     document = _copy(tmp_path, "order-c")
 
-    async def crash_after_ack() -> None:
-        publisher = Publisher(_setup(network), warn=lambda _: None)
-        try:
-            await publisher.wait_for_members(["alice"], timeout=30)
-
-            def die(*args: object, **kwargs: object) -> None:
-                raise _Crash  # acknowledged by d1, nothing recorded or logged here
-
-            publisher._keys.commit = die  # type: ignore[method-assign]
-            with pytest.raises(_Crash):
-                await publisher.publish(document)
-        finally:
-            await publisher.close()
-
-    asyncio.run(crash_after_ack())
+    publish_and_die_unrecorded(network, PUBLISHER, document, waiting_for="alice")
     assert wait_until(lambda: _versions(network, "alice", "order-c") == [1], 30)
 
     out = network.publish(PUBLISHER, [document])  # the publisher run again, same state

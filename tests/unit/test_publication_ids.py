@@ -133,6 +133,23 @@ def test_the_publishers_secret_and_attempts_are_kept_until_a_version_is_committe
     keys.close()
 
 
+def test_a_version_attempted_and_not_recorded_is_never_given_to_other_content(
+    tmp_path: Path,
+) -> None:
+    keys = KeyStore(tmp_path / "keys.sqlite", publisher="p")
+    key = ("Concept", 1, "name", b"k" * 32)
+    keys.commit("doc", 1, [key], sequence=1, concepts=["Concept"])
+    keys.record_attempt("doc", 2, [key], sequence=2)  # the root may have routed v2, seq 2
+    assert keys.next_version("doc") == 2 and keys.attempted_version("doc") == 2
+    assert keys.attempted_version("other") == 0
+    keys.record_attempt("doc", 3, [key], sequence=3)  # the next run's attempt: v3
+    keys.drop_attempt("doc", sequence=3)  # the root answered: it routed v2 (published before)
+    assert keys.attempted_version("doc") == 2
+    keys.commit("doc", 2, [key], sequence=2, concepts=["Concept"])
+    assert keys.attempted_version("doc") == 0 and keys.next_version("doc") == 3
+    keys.close()
+
+
 def test_a_site_must_answer_with_our_own_message_for_the_version_it_names() -> None:
     pki = make_pki()
     signer = pki.signer("production-dept")
