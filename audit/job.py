@@ -506,8 +506,9 @@ def _audit(
         )
         return summary
     finally:
-        for frame in tables.cached if tables is not None else ():
-            frame.unpersist()
+        if tables is not None:  # (a session may run many audits: release what this one held)
+            for frame in (*tables.cached, tables.failures):
+                frame.unpersist()
 
 
 def _same_file(path: str) -> str:

@@ -36,6 +36,8 @@ def spark() -> Iterator[SparkSession]:
             .config("spark.sql.adaptive.enabled", "false")  # tiny data: plain plans are faster
             .config("spark.default.parallelism", "2")
             .config("spark.driver.host", "127.0.0.1")
+            # every audit of the suite runs in this one session: room for their broadcasts
+            .config("spark.driver.memory", "2g")
             .config("spark.sql.session.timeZone", "UTC")
             .getOrCreate()
         )

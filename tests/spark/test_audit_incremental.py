@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from audit.job import run_audit
 from xdn.errors import UsageError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]  # (minutes of audits: make test-long)
 
 
 def test_saved_lines_and_new_logs_audit_as_one(spark: SparkSession, tmp_path: Path) -> None:

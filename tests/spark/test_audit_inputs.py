@@ -20,7 +20,7 @@ from audit import transforms as t
 from audit.cluster import SessionOptions
 from audit.job import run_audit
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]  # (minutes of audits: make test-long)
 
 
 @pytest.fixture(scope="module")
