@@ -18,7 +18,6 @@ _SLOWEST_FIRST = (
     "tests/faults/test_fault_campaign.py",
     "tests/integration/test_site_messages.py",
     "tests/integration/test_revocation.py",
-    "tests/integration/test_large_documents.py",
 )
 
 

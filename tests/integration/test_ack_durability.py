@@ -34,7 +34,7 @@ from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn import ids
 from xdn.ontology import load_ontology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 
 def _site_acked(net: LocalNetwork, site: str) -> int:

@@ -30,7 +30,7 @@ from deploy.network import (
 from disseminator.storage import free_bytes
 from xdn.ontology import load_ontology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 _MIB = 1024 * 1024
 _SIZE = 24 * _MIB  # d2's whole filesystem

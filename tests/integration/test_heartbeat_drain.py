@@ -24,7 +24,7 @@ from deploy.network import ONTOLOGY, LocalNetwork, SubscriberSpec
 from deploy.pki import Party, issue_party
 from xdn.ontology import load_ontology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 HEARTBEAT = 0.5
 DETECTED_WITHIN = 20.0  # seconds; three intervals are 1.5 s

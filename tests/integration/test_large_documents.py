@@ -21,7 +21,7 @@ from deploy.network import ONTOLOGY, LocalNetwork, wait_until
 from xdn.grpc_tls import MAX_MESSAGE_BYTES
 from xdn.ontology import load_ontology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 PUBLISHER = "production-dept"
 
@@ -94,7 +94,6 @@ def test_parts_that_do_not_follow_are_refused_and_nothing_of_them_accepted(
     assert read_received(net.inbox("alice")) == ({}, 0)  # nothing accepted from them
 
 
-@pytest.mark.long
 def test_a_document_over_grpcs_message_ceiling_crosses_in_parts(tmp_path: Path) -> None:
     """~30 MB of XML: a publish request over 64 MiB (one gRPC message's most) goes to the root
     in default-sized parts (4 MiB), and on down the link and to alice."""

@@ -28,7 +28,7 @@ from xdn import crypto
 from xdn.errors import UsageError
 from xdn.policy import sign_policy, signature_path
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 HISTORY_RULES = """
 [[rule]]

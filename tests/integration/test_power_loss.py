@@ -39,7 +39,7 @@ import pytest
 from disseminator.store import Store
 from subscriber.store import Keyring
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 
 @pytest.fixture(autouse=True)

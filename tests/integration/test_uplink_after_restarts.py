@@ -18,7 +18,7 @@ import pytest
 
 from deploy.network import SAMPLE_DOCUMENTS, LocalNetwork, SiteSpec, SubscriberSpec, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # (heavy multi-process scenarios)
 
 SITES = (
     SiteSpec(name="d1", block="ProductionProcess"),
