@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import signal
 import ssl
 from datetime import UTC, datetime
@@ -112,14 +111,6 @@ def _listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 def _keys(items: list[str]) -> dict[str, Path]:
     keys = {}
@@ -171,6 +162,7 @@ def _gate(args: argparse.Namespace, tls: Any) -> Gate:
 def build_config(args: argparse.Namespace) -> ConsoleConfig:
     """The console's configuration from the command line (reads the files it names)."""
     from console import ConsoleConfig, Workspace, known_subscribers
+    from deploy.site_tree import is_loopback
     from xdn.ontology import load_ontology
     from xdn.paths import REPO_ROOT
 
@@ -178,7 +170,7 @@ def build_config(args: argparse.Namespace) -> ConsoleConfig:
     tls = _tls_files(args)
     if args.tls and tls is None:
         raise UsageError("--tls needs the console's certificate: --certs DIR --name NAME")
-    if not args.tls and not _loopback(host):
+    if not args.tls and not is_loopback(host):
         raise UsageError(
             f"--listen {args.listen}: beyond loopback the console needs --tls "
             "(a token over plain HTTP could be read on the way)"

@@ -40,6 +40,7 @@ __all__ = [
     "Probe",
     "TreeSite",
     "disagreements",
+    "is_loopback",
     "same_address",
     "walk",
 ]
@@ -149,10 +150,11 @@ def same_address(a: str, b: str) -> bool:
     if a == b:
         return True
     (host_a, _, port_a), (host_b, _, port_b) = a.rpartition(":"), b.rpartition(":")
-    return bool(port_a) and port_a == port_b and _loopback(host_a) and _loopback(host_b)
+    return bool(port_a) and port_a == port_b and is_loopback(host_a) and is_loopback(host_b)
 
 
-def _loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address (``[::1]`` too) is this machine's loopback."""
     host = host.strip("[]").lower()
     if host == "localhost":
         return True
