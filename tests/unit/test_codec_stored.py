@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from xdn import crypto
 from xdn.codec import (
     ConceptKey,
     Delivery,
+    _canonical_view,
     decode,
     decode_stored,
     encode,
@@ -71,8 +73,11 @@ def stored(delivery: Delivery, tmp: Path, **kwargs: object) -> tuple[bytes, tupl
     return out.getvalue(), held
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(scenario=scenarios())
 def test_the_stored_decoder_writes_the_in_memory_views_canonical_bytes(
     scenario: tuple[etree._Element, dict[etree._Element, str], set[str]], tmp_path: Path
@@ -88,8 +93,11 @@ def test_the_stored_decoder_writes_the_in_memory_views_canonical_bytes(
     assert {h.fragment_id: h.concept for h in held} == fragment_concepts(view)  # type: ignore[attr-defined]
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(scenario=scenarios())
 def test_so_it_does_under_a_default_namespace(
     scenario: tuple[etree._Element, dict[etree._Element, str], set[str]], tmp_path: Path
@@ -193,8 +201,20 @@ def test_an_attribute_namespace_with_two_prefixes_is_refused_as_hostile() -> Non
         _attributes(el)
 
 
-def test_a_generated_production_document_gives_the_same_view_both_ways(tmp_path: Path) -> None:
-    """docgen's documents (what the memory measurements publish), every concept delivered."""
+@pytest.fixture(params=["whole", "node by node"])
+def subtrees(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Small subtrees canonicalised by lxml whole (as by default), or every one written node
+    by node (as those above the size are). (Its own patch: a test may undo its monkeypatch.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param != "whole":
+            patch.setattr(_canonical_view, "WHOLE_BYTES", 0)
+        yield str(request.param)
+
+
+def test_a_generated_production_document_gives_the_same_view_both_ways(
+    tmp_path: Path, subtrees: str
+) -> None:
+    """docgen's documents (what the memory measurements publish), some concepts withheld."""
     ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
     mapping = load_mapping(REPO_ROOT / "ontology" / "mappings" / "production-dept.toml", ontology)
     source = tmp_path / "doc.xml"
@@ -233,14 +253,12 @@ def _unusual(element: etree._Element) -> bytes:
 
 
 def test_plaintexts_that_are_not_canonical_give_the_same_view_both_ways(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, subtrees: str
 ) -> None:
     """The in-memory decoder re-canonicalises such plaintexts (comments dropped, processing
     instructions kept); the stored one writes the same bytes."""
     monkeypatch.setattr(plaintext, "canonicalize", _unusual)
-    root = etree.fromstring(
-        b'<a xmlns="urn:z" k="1"><b m="2"><c/>t</b>u<d xmlns=""><e/></d></a>'
-    )
+    root = etree.fromstring(b'<a xmlns="urn:z" k="1"><b m="2"><c/>t</b>u<d xmlns=""><e/></d></a>')
     concept_of = {root: "A", root[0]: "B", root[1]: "C", root[1][0]: "B"}
     delivery = select(_encode(root, concept_of), {"A", "B"})
     assert b"<!--before-->" in crypto_plain(delivery)
