@@ -33,9 +33,9 @@ from xdn.ontology import load_ontology
 from xdn.parts import MIN_PART_BYTES, Joiner, PartData
 from xdn.paths import REPO_ROOT
 from xdn.policy import load_signed_policy
-from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wire_write import SplicedDissemination
 
 PUBLISHER = "production-dept"
 SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
@@ -66,7 +66,8 @@ class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def _ack(self, request: pb.PublishRequest) -> pb.PublishAck:
         return pb.PublishAck(
             document_id=request.dissemination.manifest.document_id,
-            fragments_accepted=len(request.dissemination.fragments), subscribers_reached=7,
+            fragments_accepted=len(request.dissemination.fragments),
+            subscribers_reached=7,
         )
 
     async def Publish(
@@ -111,18 +112,29 @@ def _setup(net: LocalNetwork, state: Path, port: int, **options: int) -> Publish
     tls = TlsFiles.from_dir(net.certs, PUBLISHER)
     mapping = REPO_ROOT / "ontology" / "mappings" / f"{PUBLISHER}.toml"
     return PublisherSetup(
-        name=PUBLISHER, tls=tls, ontology=ontology, mapping=load_mapping(mapping, ontology),
+        name=PUBLISHER,
+        tls=tls,
+        ontology=ontology,
+        mapping=load_mapping(mapping, ontology),
         policy=load_signed_policy(
-            net.workdir / "policies" / f"{PUBLISHER}.toml", ontology,
-            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER,
+            net.workdir / "policies" / f"{PUBLISHER}.toml",
+            ontology,
+            certs.public_key_of(tls.cert_pem),
+            publisher=PUBLISHER,
         ),
-        state_dir=state, provenance_log=state / "provenance.nq", connect=f"127.0.0.1:{port}",
+        state_dir=state,
+        provenance_log=state / "provenance.nq",
+        connect=f"127.0.0.1:{port}",
         **options,
     )
 
 
 async def _publish(
-    net: LocalNetwork, state: Path, site: _RootSite, *, publisher_options: Any = None,
+    net: LocalNetwork,
+    state: Path,
+    site: _RootSite,
+    *,
+    publisher_options: Any = None,
     **options: int,
 ) -> PublishResult:
     server = grpc.aio.server()
@@ -157,9 +169,7 @@ def test_a_request_larger_than_the_part_size_goes_in_parts(
     assert result.reach.subscribers == 7  # the acknowledgement is read as Publish's
 
 
-def test_a_request_within_the_part_size_goes_whole(
-    network: LocalNetwork, tmp_path: Path
-) -> None:
+def test_a_request_within_the_part_size_goes_whole(network: LocalNetwork, tmp_path: Path) -> None:
     site = _RootSite()
     result = asyncio.run(_publish(network, tmp_path, site))  # the default: 4 MiB
     (received,) = site.received
@@ -200,7 +210,8 @@ def test_the_part_size_itself_goes_whole_one_byte_more_in_parts(
     site = _RootSite()
     asyncio.run(scenario(site))
     assert [(r.call, r.parts, r.request) for r in site.received] == [
-        ("Publish", 1, _sized(4096)), ("PublishParts", 2, _sized(4097)),
+        ("Publish", 1, _sized(4096)),
+        ("PublishParts", 2, _sized(4097)),
     ]
 
 
@@ -227,10 +238,24 @@ def test_the_cli_refuses_a_part_size_below_the_minimum(
 ) -> None:
     from cli.main import main
 
-    code = main([
-        "publish", "doc.xml", "--connect", "127.0.0.1:9", "--name", PUBLISHER,
-        "--certs", "certs", "--mapping", "m.toml", "--policy", "p.toml", "--part-bytes", "100",
-    ])
+    code = main(
+        [
+            "publish",
+            "doc.xml",
+            "--connect",
+            "127.0.0.1:9",
+            "--name",
+            PUBLISHER,
+            "--certs",
+            "certs",
+            "--mapping",
+            "m.toml",
+            "--policy",
+            "p.toml",
+            "--part-bytes",
+            "100",
+        ]
+    )
     assert code == 1
     assert capsys.readouterr().err.startswith(
         "xdn: error: --part-bytes 100: a part must be at least 1024 bytes"
@@ -250,19 +275,19 @@ def test_a_streamed_documents_files_are_gone_once_it_is_acknowledged(
 ) -> None:
     site = _RootSite()
     seen: list[list[str]] = []
-    real = FileSource.read
+    real = SplicedDissemination.read
 
-    def read(body: FileSource, start: int, end: int) -> bytes:
+    def read(body: SplicedDissemination, start: int, end: int) -> bytes:
         seen.append(_outgoing(tmp_path))
         assert end - start <= part_bytes  # (a part at a time, never the whole file)
         return real(body, start, end)
 
-    with mock.patch.object(FileSource, "read", read):
+    with mock.patch.object(SplicedDissemination, "read", read):
         result = asyncio.run(_publish(network, tmp_path, site, part_bytes=part_bytes))
     (received,) = site.received
     assert received.call == ("PublishParts" if part_bytes == MIN_PART_BYTES else "Publish")
     assert len(received.request.dissemination.fragments) == result.fragments > 1
-    assert seen and all(len(names) == 1 and names[0].endswith(".dissemination") for names in seen)
+    assert seen and all(len(names) == 1 and names[0].endswith(".records") for names in seen)
     assert _outgoing(tmp_path) == []
 
 
@@ -302,8 +327,9 @@ def _deterministic() -> Iterator[None]:
     def encrypted(cipher: crypto.Aead, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
         return encrypt(cipher, plaintext, iv=bytes(12))
 
-    with mock.patch.object(crypto, "sign", signed), mock.patch.object(
-        crypto.Aead, "encrypt", encrypted
+    with (
+        mock.patch.object(crypto, "sign", signed),
+        mock.patch.object(crypto.Aead, "encrypt", encrypted),
     ):
         yield
 
@@ -324,12 +350,12 @@ def test_a_streamed_request_is_the_request_the_in_memory_path_sends(
             site = _RootSite()
             options = {**clock, "streaming": streaming}
             with mock.patch.object(
-                FileSource, "read", autospec=True, side_effect=FileSource.read
+                SplicedDissemination, "read", autospec=True, side_effect=SplicedDissemination.read
             ) as read:
                 asyncio.run(
                     _publish(network, state, site, publisher_options=options, part_bytes=4096)
                 )
-            assert bool(read.call_count) == (streaming is None)  # (from a file: streamed)
+            assert bool(read.call_count) == (streaming is None)  # (from the records: streamed)
             (received,) = site.received
             assert received.call == "PublishParts"
             sent[streaming] = received.raw
