@@ -196,16 +196,30 @@ class DisseminationWriter:
         trailer = field_header(_PROVENANCE, len(provenance)) + provenance if provenance else b""
         return SplicedDissemination(self, head, (records, starts, tails), at, trailer)
 
-    def _read_record(self, index: int, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of record ``index`` (of at most :data:`_WINDOW`)."""
-        at = self._offsets[index] + start
+    def _read_records(self, wanted: list[tuple[int, int, int, int]], out: list[bytes]) -> None:
+        """Put bytes ``[lo, hi)`` of record ``index`` in ``out[slot]`` for each ``(slot, index,
+        lo, hi)`` of ``wanted``: in one read when they lie close together, else one each."""
+        if not wanted:
+            return
+        first = min(self._offsets[index] + lo for _, index, lo, _ in wanted)
+        last = max(self._offsets[index] + hi for _, index, _, hi in wanted)
+        if last - first <= 2 * sum(hi - lo for _, _, lo, hi in wanted) + _WINDOW:
+            block = self._pread(first, last - first)
+            for slot, index, lo, hi in wanted:
+                at = self._offsets[index] + lo - first
+                out[slot] = block[at : at + hi - lo]
+            return
+        for slot, index, lo, hi in wanted:
+            out[slot] = self._pread(self._offsets[index] + lo, hi - lo)
+
+    def _pread(self, at: int, size: int) -> bytes:
         if self._fd is None:
             self._records.seek(at)
-            data = self._records.read(end - start)
+            data = self._records.read(size)
         else:
-            data = os.pread(self._fd, end - start, at)
-        if len(data) != end - start:
-            raise ValueError(f"the records end within the record at byte {self._offsets[index]}")
+            data = os.pread(self._fd, size, at)
+        if len(data) != size:
+            raise ValueError(f"the records end before byte {at + size}")
         return data
 
 
@@ -234,12 +248,6 @@ class SplicedDissemination:
     def __len__(self) -> int:
         return self._size
 
-    def _leaf_size(self, leaf: int) -> int:
-        return self._writer._sizes[self._records[leaf]] + len(self._tails.get(leaf, b""))
-
-    def _leaf_key(self, leaf: int) -> bytes:
-        return field_header(_FRAGMENTS, self._leaf_size(leaf))
-
     def read(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)``.
 
@@ -248,33 +256,34 @@ class SplicedDissemination:
         """
         if not 0 <= start <= end <= self._size:
             raise ValueError(f"span {start}-{end} is not within {self._size} bytes")
-        pieces = []
-        at = start
-        while at < end:
-            piece = self._piece(at, end)
-            pieces.append(piece)
-            at += len(piece)
+        pieces = [self._head[start:end]] if start < len(self._head) else []
+        at, stop = max(start, len(self._head)), min(end, self._body_end)
+        if at < stop:
+            self._fragments(at, stop, pieces)
+        if end > self._body_end:
+            pieces.append(self._trailer[max(start - self._body_end, 0) : end - self._body_end])
         return b"".join(pieces)
 
-    def _piece(self, at: int, end: int) -> bytes:
-        """The longest run of bytes from ``at`` (before ``end``) that comes from one place."""
-        if at < len(self._head):
-            return self._head[at:end]
-        if at >= self._body_end:
-            return self._trailer[at - self._body_end : end - self._body_end]
+    def _fragments(self, at: int, stop: int, out: list[bytes]) -> None:
+        """Append bytes ``[at, stop)`` of the fragments' fields to ``out``."""
+        sizes = self._writer._sizes
+        wanted: list[tuple[int, int, int, int]] = []  # records to read: slot, index, lo, hi
         leaf = bisect.bisect_right(self._starts, at) - 1
-        key = self._leaf_key(leaf)
-        offset = at - self._starts[leaf]
-        if offset < len(key):
-            return key[offset : offset + end - at]
-        offset -= len(key)
-        index = self._records[leaf]
-        size = self._writer._sizes[index]
-        if offset < size:
-            stop = min(size, offset + end - at, offset + _WINDOW)
-            return self._writer._read_record(index, offset, stop)
-        offset -= size
-        return self._tails[leaf][offset : offset + end - at]
+        while at < stop:
+            index, first = self._records[leaf], self._starts[leaf]
+            size, tail = sizes[index], self._tails.get(leaf, b"")
+            key = field_header(_FRAGMENTS, size + len(tail))
+            lo, hi, body = at - first, stop - first, len(key) + size  # (within the field)
+            if lo < len(key):
+                out.append(key[lo:hi])
+            if lo < body and hi > len(key):
+                wanted.append((len(out), index, max(lo - len(key), 0), min(hi - len(key), size)))
+                out.append(b"")
+            if hi > body and tail:
+                out.append(tail[max(lo - body, 0) : hi - body])
+            at = first + body + len(tail)
+            leaf += 1
+        self._writer._read_records(wanted, out)
 
 
 def request_framing(rest: pb.PublishRequest, length: int) -> tuple[bytes, bytes]:
