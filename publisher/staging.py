@@ -201,16 +201,9 @@ class ParsedDocument:
         iv_factory: Callable[[], bytes] | None = None,
     ) -> Encoded:
         encoded = encode(
-            self._mapped,
-            document_id=document_id,
-            publisher=publisher,
-            version=version,
-            issued_at_ms=issued_at_ms,
-            keys=keys,
-            signer=signer,
-            concept_order=concept_order,
-            sequencing=sequencing,
-            iv_factory=iv_factory,
+            self._mapped, document_id=document_id, publisher=publisher, version=version,
+            issued_at_ms=issued_at_ms, keys=keys, signer=signer, concept_order=concept_order,
+            sequencing=sequencing, iv_factory=iv_factory,
         )
         self._mapped = []  # (the tree goes once encoded)
         return _InMemory(encoded)
@@ -269,17 +262,9 @@ class StreamedDocument:
             try:
                 writer = DisseminationWriter(records)
                 sealed = encode_to_sink(
-                    self._path,
-                    writer.add,
-                    mapping=self._mapping,
-                    document_id=document_id,
-                    publisher=publisher,
-                    version=version,
-                    issued_at_ms=issued_at_ms,
-                    keys=keys,
-                    signer=signer,
-                    concept_order=concept_order,
-                    sequencing=sequencing,
+                    self._path, writer.add, mapping=self._mapping, document_id=document_id,
+                    publisher=publisher, version=version, issued_at_ms=issued_at_ms, keys=keys,
+                    signer=signer, concept_order=concept_order, sequencing=sequencing,
                     iv_factory=iv_factory,
                 )
             except BaseException:

@@ -73,11 +73,8 @@ def stored(delivery: Delivery, tmp: Path, **kwargs: object) -> tuple[bytes, tupl
     return out.getvalue(), held
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(scenario=scenarios())
 def test_the_stored_decoder_writes_the_in_memory_views_canonical_bytes(
     scenario: tuple[etree._Element, dict[etree._Element, str], set[str]], tmp_path: Path
@@ -93,11 +90,8 @@ def test_the_stored_decoder_writes_the_in_memory_views_canonical_bytes(
     assert {h.fragment_id: h.concept for h in held} == fragment_concepts(view)  # type: ignore[attr-defined]
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(scenario=scenarios())
 def test_so_it_does_under_a_default_namespace(
     scenario: tuple[etree._Element, dict[etree._Element, str], set[str]], tmp_path: Path
@@ -258,7 +252,9 @@ def test_plaintexts_that_are_not_canonical_give_the_same_view_both_ways(
     """The in-memory decoder re-canonicalises such plaintexts (comments dropped, processing
     instructions kept); the stored one writes the same bytes."""
     monkeypatch.setattr(plaintext, "canonicalize", _unusual)
-    root = etree.fromstring(b'<a xmlns="urn:z" k="1"><b m="2"><c/>t</b>u<d xmlns=""><e/></d></a>')
+    root = etree.fromstring(
+        b'<a xmlns="urn:z" k="1"><b m="2"><c/>t</b>u<d xmlns=""><e/></d></a>'
+    )
     concept_of = {root: "A", root[0]: "B", root[1]: "C", root[1][0]: "B"}
     delivery = select(_encode(root, concept_of), {"A", "B"})
     assert b"<!--before-->" in crypto_plain(delivery)

@@ -66,8 +66,7 @@ class _RootSite(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def _ack(self, request: pb.PublishRequest) -> pb.PublishAck:
         return pb.PublishAck(
             document_id=request.dissemination.manifest.document_id,
-            fragments_accepted=len(request.dissemination.fragments),
-            subscribers_reached=7,
+            fragments_accepted=len(request.dissemination.fragments), subscribers_reached=7,
         )
 
     async def Publish(
@@ -112,29 +111,18 @@ def _setup(net: LocalNetwork, state: Path, port: int, **options: int) -> Publish
     tls = TlsFiles.from_dir(net.certs, PUBLISHER)
     mapping = REPO_ROOT / "ontology" / "mappings" / f"{PUBLISHER}.toml"
     return PublisherSetup(
-        name=PUBLISHER,
-        tls=tls,
-        ontology=ontology,
-        mapping=load_mapping(mapping, ontology),
+        name=PUBLISHER, tls=tls, ontology=ontology, mapping=load_mapping(mapping, ontology),
         policy=load_signed_policy(
-            net.workdir / "policies" / f"{PUBLISHER}.toml",
-            ontology,
-            certs.public_key_of(tls.cert_pem),
-            publisher=PUBLISHER,
+            net.workdir / "policies" / f"{PUBLISHER}.toml", ontology,
+            certs.public_key_of(tls.cert_pem), publisher=PUBLISHER,
         ),
-        state_dir=state,
-        provenance_log=state / "provenance.nq",
-        connect=f"127.0.0.1:{port}",
+        state_dir=state, provenance_log=state / "provenance.nq", connect=f"127.0.0.1:{port}",
         **options,
     )
 
 
 async def _publish(
-    net: LocalNetwork,
-    state: Path,
-    site: _RootSite,
-    *,
-    publisher_options: Any = None,
+    net: LocalNetwork, state: Path, site: _RootSite, *, publisher_options: Any = None,
     **options: int,
 ) -> PublishResult:
     server = grpc.aio.server()
@@ -169,7 +157,9 @@ def test_a_request_larger_than_the_part_size_goes_in_parts(
     assert result.reach.subscribers == 7  # the acknowledgement is read as Publish's
 
 
-def test_a_request_within_the_part_size_goes_whole(network: LocalNetwork, tmp_path: Path) -> None:
+def test_a_request_within_the_part_size_goes_whole(
+    network: LocalNetwork, tmp_path: Path
+) -> None:
     site = _RootSite()
     result = asyncio.run(_publish(network, tmp_path, site))  # the default: 4 MiB
     (received,) = site.received
@@ -210,8 +200,7 @@ def test_the_part_size_itself_goes_whole_one_byte_more_in_parts(
     site = _RootSite()
     asyncio.run(scenario(site))
     assert [(r.call, r.parts, r.request) for r in site.received] == [
-        ("Publish", 1, _sized(4096)),
-        ("PublishParts", 2, _sized(4097)),
+        ("Publish", 1, _sized(4096)), ("PublishParts", 2, _sized(4097)),
     ]
 
 
@@ -238,24 +227,10 @@ def test_the_cli_refuses_a_part_size_below_the_minimum(
 ) -> None:
     from cli.main import main
 
-    code = main(
-        [
-            "publish",
-            "doc.xml",
-            "--connect",
-            "127.0.0.1:9",
-            "--name",
-            PUBLISHER,
-            "--certs",
-            "certs",
-            "--mapping",
-            "m.toml",
-            "--policy",
-            "p.toml",
-            "--part-bytes",
-            "100",
-        ]
-    )
+    code = main([
+        "publish", "doc.xml", "--connect", "127.0.0.1:9", "--name", PUBLISHER,
+        "--certs", "certs", "--mapping", "m.toml", "--policy", "p.toml", "--part-bytes", "100",
+    ])
     assert code == 1
     assert capsys.readouterr().err.startswith(
         "xdn: error: --part-bytes 100: a part must be at least 1024 bytes"
@@ -327,9 +302,8 @@ def _deterministic() -> Iterator[None]:
     def encrypted(cipher: crypto.Aead, plaintext: bytes, *, iv: bytes | None = None) -> bytes:
         return encrypt(cipher, plaintext, iv=bytes(12))
 
-    with (
-        mock.patch.object(crypto, "sign", signed),
-        mock.patch.object(crypto.Aead, "encrypt", encrypted),
+    with mock.patch.object(crypto, "sign", signed), mock.patch.object(
+        crypto.Aead, "encrypt", encrypted
     ):
         yield
 

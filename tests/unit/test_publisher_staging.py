@@ -60,11 +60,8 @@ def test_an_encoding_that_fails_leaves_no_file(tmp_path: Path) -> None:
 def test_a_document_that_cannot_be_written_is_a_usage_error(tmp_path: Path, step: str) -> None:
     staging = Staging(tmp_path / "outgoing")
     full = OSError(errno.ENOSPC, "No space left on device")
-    with (
-        mock.patch.object(DisseminationWriter, step, side_effect=full),
-        pytest.raises(
-            UsageError, match=r"cannot write the encoded document .*: No space left on device"
-        ),
+    with mock.patch.object(DisseminationWriter, step, side_effect=full), pytest.raises(
+        UsageError, match=r"cannot write the encoded document .*: No space left on device"
     ):
         _staged(SAMPLE, staging, None, lambda c: concept_keys("production-dept", c))
     assert not any(staging.folder.iterdir())

@@ -136,7 +136,9 @@ def test_random_documents_stream_to_the_bytes_the_in_memory_path_serializes(
     assert present == {n.concept for n in map_document(parse_bytes(xml), mapping)}
     job = job_args("pub", KEYS, order)
     with deterministic():
-        assert _streamed(xml, mapping, job, provenance) == _in_memory(xml, mapping, job, provenance)
+        assert _streamed(xml, mapping, job, provenance) == _in_memory(
+            xml, mapping, job, provenance
+        )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -183,10 +185,8 @@ def test_a_request_framed_by_hand_is_the_request_serialized(alone: bool) -> None
         present = concepts_present(io.BytesIO(xml), mapping=mapping)
         job = job_args("production-dept", concept_keys("production-dept", present), [])
         dissemination = _streamed(xml, mapping, job, b"")
-    full = (
-        _full_request(dissemination)
-        if not alone
-        else pb.PublishRequest(dissemination=pb.Dissemination.FromString(dissemination))
+    full = _full_request(dissemination) if not alone else pb.PublishRequest(
+        dissemination=pb.Dissemination.FromString(dissemination)
     )
     rest = pb.PublishRequest()
     rest.CopyFrom(full)
@@ -213,7 +213,7 @@ def test_varints_out_of_range_are_refused() -> None:
 
 
 def test_a_seal_of_other_fragments_is_refused() -> None:
-    xml = b"<a><b>one</b><b>two</b></a>"
+    xml = b'<a><b>one</b><b>two</b></a>'
     mapping = _random_mapping({"b": "B"})
     writer = DisseminationWriter(io.BytesIO())
     job = job_args("pub", KEYS, [])
@@ -226,9 +226,7 @@ def test_a_seal_of_other_fragments_is_refused() -> None:
 def test_the_first_pass_refuses_what_the_encoder_refuses() -> None:
     twice = parse_mapping(
         b'[namespaces]\nx = "urn:x"\n[concepts]\nA = ["//b"]\nB = ["/r/b"]\n',
-        ONTOLOGY,
-        source="two.toml",
-        schema="two",
+        ONTOLOGY, source="two.toml", schema="two",
     )
     with pytest.raises(MappingError, match="mapped to both A and B"):
         concepts_present(io.BytesIO(b"<r><b/></r>"), mapping=twice)

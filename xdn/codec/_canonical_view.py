@@ -208,7 +208,9 @@ def _drop_before(node: etree._Element) -> None:
             del holder[0]
 
 
-def _events(span: PlaintextSpan, limits: Limits, what: str) -> Iterator[tuple[str, etree._Element]]:
+def _events(
+    span: PlaintextSpan, limits: Limits, what: str
+) -> Iterator[tuple[str, etree._Element]]:
     if span.size > limits.max_document_bytes:
         raise HostileXmlError(f"{what}: larger than {limits.max_document_bytes} bytes")
     events = ("start", "end", "comment", "pi")
