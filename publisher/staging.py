@@ -11,10 +11,10 @@ Theory of operation
   to a records file as it is encrypted (:class:`xdn.wire_write.DisseminationWriter`); parsed,
   it is encoded in memory (:func:`xdn.codec.encode`).
 * ``frame``, once the provenance message is signed (it names the manifest's root), gives the
-  serialized ``Dissemination`` as a :class:`Body`: streamed, written in leaf order to a second
-  file (the records file is deleted then) and read back a span at a time (:class:`FileSource`);
-  parsed, serialized in memory (:class:`MemoryBody`). Both are the same bytes for the same
-  document, keys, IVs and signatures.
+  serialized ``Dissemination`` as a :class:`Body`: streamed, read a span at a time in leaf
+  order from the records file itself (:class:`xdn.wire_write.SplicedDissemination`; no second
+  copy is written); parsed, serialized in memory (:class:`MemoryBody`). Both are the same
+  bytes for the same document, keys, IVs and signatures.
 * The sender cuts a body into parts (:func:`xdn.parts.cut` reads it a part at a time) and
   deletes it once the site acknowledged or refused it.
 
@@ -45,8 +45,8 @@ from xdn.codec import (
 from xdn.errors import UsageError
 from xdn.mapping import MappedNode, Unpublished, UnpublishedTally, map_document, unpublished
 from xdn.mapping import Mapping as ConceptMapping
-from xdn.span_files import FileSource, ScratchFolder
-from xdn.wire_write import DisseminationWriter
+from xdn.span_files import ScratchFolder
+from xdn.wire_write import DisseminationWriter, SplicedDissemination
 from xdn.wireconv import dissemination_to_pb
 
 __all__ = [
@@ -289,20 +289,43 @@ class _InFiles:
         self._sealed = sealed
         self.signed_manifest = sealed.signed_manifest
         self.fragments = len(writer)
+        self._framed = False
 
     def frame(self, *, provenance: bytes, publisher_certificate: bytes) -> Body:
-        path = self._staging.new_path(".dissemination")
         try:
-            with self._staging.writing(path), path.open("wb") as out:
-                self._writer.write(
-                    out, self._sealed, provenance=provenance,
+            with self._staging.writing(self._path):
+                body = self._writer.body(
+                    self._sealed, provenance=provenance,
                     publisher_certificate=publisher_certificate,
-                )
-            return FileSource(path)
-        finally:
+                )  # fmt: skip
+        except BaseException:
             self.discard()
+            raise
+        self._framed = True  # (the body lets the records go)
+        return _RecordsBody(body, self._release)
 
     def discard(self) -> None:
+        if not self._framed:
+            self._release()
+
+    def _release(self) -> None:
         if not self._records.closed:
             self._records.close()
         self._path.unlink(missing_ok=True)
+
+
+class _RecordsBody:
+    """A :class:`Body` read from the records file where the fragments are (no copy)."""
+
+    def __init__(self, body: SplicedDissemination, release: Callable[[], None]) -> None:
+        self._body = body
+        self._release = release
+
+    def __len__(self) -> int:
+        return len(self._body)
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._body.read(start, end)
+
+    def delete(self) -> None:
+        self._release()

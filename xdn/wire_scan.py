@@ -102,6 +102,10 @@ class Cursor:
 
     def varint(self) -> int:
         """The next varint."""
+        offset = self.at - self._window_at
+        if 0 <= offset < len(self._window) and self._window[offset] < 0x80:
+            self.at += 1  # (one byte, in the window: most keys and lengths)
+            return self._window[offset]
         value = shift = 0
         for _ in range(10):
             byte = self._byte()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from xdn import crypto
 from xdn.codec import (
     ConceptKey,
     Delivery,
+    _canonical_view,
     decode,
     decode_stored,
     encode,
@@ -193,8 +195,20 @@ def test_an_attribute_namespace_with_two_prefixes_is_refused_as_hostile() -> Non
         _attributes(el)
 
 
-def test_a_generated_production_document_gives_the_same_view_both_ways(tmp_path: Path) -> None:
-    """docgen's documents (what the memory measurements publish), every concept delivered."""
+@pytest.fixture(params=["whole", "node by node"])
+def subtrees(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Small subtrees canonicalised by lxml whole (as by default), or every one written node
+    by node (as those above the size are). (Its own patch: a test may undo its monkeypatch.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param != "whole":
+            patch.setattr(_canonical_view, "WHOLE_BYTES", 0)
+        yield str(request.param)
+
+
+def test_a_generated_production_document_gives_the_same_view_both_ways(
+    tmp_path: Path, subtrees: str
+) -> None:
+    """docgen's documents (what the memory measurements publish), some concepts withheld."""
     ontology = load_ontology([REPO_ROOT / "ontology" / "production.owl"])
     mapping = load_mapping(REPO_ROOT / "ontology" / "mappings" / "production-dept.toml", ontology)
     source = tmp_path / "doc.xml"
@@ -233,7 +247,7 @@ def _unusual(element: etree._Element) -> bytes:
 
 
 def test_plaintexts_that_are_not_canonical_give_the_same_view_both_ways(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, subtrees: str
 ) -> None:
     """The in-memory decoder re-canonicalises such plaintexts (comments dropped, processing
     instructions kept); the stored one writes the same bytes."""

@@ -33,9 +33,9 @@ from xdn.ontology import load_ontology
 from xdn.parts import MIN_PART_BYTES, Joiner, PartData
 from xdn.paths import REPO_ROOT
 from xdn.policy import load_signed_policy
-from xdn.span_files import FileSource
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
+from xdn.wire_write import SplicedDissemination
 
 PUBLISHER = "production-dept"
 SAMPLE = SAMPLE_DOCUMENTS[PUBLISHER]
@@ -250,19 +250,19 @@ def test_a_streamed_documents_files_are_gone_once_it_is_acknowledged(
 ) -> None:
     site = _RootSite()
     seen: list[list[str]] = []
-    real = FileSource.read
+    real = SplicedDissemination.read
 
-    def read(body: FileSource, start: int, end: int) -> bytes:
+    def read(body: SplicedDissemination, start: int, end: int) -> bytes:
         seen.append(_outgoing(tmp_path))
         assert end - start <= part_bytes  # (a part at a time, never the whole file)
         return real(body, start, end)
 
-    with mock.patch.object(FileSource, "read", read):
+    with mock.patch.object(SplicedDissemination, "read", read):
         result = asyncio.run(_publish(network, tmp_path, site, part_bytes=part_bytes))
     (received,) = site.received
     assert received.call == ("PublishParts" if part_bytes == MIN_PART_BYTES else "Publish")
     assert len(received.request.dissemination.fragments) == result.fragments > 1
-    assert seen and all(len(names) == 1 and names[0].endswith(".dissemination") for names in seen)
+    assert seen and all(len(names) == 1 and names[0].endswith(".records") for names in seen)
     assert _outgoing(tmp_path) == []
 
 
@@ -324,12 +324,12 @@ def test_a_streamed_request_is_the_request_the_in_memory_path_sends(
             site = _RootSite()
             options = {**clock, "streaming": streaming}
             with mock.patch.object(
-                FileSource, "read", autospec=True, side_effect=FileSource.read
+                SplicedDissemination, "read", autospec=True, side_effect=SplicedDissemination.read
             ) as read:
                 asyncio.run(
                     _publish(network, state, site, publisher_options=options, part_bytes=4096)
                 )
-            assert bool(read.call_count) == (streaming is None)  # (from a file: streamed)
+            assert bool(read.call_count) == (streaming is None)  # (from the records: streamed)
             (received,) = site.received
             assert received.call == "PublishParts"
             sent[streaming] = received.raw

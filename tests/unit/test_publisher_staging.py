@@ -40,7 +40,7 @@ def test_staged_documents_are_the_same_bytes_either_way_and_their_files_go(
     staging = Staging(tmp_path / "outgoing")
     with deterministic():
         streamed = _staged(SAMPLE, staging, None, lambda c: concept_keys("production-dept", c))
-        assert [p.suffix for p in staging.folder.iterdir()] == [".dissemination"]
+        assert [p.suffix for p in staging.folder.iterdir()] == [".records"]  # (read in place)
         parsed = _staged(SAMPLE, staging, False, lambda c: concept_keys("production-dept", c))
     assert streamed.read(0, len(streamed)) == parsed.read(0, len(parsed))
     assert streamed.read(5, 9) == parsed.read(0, len(parsed))[5:9]
@@ -56,7 +56,7 @@ def test_an_encoding_that_fails_leaves_no_file(tmp_path: Path) -> None:
     assert not any(staging.folder.iterdir())
 
 
-@pytest.mark.parametrize("step", ["add", "write"])
+@pytest.mark.parametrize("step", ["add", "body"])
 def test_a_document_that_cannot_be_written_is_a_usage_error(tmp_path: Path, step: str) -> None:
     staging = Staging(tmp_path / "outgoing")
     full = OSError(errno.ENOSPC, "No space left on device")

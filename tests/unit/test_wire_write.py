@@ -98,8 +98,12 @@ def _streamed(xml: bytes, mapping: Mapping, job: dict[str, Any], provenance: byt
     writer = DisseminationWriter(records)
     sealed = encode_to_sink(io.BytesIO(xml), writer.add, mapping=mapping, **job)
     size = writer.write(out, sealed, provenance=provenance, publisher_certificate=CERT)
-    assert size == len(out.getvalue())
-    return out.getvalue()
+    whole = out.getvalue()
+    assert size == len(whole)
+    body = writer.body(sealed, provenance=provenance, publisher_certificate=CERT)
+    for step in (5, 251):  # spans that start and end anywhere read as the same bytes
+        assert b"".join(body.read(a, min(a + step, size)) for a in range(0, size, step)) == whole
+    return whole
 
 
 def _random_mapping(by_tag: dict[str, str]) -> Mapping:

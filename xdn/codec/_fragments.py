@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from xdn import crypto
+from xdn.binary import U64_MAX
 from xdn.codec._encoding import check_u64, frame, opt_u64, u64
 from xdn.codec._keys import check_name
 from xdn.codec._manifest import Manifest, SignedManifest
@@ -67,18 +68,36 @@ class Fragment:
     cipher_value: bytes
 
     def __post_init__(self) -> None:
-        check_name("document_id", self.document_id)
-        check_name("publisher", self.publisher)
-        check_name("concept", self.concept)
-        check_name("key_name", self.key_name)
-        check_u64("position", self.position)
-        check_u64("epoch", self.epoch)
-        if self.parent is not None and check_u64("parent", self.parent) >= self.position:
+        # (a fragment is made per mapped node on both sides: the names, which repeat for a
+        # concept's fragments, are checked once; plain ints in range skip the full checks)
+        names = (self.document_id, self.publisher, self.concept, self.key_name)
+        try:
+            _checked_names(*names)
+        except TypeError:  # (unhashable: not a str; the uncached checks say which)
+            _check_names(*names)
+        position, parent, epoch = self.position, self.parent, self.epoch
+        if not (type(position) is int and 0 <= position <= U64_MAX):
+            check_u64("position", position)
+        if not (type(epoch) is int and 0 <= epoch <= U64_MAX):
+            check_u64("epoch", epoch)
+        in_order = parent is None or (type(parent) is int and 0 <= parent < position)
+        if not in_order and check_u64("parent", parent) >= position:
             raise ValueError("a fragment's parent must come before it in document order")
-        if self.fragment_id != fragment_id(self.document_id, self.position):
+        if self.fragment_id != fragment_id(self.document_id, position):
             raise ValueError("fragment_id must be DOCUMENT#POSITION")
         if not isinstance(self.cipher_value, bytes):
             raise TypeError("cipher_value must be bytes")
+
+
+def _check_names(document_id: str, publisher: str, concept: str, key_name: str) -> None:
+    """The name checks of a fragment."""
+    check_name("document_id", document_id)
+    check_name("publisher", publisher)
+    check_name("concept", concept)
+    check_name("key_name", key_name)
+
+
+_checked_names = functools.lru_cache(maxsize=256)(_check_names)  # (errors are not cached)
 
 
 def fragment_leaf(fragment: Fragment) -> bytes:

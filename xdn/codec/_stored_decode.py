@@ -132,6 +132,6 @@ def decode_stored(
         tops = plan_view(templates, leaf_count=m.leaf_count, max_depth=limits.max_depth)
         write_canonical_view(
             out, start=(m.document_id, m.publisher, m.version), tops=tops, spans=spans,
-            limits=limits,
+            limits=limits, templates=templates,
         )  # fmt: skip
     return held_fragments(delivery)
