@@ -94,6 +94,15 @@ class SoakConfig:
             raise ValueError("churners must be some, not all, of the subscribers")
 
     @property
+    def warmup_rule(self) -> str:
+        if self.warmup_s is not None:
+            return "given (--warmup)"
+        return (
+            "a quarter of the run, at most 5 minutes: start-up, registrations, the first churn"
+            " and the statement memos filling to their bounds"
+        )
+
+    @property
     def warmup(self) -> float:
         return self.warmup_s if self.warmup_s is not None else min(self.duration_s / 4, 300.0)
 
@@ -437,6 +446,7 @@ def _summary(
     return {
         "soak_seconds": config.duration_s,
         "warmup_s": config.warmup,
+        "warmup_rule": config.warmup_rule,
         "sample_interval_s": config.interval,
         "sites": len(soak.net.sites),
         "publishers": len(runs),

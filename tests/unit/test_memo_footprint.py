@@ -13,14 +13,13 @@ import pytest
 from xdn import rdf
 from xdn.provenance import _shape
 
-_SIGNATURE_CHARS = 300  # about a provenance statement's line (base64 signatures, URIs)
 
-
-def _statement(n: int) -> rdf.Quad:
+def _statement(n: int, chars: int) -> rdf.Quad:
+    """A statement with a literal of ``chars`` characters (a signature, a certificate)."""
     return rdf.Quad(
         rdf.IRI(f"https://d1.xdn.example/message/{n}"),
         rdf.IRI("https://w3id.org/xdn#signature"),
-        rdf.Literal(f"{n:08d}" + "A" * _SIGNATURE_CHARS),
+        rdf.Literal(f"{n:08d}" + "A" * chars),
         rdf.IRI(f"https://d1.xdn.example/graph/{n}"),
     )
 
@@ -38,19 +37,19 @@ def _retained_mb(fill: Callable[[], None]) -> float:
         tracemalloc.stop()
 
 
-def test_the_line_memo_holds_a_few_megabytes_after_forty_thousand_statements(
+def test_the_line_memo_holds_a_few_megabytes_of_long_statements(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(rdf, "_LINES", {})
     monkeypatch.setattr(rdf, "_QUADS", {})
     monkeypatch.setattr(rdf, "_memo_chars", 0)
 
-    def fill() -> None:
-        for n in range(40_000):
-            rdf.format_quad(_statement(n))
+    def fill() -> None:  # (far fewer statements than the memo's count bound)
+        for n in range(3_000):
+            rdf.format_quad(_statement(n, 2_000))
 
-    assert _retained_mb(fill) < 4.0
-    assert rdf.format_quad(_statement(39_999)) in rdf._QUADS  # (the recent ones are kept)
+    assert _retained_mb(fill) < 3.0  # (all 3,000 would be 6 MB of lines alone)
+    assert rdf.format_quad(_statement(2_999, 2_000)) in rdf._QUADS  # (the recent ones are kept)
 
 
 def test_the_graph_memo_holds_a_bounded_number_of_statements(
@@ -62,11 +61,12 @@ def test_the_graph_memo_holds_a_bounded_number_of_statements(
     def count(name: str, quads: list[rdf.Quad]) -> int:
         return len(quads)
 
-    def fill() -> None:
-        for graph in range(2_000):  # graphs of 20 statements, each graph read once
-            quads = [_statement(graph * 20 + i) for i in range(20)]
+    def fill() -> None:  # (far fewer graphs than the memo's count bound)
+        for graph in range(600):  # graphs of 20 statements, each graph read once
+            quads = [_statement(graph * 20 + i, 1_000) for i in range(20)]
             assert _shape._read(count, f"g{graph}", quads) == 20
 
-    assert _retained_mb(fill) < 8.0
+    retained = _retained_mb(fill)
     held = sum(len(statements) for _, _, statements in _shape._READ)
-    assert 0 < held <= 8192
+    assert 0 < held <= 8_192
+    assert retained < 10.0, held  # (all 12,000 statements would be 13 MB of literals alone)

@@ -3,10 +3,12 @@
 The soak driver puts this directory first on ``PYTHONPATH`` and sets ``XDN_SOAK_TRACEMALLOC``
 to a folder; Python then imports this module at start-up in every process the soak runs.
 Each process starts tracing its allocations after ``XDN_SOAK_TRACEMALLOC_START`` seconds
-(default 20; tracing its imports and start-up would slow it tenfold), takes a baseline snapshot after ``XDN_SOAK_TRACEMALLOC_WARMUP`` seconds, then every ``XDN_SOAK_TRACEMALLOC_EVERY`` seconds
-rewrites ``DIR/<pid>.txt`` with its command line and the allocation sites (grouped by
-traceback) that grew most since the baseline. The last rewrite before the process ended is
-what it leaves. Without the variable this module does nothing.
+(default 20; tracing its imports and start-up would slow it tenfold), takes a baseline
+snapshot after ``XDN_SOAK_TRACEMALLOC_WARMUP`` seconds, then every
+``XDN_SOAK_TRACEMALLOC_EVERY`` seconds (default 30) rewrites ``DIR/<pid>.txt`` with its
+command line and the allocation sites (grouped by traceback) that grew most since the
+baseline. The last rewrite before the process ended is what it leaves. Without the variable
+this module does nothing.
 """
 
 from __future__ import annotations
