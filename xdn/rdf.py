@@ -238,17 +238,25 @@ def format_term(term: Term) -> str:
 # Statements formatted or parsed lately, both ways: a node formats the same statements several
 # times (to check a chain's signatures, to sign over it, to send it on), and parses them again
 # when the receipt comes back through it; a line it parsed is often canonical already.
+# Bounded by the characters of the lines held (a memo holding them takes about twice that), so
+# it fills within minutes at any rate and stays small: a node's reuse is of recent statements.
 _LINES: dict[Quad, str] = {}  # statement → its canonical line
 _QUADS: dict[str, Quad] = {}  # line → its statement (lines parsed or written canonically)
 _MEMO_MAX = 16384
+_MEMO_MAX_CHARS = 1 << 20
+_memo_chars = 0  # characters of the lines in _QUADS
 
 
 def _remember_line(quad: Quad, line: str) -> None:
     """Remember that ``line`` is the canonical form of ``quad``."""
-    if len(_LINES) >= _MEMO_MAX or len(_QUADS) >= _MEMO_MAX:
+    global _memo_chars
+    if len(_LINES) >= _MEMO_MAX or len(_QUADS) >= _MEMO_MAX or _memo_chars >= _MEMO_MAX_CHARS:
         _LINES.clear()  # (cheaper than LRU bookkeeping on every hit; refilled in one message)
         _QUADS.clear()
+        _memo_chars = 0
     _LINES[quad] = line
+    if line not in _QUADS:
+        _memo_chars += len(line)
     _QUADS[line] = quad
 
 

@@ -83,6 +83,7 @@ class SoakConfig:
     drain_s: float = 120.0
     seed: int = 18
     workdir: Path | None = None  # kept when given; a temporary directory otherwise
+    tracemalloc: Path | None = None  # every process reports its growth by allocation site here
 
     def __post_init__(self) -> None:
         if self.duration_s <= 0:
@@ -91,6 +92,15 @@ class SoakConfig:
             raise ValueError("the rate must be positive")
         if not 0 < self.churners < self.subscribers:
             raise ValueError("churners must be some, not all, of the subscribers")
+
+    @property
+    def warmup_rule(self) -> str:
+        if self.warmup_s is not None:
+            return "given (--warmup)"
+        return (
+            "a quarter of the run, at most 5 minutes: start-up, registrations, the first churn"
+            " and the statement memos filling to their bounds"
+        )
 
     @property
     def warmup(self) -> float:
@@ -436,6 +446,7 @@ def _summary(
     return {
         "soak_seconds": config.duration_s,
         "warmup_s": config.warmup,
+        "warmup_rule": config.warmup_rule,
         "sample_interval_s": config.interval,
         "sites": len(soak.net.sites),
         "publishers": len(runs),
@@ -479,6 +490,16 @@ def _summary(
     }
 
 
+def _trace_allocations(folder: Path, *, warmup: float) -> None:
+    """Make every process started from now on trace its allocations and report to ``folder``
+    what grew after ``warmup`` (``tracemalloc_hook/sitecustomize.py``; test-only)."""
+    hook = Path(__file__).resolve().parent / "tracemalloc_hook"
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{hook}{os.pathsep}{path}" if path else str(hook)
+    os.environ["XDN_SOAK_TRACEMALLOC"] = str(folder)
+    os.environ["XDN_SOAK_TRACEMALLOC_WARMUP"] = str(warmup)
+
+
 def run_soak(config: SoakConfig) -> dict[str, object]:
     """Run the soak; write ``summary.json``, ``samples.json`` and ``soak.html`` to
     ``config.out``; return the summary.
@@ -490,6 +511,8 @@ def run_soak(config: SoakConfig) -> dict[str, object]:
     scratch = None if config.workdir else Path(tempfile.mkdtemp(prefix="xdn-soak-"))
     soak = _Soak(config, config.workdir or Path(str(scratch)) / "net")
     load_start = os.getloadavg()[0]
+    if config.tracemalloc is not None:
+        _trace_allocations(config.tracemalloc.resolve(), warmup=config.warmup)
     try:
         try:
             soak.start_network()
@@ -557,6 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workdir", type=Path, help="keep the network's files here (default: a temporary one)"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        help="every process writes its growth by allocation site here (slow: for diagnosis)",
+    )
     args = parser.parse_args(argv)
     config = SoakConfig(
         duration_s=args.duration,
@@ -567,6 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         churn_every_s=args.churn_every,
         seed=args.seed,
         workdir=args.workdir,
+        tracemalloc=args.tracemalloc,
     )
     try:
         summary = run_soak(config)

@@ -18,6 +18,7 @@ changed without breaking the signature.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -93,11 +94,13 @@ class BatchCache:
     Keyed by (public key, batch size, root, signature), a plain signature by (public key, 0,
     SHA-256 of the signed bytes, signature): a hit means this exact signature over these exact
     bytes verified under this exact key before. Bounded; the oldest entries go first.
+    Thread-safe: a site checks receipts in worker threads while its event loop routes.
     """
 
     def __init__(self, capacity: int = 4096) -> None:
         self._capacity = capacity
         self._seen: dict[tuple[bytes, int, bytes, bytes], None] = {}
+        self._lock = threading.Lock()  # (two threads evicting the same oldest entry)
 
     def verify(self, key: crypto.PublicKey, root: bytes, signature: bytes, *, size: int) -> None:
         """Check ``signature`` over ``root`` of a batch of ``size`` under ``key`` (or recall
@@ -136,6 +139,7 @@ class BatchCache:
         self._add(entry)
 
     def _add(self, entry: tuple[bytes, int, bytes, bytes]) -> None:
-        if len(self._seen) >= self._capacity:
-            del self._seen[next(iter(self._seen))]
-        self._seen[entry] = None
+        with self._lock:
+            if len(self._seen) >= self._capacity:
+                del self._seen[next(iter(self._seen))]
+            self._seen[entry] = None

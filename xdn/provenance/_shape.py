@@ -141,19 +141,26 @@ class Shape:
 # What each graph says, by its name and statements: a node reads the same graphs again when the
 # receipt of a document it relayed comes back through it. Readers raise on a malformed graph,
 # which is never remembered; what they return is immutable.
+# Bounded by the statements its keys hold (they keep them alive), so it stays small whatever
+# the graphs' sizes.
 _READ: dict[tuple[Callable[..., object], str, frozenset[Quad]], object] = {}
 _READ_MAX = 4096
+_READ_MAX_QUADS = 8192
+_read_quads = 0  # statements in _READ's keys
 _T = TypeVar("_T")
 
 
 def _read(reader: Callable[[str, list[Quad]], _T], name: str, quads: list[Quad]) -> _T:
+    global _read_quads
     key = (reader, name, frozenset(quads))
     known = _READ.get(key)
     if known is None:
         known = reader(name, quads)
-        if len(_READ) >= _READ_MAX:
+        if len(_READ) >= _READ_MAX or _read_quads >= _READ_MAX_QUADS:
             _READ.clear()
+            _read_quads = 0
         _READ[key] = known
+        _read_quads += len(key[2])
     return known  # type: ignore[return-value]
 
 
