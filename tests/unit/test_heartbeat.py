@@ -114,6 +114,33 @@ def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
     assert asyncio.run(asyncio.wait_for(run(), 10)) == [(16, 5 + 16), (16, 6 + 16)]
 
 
+def test_a_stream_may_read_fewer_messages_ahead_but_at_least_one() -> None:
+    taken = 0
+
+    async def endless() -> AsyncIterator[int]:
+        nonlocal taken
+        while True:
+            taken += 1
+            yield taken
+
+    async def run() -> tuple[int, int]:
+        beats = Heartbeats(1.0)
+        stream = beats.outgoing(endless(), lambda _: 0, read_ahead=2)
+        assert [await anext(stream) for _ in range(3)] == [0, 1, 2]
+        await eventually(lambda: beats.read_ahead == 2)
+        held = (beats.read_ahead, taken)
+        await stream.aclose()
+        return held
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == (2, 2 + 2)
+
+    async def none_ahead() -> None:
+        await anext(Heartbeats(1.0).outgoing(endless(), lambda _: 0, read_ahead=0, opening=1))
+
+    with pytest.raises(ValueError, match="at least one message ahead"):
+        asyncio.run(asyncio.wait_for(none_ahead(), 10))
+
+
 def test_slowing_down_announces_the_new_interval_at_once_and_never_speeds_up() -> None:
     async def run() -> list[str]:
         beats = Heartbeats(0.05)

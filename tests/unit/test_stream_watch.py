@@ -16,7 +16,8 @@ import pytest
 
 from disseminator.metrics import SiteMetrics
 from disseminator.routing import Destination
-from disseminator.stream_watch import StreamWatch
+from disseminator.stream_watch import READ_AHEAD, StreamWatch
+from xdn import heartbeat
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
@@ -30,6 +31,7 @@ class _Site(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def __init__(self, outgoing: Any = None) -> None:
         self.metrics = SiteMetrics("test")
         self.heard: list[str] = []
+        self.handed = 0  # messages the stream handed to gRPC
         self.ended = asyncio.Event()
         self._outgoing = outgoing
 
@@ -47,6 +49,7 @@ class _Site(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             async with contextlib.aclosing(watch.outgoing(context, source, _beat)) as out:
                 async for message in out:
+                    self.handed += 1
                     yield message
         finally:
             reader.cancel()
@@ -158,3 +161,36 @@ def test_a_stream_stuck_writing_to_a_peer_that_stopped_reading_is_cut() -> None:
     ended, dead = asyncio.run(asyncio.wait_for(run(), 30))
     assert ended
     assert dead == 1
+
+
+def test_a_peer_that_stops_reading_holds_only_a_few_deliveries_read_ahead() -> None:
+    """What a site keeps for a subscriber that reads nothing more: the delivery gRPC is
+    writing, and at most :data:`READ_AHEAD` more (fewer than a stream reads ahead by
+    default), until the stream is cut."""
+    produced, most_held = 0, 0
+
+    async def counted() -> AsyncIterator[pb.ServerMessage]:
+        nonlocal produced, most_held
+        async for message in _flood():
+            produced += 1
+            most_held = max(most_held, produced - (site.handed - 1))  # (1: the heartbeat)
+            yield message
+
+    site = _Site(counted)
+
+    async def run() -> float:
+        server, address = await _serving(site)
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                call = pb_grpc.DisseminatorStub(channel).Subscribe(
+                    _requests(heartbeat_every=None)
+                )
+                await call.read()  # then read nothing more: the site's writes back up
+                await asyncio.wait_for(site.ended.wait(), 20)
+                call.cancel()
+                return site.dead()
+        finally:
+            await server.stop(0)
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == 1  # stuck, then cut
+    assert most_held == READ_AHEAD < heartbeat.READ_AHEAD
