@@ -69,7 +69,9 @@ log = logging.getLogger(__name__)
 # Acknowledgements that could not be committed for want of space are tried again this late.
 _FULL_RETRY_S = 1.0
 
-_BATCH = 256
+#: Queued deliveries a stream's pump reads from the store at once, and so holds in memory
+#: until they are sent (a subscriber back after an absence, 10,000 of them at once).
+_BATCH = 16
 #: Acknowledgements that arrive within this many seconds are committed together.
 ACK_WINDOW_S = 0.01
 _MAX_MISSING = 1024  # missing documents one request may ask for

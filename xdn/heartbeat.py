@@ -25,13 +25,14 @@ from typing import Any, Generic, TypeVar
 from xdn.errors import PeerError
 from xdn.liveness import MAX_PEER_INTERVAL_S, Liveness, interval_ms
 
-__all__ = ["Heartbeats", "PeerSilent"]
+__all__ = ["READ_AHEAD", "Heartbeats", "PeerSilent"]
 
 T = TypeVar("T")
 
 _END = object()
 _NOTHING = object()
-_READ_AHEAD = 16  # messages a stream's reader takes from its source before they are sent
+#: Messages a stream's reader takes from its source before they are sent (by default).
+READ_AHEAD = 16
 
 
 class PeerSilent(PeerError):
@@ -165,6 +166,7 @@ class Heartbeats:
         *,
         opening: int = 0,
         end_when_silent: bool = False,
+        read_ahead: int = READ_AHEAD,
     ) -> AsyncGenerator[T, None]:
         """Yield ``source``'s messages, and ``heartbeat(interval_ms)`` when idle for an interval.
 
@@ -173,13 +175,14 @@ class Heartbeats:
         The peer's silence is judged while waiting for ``source``; a stream kept busy writing
         to a dead peer soon blocks on flow control, which :meth:`silent` is there to catch.
 
-        ``source`` is read a few messages ahead by a task of its own (:class:`_ReadAhead`), so
-        that a busy stream sends each message without a timed wait of its own.
+        ``source`` is read up to ``read_ahead`` messages ahead by a task of its own
+        (:class:`_ReadAhead`), so that a busy stream sends each message without a timed wait of
+        its own. What is read ahead stays in memory while the peer does not read.
 
         Raises:
             PeerSilent: with ``end_when_silent``, once the peer is dead.
         """
-        ahead = self._ahead = _ReadAhead(source)
+        ahead = self._ahead = _ReadAhead(source, read_ahead)
         self._wake_at = 0.0  # (a timer left by an earlier call wakes that call's source)
         sent, announced = 0, False
         try:
@@ -249,14 +252,17 @@ def _ring(alarm: asyncio.Future[None]) -> None:
 
 
 class _ReadAhead(Generic[T]):
-    """A source read by a task of its own, at most :data:`_READ_AHEAD` messages ahead.
+    """A source read by a task of its own, at most ``limit`` messages ahead.
 
     The reader ends with ``_END`` after the source's last message, or with the exception
     that ended the source, raised by :meth:`take` in its turn.
     """
 
-    def __init__(self, source: AsyncIterator[T]) -> None:
+    def __init__(self, source: AsyncIterator[T], limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a stream reads at least one message ahead, not {limit}")
         self._source = source
+        self._limit = limit
         self._items: collections.deque[Any] = collections.deque()
         self._arrived = asyncio.get_running_loop().create_future()
         self._room = asyncio.Event()
@@ -267,7 +273,7 @@ class _ReadAhead(Generic[T]):
         try:
             async for item in self._source:
                 self._put(item)
-                while len(self._items) >= _READ_AHEAD:
+                while len(self._items) >= self._limit:
                     self._room.clear()
                     await self._room.wait()
         except BaseException as exc:  # raised to the stream in its turn, by take
@@ -296,7 +302,7 @@ class _ReadAhead(Generic[T]):
             self._items.appendleft(_END)
             if self._failure is not None:
                 raise self._failure
-        if len(self._items) < _READ_AHEAD:
+        if len(self._items) < self._limit:
             self._room.set()
         return item
 

@@ -87,14 +87,20 @@ def test_a_source_that_fails_fails_the_stream_after_what_it_yielded_first() -> N
     assert asyncio.run(asyncio.wait_for(run(), 10)) == ["heartbeat 1000", "item 0", "item 1"]
 
 
-def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
-    taken = 0
+class _Endless:
+    """A source of 1, 2, 3, … that counts the messages asked of it."""
 
-    async def endless() -> AsyncIterator[int]:
-        nonlocal taken
+    def __init__(self) -> None:
+        self.taken = 0
+
+    async def __call__(self) -> AsyncIterator[int]:
         while True:
-            taken += 1
-            yield taken
+            self.taken += 1
+            yield self.taken
+
+
+def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
+    endless = _Endless()
 
     async def run() -> list[tuple[int, int]]:
         beats = Heartbeats(1.0)
@@ -104,14 +110,35 @@ def test_the_source_is_read_only_a_bounded_number_of_messages_ahead() -> None:
         # The reader runs ahead until it holds its bound of 16, then waits for room: the
         # source was asked for exactly 5 + 16 messages (not one more while it waits).
         await eventually(lambda: beats.read_ahead == 16)
-        seen = [(beats.read_ahead, taken)]
+        seen = [(beats.read_ahead, endless.taken)]
         assert await anext(stream) == 6  # one sent: room for one more read
         await eventually(lambda: beats.read_ahead == 16)
-        seen.append((beats.read_ahead, taken))
+        seen.append((beats.read_ahead, endless.taken))
         await stream.aclose()
         return seen
 
     assert asyncio.run(asyncio.wait_for(run(), 10)) == [(16, 5 + 16), (16, 6 + 16)]
+
+
+def test_a_stream_may_read_fewer_messages_ahead_but_at_least_one() -> None:
+    endless = _Endless()
+
+    async def run() -> tuple[int, int]:
+        beats = Heartbeats(1.0)
+        stream = beats.outgoing(endless(), lambda _: 0, read_ahead=2)
+        assert [await anext(stream) for _ in range(3)] == [0, 1, 2]
+        await eventually(lambda: beats.read_ahead == 2)
+        held = (beats.read_ahead, endless.taken)
+        await stream.aclose()
+        return held
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == (2, 2 + 2)
+
+    async def none_ahead() -> None:
+        await anext(Heartbeats(1.0).outgoing(endless(), lambda _: 0, read_ahead=0, opening=1))
+
+    with pytest.raises(ValueError, match="at least one message ahead"):
+        asyncio.run(asyncio.wait_for(none_ahead(), 10))
 
 
 def test_slowing_down_announces_the_new_interval_at_once_and_never_speeds_up() -> None:

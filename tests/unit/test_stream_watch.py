@@ -16,7 +16,8 @@ import pytest
 
 from disseminator.metrics import SiteMetrics
 from disseminator.routing import Destination
-from disseminator.stream_watch import StreamWatch
+from disseminator.stream_watch import READ_AHEAD, StreamWatch
+from xdn import heartbeat
 from xdn.wire.v1 import dissemination_pb2 as pb
 from xdn.wire.v1 import dissemination_pb2_grpc as pb_grpc
 
@@ -30,6 +31,7 @@ class _Site(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
     def __init__(self, outgoing: Any = None) -> None:
         self.metrics = SiteMetrics("test")
         self.heard: list[str] = []
+        self.handed = 0  # messages the stream handed to gRPC
         self.ended = asyncio.Event()
         self._outgoing = outgoing
 
@@ -47,6 +49,7 @@ class _Site(pb_grpc.DisseminatorServicer):  # type: ignore[misc]
         try:
             async with contextlib.aclosing(watch.outgoing(context, source, _beat)) as out:
                 async for message in out:
+                    self.handed += 1
                     yield message
         finally:
             reader.cancel()
@@ -139,9 +142,22 @@ def test_a_heartbeating_subscriber_stays_connected_and_its_heartbeats_are_swallo
     assert heard == ["subscribe"]  # heartbeats never reach the ack reader
 
 
-def test_a_stream_stuck_writing_to_a_peer_that_stopped_reading_is_cut() -> None:
+def test_a_stream_stuck_writing_to_a_peer_that_stopped_reading_is_cut_holding_few() -> None:
+    """Until it is cut, the site keeps for a peer that reads nothing more the delivery gRPC is
+    writing and at most :data:`READ_AHEAD` more (fewer than a stream reads ahead by
+    default)."""
+    produced, most_held = 0, 0
+
+    async def counted() -> AsyncIterator[pb.ServerMessage]:
+        nonlocal produced, most_held
+        async for message in _flood():
+            produced += 1
+            most_held = max(most_held, produced - (site.handed - 1))  # (1: the heartbeat)
+            yield message
+
+    site = _Site(counted)
+
     async def run() -> tuple[bool, float]:
-        site = _Site(_flood)
         server, address = await _serving(site)
         try:
             async with grpc.aio.insecure_channel(address) as channel:
@@ -158,3 +174,4 @@ def test_a_stream_stuck_writing_to_a_peer_that_stopped_reading_is_cut() -> None:
     ended, dead = asyncio.run(asyncio.wait_for(run(), 30))
     assert ended
     assert dead == 1
+    assert most_held == READ_AHEAD < heartbeat.READ_AHEAD
