@@ -196,8 +196,10 @@ def _idle_rate(pid: int, *, seconds: float) -> float:
     return (cpu_seconds(pid) - before) / (time.monotonic() - started)
 
 
-def _wait_received(net: LocalNetwork, names: Sequence[str], count: int) -> None:
-    deadline = time.monotonic() + 900
+def _wait_received(
+    net: LocalNetwork, names: Sequence[str], count: int, *, timeout: float = 900
+) -> None:
+    deadline = time.monotonic() + timeout
     while any(len(net.received(n)) < count for n in names):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{names} did not receive {count} documents")
@@ -353,7 +355,7 @@ def _latencies(net: LocalNetwork, on: bool, docs: list[Path], rate: float) -> li
     seen = len(net.received("alice"))
     with _switch(on):
         net.publish(PUBLISHER.name, docs, timeout=900, rate=rate)
-    _wait_received(net, ("alice",), seen + len(docs))
+    _wait_received(net, ("alice",), seen + len(docs), timeout=120)
     return [
         int(r["received_at_ms"]) - int(r["issued_at_ms"])  # type: ignore[call-overload]
         for r in net.received("alice")[seen:]
@@ -364,22 +366,33 @@ def _latency(
     workdir: Path, *, samples: int, repetitions: int, rate: float
 ) -> tuple[list[float], list[float]]:
     """p50 latency (ms) with provenance on and off, per repetition."""
-    docs = []
+    sources = []
     for i in range(samples // 2):  # each side publishes them twice per repetition (ABBA)
-        docs.append(workdir / "small" / f"s{i}.xml")
-        docs[-1].parent.mkdir(parents=True, exist_ok=True)
-        with docs[-1].open("wb") as out:
+        sources.append(workdir / "small" / f"s{i}.xml")
+        sources[-1].parent.mkdir(parents=True, exist_ok=True)
+        with sources[-1].open("wb") as out:
             generate(PUBLISHER.name, 5_000, out, seed=i)
+    batches = iter(range(1_000_000))
+
+    def fresh(count: int) -> list[Path]:
+        """Copies of the sources under new document ids: publishing is idempotent per content
+        and id, so a batch published again under the same ids would route nothing."""
+        batch = next(batches)
+        return [
+            _copies(source, workdir / "batches", f"b{batch}-{i}-", 1)[0]
+            for i, source in enumerate(sources[:count])
+        ]
+
     nets = {True: _chain(workdir / "on", True), False: _chain(workdir / "off", False)}
     p50: dict[bool, list[float]] = {True: [], False: []}
     try:
         for on, net in nets.items():
-            _latencies(net, on, docs[:3], rate)  # warm up: keys, connections
+            _latencies(net, on, fresh(3), rate)  # warm up: keys, connections
         for rep in range(repetitions):
             first = rep % 2 == 0
             measured: dict[bool, list[int]] = {True: [], False: []}
             for on in (first, not first, not first, first):
-                measured[on] += _latencies(nets[on], on, docs, rate)
+                measured[on] += _latencies(nets[on], on, fresh(len(sources)), rate)
             for on in (True, False):
                 p50[on].append(statistics.median(measured[on]))
     finally:

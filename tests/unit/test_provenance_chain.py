@@ -38,8 +38,9 @@ from xdn.provenance import (
     verify_message,
 )
 from xdn.provenance import _vocab as v
+from xdn.provenance._batch import BatchCache, SignerKey
 from xdn.provenance._message import _signature, shape_of
-from xdn.rdf import IRI, Literal, Quad
+from xdn.rdf import IRI, Literal, Quad, canonicalise
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 DOCUMENT = "order 7"
@@ -393,3 +394,57 @@ def test_a_batch_hop_verifies_under_its_carried_certificate_and_a_forged_one_doe
 def test_misuse_is_refused_early() -> None:
     with pytest.raises(TypeError, match="Message"):
         verifier().verify(genuine()[0].to_nquads(), at=NOW)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ with the caches warm
+
+
+def test_a_warm_verifier_still_refuses_every_forged_or_altered_graph() -> None:
+    """A site's verifier has checked the genuine chain (every signature remembered, each
+    certificate's key and its identity kept): a forgery of any of it is checked anew and
+    refused, every time, and the genuine chain still verifies after."""
+    warm = verifier()
+    for message in genuine():
+        warm.verify(message, at=NOW)
+    stolen_name = Signer(node_uri=certs.node_uri("d1"), private_key=crypto.generate_private_key(),
+                         certificate=credential("d1")[0])  # fmt: skip
+    re_signed = relay(genuine()[0], stolen_name, message_uri=mid("d1", "to-d2"),
+                      recipient_uri=certs.node_uri("d2"), leaves=ALL, timestamp_ms=1_010)
+    impostor = relay(genuine()[0], signer("d1", issue("d1", by=other_ca("rogue-ca"))),
+                     message_uri=mid("d1", "to-d2"), recipient_uri=certs.node_uri("d2"),
+                     leaves=ALL, timestamp_ms=1_010)
+    altered = _altered(genuine()[-1], E3, v.CARRIES_LEAVES, Literal("0-8"))
+    for _ in range(2):  # a refusal is never remembered as a success
+        with pytest.raises(SignatureError, match=rf"<{E2}s> does not verify graph <{E2}>"):
+            warm.verify(re_signed, at=NOW)
+        with pytest.raises(SignatureError, match=f"<{E2}s>"):
+            warm.verify(impostor, at=NOW)
+        with pytest.raises(SignatureError, match=rf"<{E3}s> does not verify graph <{E3}>"):
+            warm.verify(altered, at=NOW)
+    assert [c.name for c in warm.verify(genuine()[-1], at=NOW).signers] == [
+        "acme", "d1", "d2", "alice"
+    ]
+
+
+def test_a_signature_remembered_under_one_key_is_not_taken_for_another() -> None:
+    """The batch cache files a checked signature under its key's identity: the same bytes
+    and signature value under another key are checked (and refused), not recalled."""
+    key = crypto.generate_private_key()
+    data = b"<https://e/s> <https://e/p> <https://e/o> <https://e/g> .\n"
+    signature = crypto.sign(key, data)
+    cache = BatchCache()
+    cache.verify_plain(SignerKey.of(key.public_key()), data, signature)
+    other = SignerKey.of(crypto.generate_private_key().public_key())
+    with pytest.raises(SignatureError):
+        cache.verify_plain(other, data, signature)
+    cache.remember(other, data, crypto.sign(key, b"something else"))
+    with pytest.raises(SignatureError):  # remembered for other bytes only
+        cache.verify_plain(other, data, signature)
+
+
+def test_a_message_writes_its_canonical_form_once_and_each_hop_its_own() -> None:
+    first, second = genuine()[0], genuine()[1]
+    assert first.to_nquads() is first.to_nquads()  # written once
+    assert first.to_nquads() == canonicalise(first.quads)
+    assert second.to_nquads() == canonicalise(second.quads) != first.to_nquads()
+    assert Message.from_nquads(second.to_nquads()) == second

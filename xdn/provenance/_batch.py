@@ -26,7 +26,15 @@ from xdn import crypto
 from xdn.codec import InclusionProof, MerkleTree, leaf_hash, root_from_inclusion
 from xdn.errors import SignatureError
 
-__all__ = ["MAX_BATCH", "BatchCache", "BatchProof", "batch_root", "sign_batch", "signed_root"]
+__all__ = [
+    "MAX_BATCH",
+    "BatchCache",
+    "BatchProof",
+    "SignerKey",
+    "batch_root",
+    "sign_batch",
+    "signed_root",
+]
 
 #: The largest batch a signer makes (issue: up to 1,024 envelopes per signature).
 MAX_BATCH = 1024
@@ -44,6 +52,20 @@ class BatchProof:
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.size <= MAX_BATCH:
             raise ValueError(f"batch leaf {self.index} of {self.size} is out of range")
+
+
+@dataclass(frozen=True, slots=True)
+class SignerKey:
+    """A public key with its identity (its SubjectPublicKeyInfo PEM), written once: what
+    :class:`BatchCache` files its entries under. Serialising the key for every signature
+    checked cost more than the cache lookup it keys (~0.05 ms each, several per chain)."""
+
+    key: crypto.PublicKey
+    id: bytes
+
+    @classmethod
+    def of(cls, key: crypto.PublicKey) -> SignerKey:
+        return cls(key, crypto.public_key_to_pem(key))
 
 
 def signed_root(root: bytes, size: int) -> bytes:
@@ -102,33 +124,36 @@ class BatchCache:
         self._seen: dict[tuple[bytes, int, bytes, bytes], None] = {}
         self._lock = threading.Lock()  # (two threads evicting the same oldest entry)
 
-    def verify(self, key: crypto.PublicKey, root: bytes, signature: bytes, *, size: int) -> None:
+    def verify(
+        self, key: crypto.PublicKey | SignerKey, root: bytes, signature: bytes, *, size: int
+    ) -> None:
         """Check ``signature`` over ``root`` of a batch of ``size`` under ``key`` (or recall
         that it held).
 
         Raises:
             SignatureError: it does not verify.
         """
-        self._check((crypto.public_key_to_pem(key), size, root, signature), key, signed_root(
-            root, size
-        ))
+        known = _known(key)
+        self._check((known.id, size, root, signature), known.key, signed_root(root, size))
 
-    def verify_plain(self, key: crypto.PublicKey, data: bytes, signature: bytes) -> None:
+    def verify_plain(
+        self, key: crypto.PublicKey | SignerKey, data: bytes, signature: bytes
+    ) -> None:
         """Check a plain ``signature`` over ``data`` under ``key`` (or recall that it held).
 
         Raises:
             SignatureError: it does not verify.
         """
-        entry = (crypto.public_key_to_pem(key), 0, crypto.sha256(data), signature)
-        self._check(entry, key, data)
+        known = _known(key)
+        self._check((known.id, 0, crypto.sha256(data), signature), known.key, data)
 
     def remember(
-        self, key: crypto.PublicKey, signed: bytes, signature: bytes, *, size: int = 0
+        self, key: crypto.PublicKey | SignerKey, signed: bytes, signature: bytes, *, size: int = 0
     ) -> None:
         """Record a signature this party made itself (``signed``: the batch root, or for a
         plain signature the signed bytes) as checked."""
         digest = signed if size else crypto.sha256(signed)
-        self._add((crypto.public_key_to_pem(key), size, digest, signature))
+        self._add((_known(key).id, size, digest, signature))
 
     def _check(
         self, entry: tuple[bytes, int, bytes, bytes], key: crypto.PublicKey, data: bytes
@@ -143,3 +168,7 @@ class BatchCache:
             if len(self._seen) >= self._capacity:
                 del self._seen[next(iter(self._seen))]
             self._seen[entry] = None
+
+
+def _known(key: crypto.PublicKey | SignerKey) -> SignerKey:
+    return key if isinstance(key, SignerKey) else SignerKey.of(key)

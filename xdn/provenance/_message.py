@@ -77,6 +77,9 @@ class Message:
     quads: frozenset[Quad]
     uri: str = field(init=False)
     _shape: Shape = field(init=False, repr=False, compare=False)
+    # its canonical N-Quads, written on first use (a receipt's are read for its id, then
+    # stored and logged by every site it passes: ~1 ms of a 20 KB chain each time)
+    _nquads: bytes | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.quads, frozenset):
@@ -92,6 +95,7 @@ class Message:
         object.__setattr__(message, "quads", quads)
         object.__setattr__(message, "_shape", shape)
         object.__setattr__(message, "uri", shape.outermost.message)
+        object.__setattr__(message, "_nquads", None)
         return message
 
     @classmethod
@@ -111,7 +115,10 @@ class Message:
 
     def to_nquads(self) -> bytes:
         """Canonical N-Quads of the whole dataset."""
-        return canonicalise(self.quads)
+        if self._nquads is None:
+            object.__setattr__(self, "_nquads", canonicalise(self.quads))
+        assert self._nquads is not None
+        return self._nquads
 
     def latest_graphs_nquads(self) -> bytes:
         """Canonical N-Quads of the graphs the latest hop added (what it appends to its log)."""

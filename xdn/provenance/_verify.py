@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from xdn import certs, crypto
 from xdn.errors import CertificateError, ProvenanceError, SignatureError
-from xdn.provenance._batch import BatchCache, batch_root
+from xdn.provenance._batch import BatchCache, SignerKey, batch_root
 from xdn.provenance._graphs import SignatureInfo
 from xdn.provenance._message import Message, shape_of, signing_input
 from xdn.provenance._shape import Shape
@@ -88,17 +88,24 @@ def verify_message(message: Message, public_keys: Mapping[str, crypto.PublicKey]
     if not isinstance(message, Message):
         raise TypeError("message must be a Message")
 
-    def key_of(sig: SignatureInfo) -> crypto.PublicKey:
-        key = public_keys.get(sig.signer)
+    known: dict[str, SignerKey] = {}
+
+    def key_of(sig: SignatureInfo) -> SignerKey:
+        key = known.get(sig.signer)
         if key is None:
-            raise SignatureError(f"graph <{sig.name}>: signer <{sig.signer}> is not a known node")
+            given = public_keys.get(sig.signer)
+            if given is None:
+                raise SignatureError(
+                    f"graph <{sig.name}>: signer <{sig.signer}> is not a known node"
+                )
+            key = known[sig.signer] = SignerKey.of(given)
         return key
 
     _verify_signatures(shape_of(message), key_of, BatchCache(capacity=64))
 
 
 def _verify_signatures(
-    shape: Shape, key_of: Callable[[SignatureInfo], crypto.PublicKey], batches: BatchCache
+    shape: Shape, key_of: Callable[[SignatureInfo], SignerKey], batches: BatchCache
 ) -> None:
     """Condition 9, then every signature (Algorithm 2), then coverage (its line 9).
 
@@ -131,7 +138,7 @@ class _Check:
     """One signature to check: over the graph's canonical form, or its batch's root."""
 
     sig: SignatureInfo
-    key: crypto.PublicKey
+    key: SignerKey
     raw: bytes
     data: bytes
     batches: BatchCache
@@ -182,7 +189,7 @@ class ChainVerifier:
         self._revoked = revoked
         self._batches = BatchCache(batch_capacity)
         # DER → (credential, key) of certificates whose CA signature was checked
-        self._certificates: dict[bytes, tuple[certs.Credential, crypto.PublicKey]] = {}
+        self._certificates: dict[bytes, tuple[certs.Credential, SignerKey]] = {}
 
     def verify(self, message: Message, *, at: datetime) -> VerifiedChain:
         """Verify every graph of ``message`` under its signer's carried certificate.
@@ -200,7 +207,7 @@ class ChainVerifier:
         revoked = self._revoked()
         credentials: dict[str, certs.Credential] = {}
 
-        def key_of(sig: SignatureInfo) -> crypto.PublicKey:
+        def key_of(sig: SignatureInfo) -> SignerKey:
             credential, key = self._certificate(sig, at=at, revoked=revoked)
             credentials[sig.signed_graph] = credential
             return key
@@ -282,7 +289,7 @@ class ChainVerifier:
 
     def _certificate(
         self, sig: SignatureInfo, *, at: datetime, revoked: frozenset[int]
-    ) -> tuple[certs.Credential, crypto.PublicKey]:
+    ) -> tuple[certs.Credential, SignerKey]:
         if sig.certificate is None:
             raise SignatureError(f"signature graph <{sig.name}> carries no signer certificate")
         known = self._certificates.get(sig.certificate)
@@ -296,7 +303,7 @@ class ChainVerifier:
                     ) from None
                 pem = der.public_bytes(Encoding.PEM)
                 credential = certs.verify_certificate(pem, self._ca, at=at, revoked=revoked)
-                known = (credential, certs.public_key_of(pem))
+                known = (credential, SignerKey.of(certs.public_key_of(pem)))
                 if len(self._certificates) >= 4096:
                     self._certificates.clear()
                 self._certificates[sig.certificate] = known
