@@ -1,12 +1,18 @@
 """Settings for the whole test process, applied before any test module imports grpc."""
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from xdn.grpc_fork import disable_grpc_fork_handlers
 
 # Integration tests leave gRPC threads in this process; the Spark tests then fork to start the
 # JVM. See xdn/grpc_fork.py for why the fork handlers must be off.
 disable_grpc_fork_handlers()
+
+# Property tests check what is computed, not how fast: on a loaded machine neither an example's
+# duration nor slow input generation may fail them (the suite must pass on a busy machine).
+settings.register_profile("xdn", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("xdn")
 
 
 # The slowest tests of `make test` go first, so that parallel test processes (pytest-xdist deals
