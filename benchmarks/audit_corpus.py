@@ -58,11 +58,17 @@ class CorpusSpec:
     envelopes: int
     fanout: int = 1024
     subscribers: int = 2
-    rotate_envelopes: int = 200_000
+    #: The root site's log rotates after this many envelopes (0: an eighth of the corpus,
+    #: 2,000 to 200,000), so that every core has files to read (a gzip file is one task).
+    rotate_envelopes: int = 0
 
     @property
     def per_document(self) -> int:
         return 1 + self.fanout + 2 * self.subscribers
+
+    @property
+    def rotation(self) -> int:
+        return self.rotate_envelopes or min(200_000, max(2_000, self.envelopes // 8))
 
     @property
     def documents(self) -> int:
@@ -148,7 +154,7 @@ def _write(spec: CorpusSpec, target: Path) -> tuple[bytes, int]:
     root = _party(ca, "bench-root", "site")
     edges = [_party(ca, f"bench-edge-{i}", "site") for i in range(spec.fanout)]
     subs = [_party(ca, f"bench-sub-{i}", "subscriber") for i in range(spec.subscribers)]
-    logs = _Logs(target, spec.rotate_envelopes)
+    logs = _Logs(target, spec.rotation)
     everything = LeafRanges(((0, _LEAVES),))
     envelopes = 0
     try:
