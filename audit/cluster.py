@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 #: Input bytes per partition the default aims at (one task's share of the logs).
 BYTES_PER_PARTITION = 64 * 1024 * 1024
+#: Logs smaller than this are audited in one partition: their work is a second or two, less
+#: than what a second task per stage costs (a Python worker, scheduling, a shuffle file).
+SMALL_INPUT_BYTES = 4 * 1024 * 1024
 #: How long a cluster session waits for its first executor before it picks its partitions.
 EXECUTOR_WAIT_S = 60.0
 
@@ -103,12 +106,15 @@ def is_local_master(master: str) -> bool:
 
 
 def partitions_for(input_bytes: int, parallelism: int) -> int:
-    """Shuffle and input partitions: every core busy, about 64 MiB of logs per task.
+    """Shuffle and input partitions: every core busy, about 64 MiB of logs per task; one for
+    logs under :data:`SMALL_INPUT_BYTES`.
 
     Args:
         input_bytes: size of the logs as stored.
         parallelism: the cores Spark gives the job (``defaultParallelism``).
     """
+    if input_bytes < SMALL_INPUT_BYTES:
+        return 1
     return max(1, parallelism, math.ceil(input_bytes / BYTES_PER_PARTITION))
 
 
@@ -208,7 +214,8 @@ def set_partitions(
     partitions = options.partitions or partitions_for(input_bytes, cores)
     for key in _TUNED:
         spark.conf.set(key, str(partitions))
-    say(f"Spark {context.master}: {cores} cores, {partitions} partitions")
+    plural = "" if partitions == 1 else "s"
+    say(f"Spark {context.master}: {cores} cores, {partitions} partition{plural}")
     return partitions
 
 

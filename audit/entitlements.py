@@ -384,9 +384,11 @@ def grant_table(
     Raises:
         UsageError: a policy that no certificate of its publisher in the logs signed.
     """
-    issued = nodes.where(F.col("problem").isNull())
+    parties = F.col("role").isin("publisher", "subscriber")
+    issued = nodes.where(F.col("problem").isNull() & parties)
+    held = issued.select("role", "name", "node", "cert_pem", "revoked_ms").distinct().collect()
     publisher_certs: dict[str, list[str]] = {}
-    for row in issued.where(F.col("role") == "publisher").select("name", "cert_pem").collect():
+    for row in (r for r in held if r.role == "publisher"):
         publisher_certs.setdefault(row.name, []).append(row.cert_pem)
     policies = check_signed(files, publisher_certs)
     starts = {
@@ -395,12 +397,10 @@ def grant_table(
         .agg(F.min("changed_at_ms").alias("start_ms"))
         .collect()
     }
-    holders = [
+    holders = [  # (one collect for both roles: the nodes' certificates, one row each)
         SubscriberCertificate(node=r.node, cert_pem=r.cert_pem, revoked_ms=r.revoked_ms)
-        for r in issued.where(F.col("role") == "subscriber")
-        .select("node", "cert_pem", "revoked_ms")
-        .distinct()
-        .collect()
+        for r in held
+        if r.role == "subscriber"
     ]
     rows = grant_intervals(holders, policies, starts, ontology, grace_ms=grace_ms)
     table = nodes.sparkSession.createDataFrame([astuple(g) for g in rows], GRANT_SCHEMA)

@@ -44,10 +44,16 @@ from audit.inputs import (
     skipped_line,
 )
 from audit.overview import (
+    Rows,
+    collect_all,
     delivery_overview,
+    delivery_queries,
     failure_overview,
+    failure_queries,
     node_infos,
+    node_queries,
     recipient_overview,
+    recipient_queries,
 )
 from audit.progress import ProgressLine
 from audit.refusals import refusal_counts, refusals
@@ -85,7 +91,7 @@ Policies = tuple[Ontology, Sequence[PolicyFile]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditTables:
-    """The audit's output tables (lazy DataFrames; the heavy ones cached)."""
+    """The audit's output tables (lazy DataFrames; the heavy ones :func:`cut`)."""
 
     signatures: DataFrame
     chains: DataFrame
@@ -201,6 +207,22 @@ def read_parsed(spark: SparkSession, locations: Sequence[str]) -> DataFrame:
     return saved.select(*expected.columns)
 
 
+def cut(frame: DataFrame) -> DataFrame:
+    """``frame``, computed on its first use and kept (memory, then disk) for every later one,
+    with its plan cut there: what is built on it plans as if it were a table. Spark plans a
+    DataFrame by analysing its whole lineage, and the audit's tables feed each other (chains
+    into paths into recipients, all into failures), so uncut the plans grow with every step
+    and planning, not data, would dominate small audits. Release with :func:`release`."""
+    return frame.localCheckpoint(eager=False)
+
+
+def release(frame: DataFrame) -> None:
+    """Drop what :func:`cut` kept of ``frame`` (a no-op for any other DataFrame)."""
+    plan = frame._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+
+
 def build_tables(
     lines: DataFrame,
     *,
@@ -223,19 +245,21 @@ def build_tables(
     parsed = t.parse_lines(lines, lines_read)
     if previous is not None:
         parsed = parsed.unionByName(previous)
-    parsed = parsed.cache()
-    graphs = t.collect_graphs(parsed).cache()
-    described = t.describe_graphs(graphs, envelopes_read).cache()
+    parsed = cut(parsed)
+    graphs = cut(t.collect_graphs(parsed))
+    described = cut(t.describe_graphs(graphs, envelopes_read))
     sigs = t.signatures(described)
     crl = trust.revocations(lines.sparkSession, revoked) if revoked else None
-    nodes = trust.judge_certificates(
-        trust.held_certificates(described, sigs), ca_pem=ca_pem, revoked=crl
-    ).cache()
+    nodes = cut(
+        trust.judge_certificates(
+            trust.held_certificates(described, sigs), ca_pem=ca_pem, revoked=crl
+        )
+    )
     verified = t.verify_signatures(sigs, graphs, nodes)
-    results = trust.in_time(verified, trust.signing_times(described)).cache()
-    chains = t.check_chains(t.envelopes(described), results, t.contents(described)).cache()
-    paths = t.reconstruct_paths(chains).cache()
-    notices = refusals(described, results).cache()
+    results = cut(trust.in_time(verified, trust.signing_times(described)))
+    chains = cut(t.check_chains(t.envelopes(described), results, t.contents(described)))
+    paths = cut(t.reconstruct_paths(chains))
+    notices = cut(refusals(described, results))
     grants: DataFrame | None = None
     used: tuple[PolicyUsed, ...] = ()
     if policies is not None:
@@ -243,7 +267,7 @@ def build_tables(
         grants, used = E.grant_table(
             nodes, faults.policy_changes(described, results), ontology, files
         )
-    received = E.recipients(chains, paths, nodes, notices, grants).cache()
+    received = cut(E.recipients(chains, paths, nodes, notices, grants))
     findings = [
         faults.repeated_lines(graphs),
         faults.resent(chains),
@@ -270,50 +294,61 @@ def build_tables(
         refusal_counts=refusal_counts(notices),
         recipients=received,
         nodes=nodes,
-        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received, found),
+        cached=(parsed, graphs, described, nodes, results, chains, paths, notices, received),
         policies=used,
     )
 
 
 def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSummary:
     """Collect the counts and findings of ``tables`` into an :class:`AuditSummary` (bounded:
-    :mod:`audit.overview`); ``crls``: the CRLs the audit was given."""
+    :mod:`audit.overview`); ``crls``: the CRLs the audit was given. Everything but the
+    delivery time series (whose buckets depend on the first result) is one Spark job."""
     verdict = F.col("verified").cast("int")
-    counts = (  # three one-row aggregates, one job
-        tables.signatures.agg(F.sum(verdict).alias("verified"), F.count("*").alias("signatures"))
-        .crossJoin(tables.chains.agg(F.count("*").alias("messages")))
-        .crossJoin(
-            tables.paths.agg(
-                F.countDistinct(F.when(F.col("chain_ok"), F.col("leaf"))).alias("chains_ok"),
-                F.countDistinct(F.when(~F.col("chain_ok"), F.col("leaf"))).alias("broken"),
-                F.sum(F.when(F.col("receipt") & F.col("chain_ok"), F.col("fragments"))).alias(
-                    "delivered"
-                ),
-            )
-        )
-        .crossJoin(
-            tables.refusals.agg(
-                F.count(F.when(F.col("verified"), True)).alias("refusals"),
-                F.count(F.when(~F.col("verified"), True)).alias("refusals_unverified"),
-            )
-        )
-        .first()
-    )
-    assert counts is not None  # aggregates always yield one row
-    verified = counts.verified or 0
+    queries = {
+        "signatures": tables.signatures.agg(
+            F.sum(verdict).alias("verified"), F.count("*").alias("signatures")
+        ),
+        "messages": tables.chains.agg(F.count("*").alias("messages")),
+        "chains": tables.paths.agg(
+            F.countDistinct(F.when(F.col("chain_ok"), F.col("leaf"))).alias("chains_ok"),
+            F.countDistinct(F.when(~F.col("chain_ok"), F.col("leaf"))).alias("broken"),
+            F.sum(F.when(F.col("receipt") & F.col("chain_ok"), F.col("fragments"))).alias(
+                "delivered"
+            ),
+        ),
+        "refusal_totals": tables.refusals.agg(
+            F.count(F.when(F.col("verified"), True)).alias("refusals"),
+            F.count(F.when(~F.col("verified"), True)).alias("refusals_unverified"),
+        ),
+        "latency": tables.latency,
+        "fan_out": tables.fan_out,
+        "refusal_counts": tables.refusal_counts,
+        "refusals_first": tables.refusals.orderBy("timestamp_ms", "notice").limit(
+            MAX_LISTED_REFUSALS
+        ),
+        **failure_queries(tables.failures),
+        **recipient_queries(tables.recipients),
+        **delivery_queries(tables.paths),
+        **node_queries(tables.nodes),
+    }
+    rows = collect_all(queries)
+    (sigs,), (chains,), (paths,), (refused,) = (
+        rows[q] for q in ("signatures", "messages", "chains", "refusal_totals")
+    )  # aggregates always yield one row
+    verified = sigs.verified or 0
     return AuditSummary(
-        messages=counts.messages,
+        messages=chains.messages,
         signatures_verified=verified,
-        signatures_failed=counts.signatures - verified,
-        chains_ok=counts.chains_ok,
-        chains_broken=counts.broken,
-        fragments_delivered=counts.delivered or 0,
-        refusals_verified=counts.refusals,
-        refusals_unverified=counts.refusals_unverified,
-        **failure_overview(tables.failures),
-        **recipient_overview(tables.recipients),
-        **delivery_overview(tables.paths),
-        nodes=node_infos(tables.nodes),
+        signatures_failed=sigs.signatures - verified,
+        chains_ok=paths.chains_ok,
+        chains_broken=paths.broken,
+        fragments_delivered=paths.delivered or 0,
+        refusals_verified=refused.refusals,
+        refusals_unverified=refused.refusals_unverified,
+        **failure_overview(tables.failures, rows),
+        **recipient_overview(tables.recipients, rows),
+        **delivery_overview(tables.paths, rows),
+        nodes=node_infos(tables.nodes, rows),
         policies=tables.policies,
         crls=crls,
         latencies=tuple(
@@ -329,12 +364,12 @@ def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSumma
                         p90_ms=float(r.p90_ms),
                         p99_ms=float(r.p99_ms),
                     )
-                    for r in tables.latency.collect()
+                    for r in rows["latency"]
                 ),
                 key=lambda h: (h.sender, h.receiver),
             )
         ),
-        **_refusals(tables),
+        **_refusals(rows),
         fan_out=tuple(
             sorted(
                 (
@@ -344,7 +379,7 @@ def summarise(tables: AuditTables, crls: tuple[CrlUsed, ...] = ()) -> AuditSumma
                         outbound=r.outbound,
                         max_fan_out=r.max_fan_out,
                     )
-                    for r in tables.fan_out.collect()
+                    for r in rows["fan_out"]
                 ),
                 key=lambda f: f.node,
             )
@@ -356,12 +391,11 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-def _refusals(tables: AuditTables) -> dict[str, Any]:
+def _refusals(rows: Rows) -> dict[str, Any]:
     """The refusal counts per kind and per site, and the first refusals by time."""
     counts: dict[str, list[tuple[str, int]]] = {"kind": [], "site": []}
-    for row in tables.refusal_counts.collect():
+    for row in rows["refusal_counts"]:
         counts[row.by].append((row.value, row.refusals))
-    listed = tables.refusals.orderBy("timestamp_ms", "notice").limit(MAX_LISTED_REFUSALS).collect()
     return {
         "refusals_by_kind": tuple(sorted(counts["kind"])),
         "refusals_by_site": tuple(sorted(counts["site"])),
@@ -376,7 +410,7 @@ def _refusals(tables: AuditTables) -> dict[str, Any]:
                 reason=r.reason or "",
                 verified=r.verified,
             )
-            for r in listed
+            for r in rows["refusals_first"]
         ),
     }
 
@@ -482,9 +516,10 @@ def _audit(
         say("verifying signatures and chains")
         tables = build_tables(lines, ca_pem=ca_pem, counters=counters, **judging)
         tables = _with_silent_files(spark, tables, files)
-        # computed once, its lineage cut: the report's groups, Parquet and CSV read it (cached
-        # instead, its plan would embed every cached table's plan, too large to describe)
-        tables = replace(tables, failures=tables.failures.localCheckpoint())
+        # computed once: the report's groups, Parquet and CSV read it; one partition per
+        # shuffle partition (a union of every finding has one per part of each finding)
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        tables = replace(tables, failures=cut(tables.failures.coalesce(partitions)))
         say("reconstructing fragment paths")
         summary = summarise(tables, crls)
         say(f"writing Parquet tables and report to {out_dir}")
@@ -508,7 +543,7 @@ def _audit(
     finally:
         if tables is not None:  # (a session may run many audits: release what this one held)
             for frame in (*tables.cached, tables.failures):
-                frame.unpersist()
+                release(frame)
 
 
 def _same_file(path: str) -> str:

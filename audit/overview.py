@@ -10,9 +10,12 @@ number of envelopes.
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from audit.entitlements import STATUSES
@@ -33,11 +36,49 @@ from audit.transforms import percentiles
 __all__ = [
     "BUCKET_WIDTHS_MS",
     "MAX_BUCKETS",
+    "Rows",
+    "collect_all",
     "delivery_overview",
+    "delivery_queries",
     "failure_overview",
+    "failure_queries",
     "node_infos",
+    "node_queries",
     "recipient_overview",
+    "recipient_queries",
 ]
+
+#: Collected results by query name (:func:`collect_all`).
+Rows = Mapping[str, list[Row]]
+
+
+def _as_row(value: Any) -> Any:
+    if isinstance(value, dict):
+        return Row(**{k: _as_row(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_as_row(v) for v in value]
+    return value
+
+
+def collect_all(queries: Mapping[str, DataFrame]) -> dict[str, list[Row]]:
+    """The rows of every (small) query, collected in one Spark job instead of one each.
+
+    Each query's rows become JSON text tagged with its name and the queries are unioned; a
+    sorted, limited query keeps its order (Spark computes it in one ordered partition).
+    Values come back as JSON gives them: numbers, text, booleans, lists, nested rows.
+    """
+    parts = [
+        frame.select(
+            F.lit(name).alias("query"),
+            F.to_json(F.struct(*frame.columns), {"ignoreNullFields": "false"}).alias("row"),
+        )
+        for name, frame in queries.items()
+    ]
+    found: dict[str, list[Row]] = {name: [] for name in queries}
+    for r in functools.reduce(DataFrame.union, parts).collect():
+        found[r.query].append(_as_row(json.loads(r.row)))
+    return found
+
 
 #: The time series has at most this many buckets, each one of :data:`BUCKET_WIDTHS_MS`.
 MAX_BUCKETS = 60
@@ -46,31 +87,44 @@ BUCKET_WIDTHS_MS = tuple(
 )
 
 
-def node_infos(nodes: DataFrame) -> tuple[NodeInfo, ...]:
-    """Every node holding a certificate the CA issued it: URI, name and role (one row per
-    node: the newest certificate's)."""
+def node_queries(nodes: DataFrame) -> dict[str, DataFrame]:
+    """What :func:`node_infos` collects (for :func:`collect_all`)."""
     newest = F.max_by(F.struct("name", "role"), "not_before_ms")
-    rows = (
-        nodes.where(F.col("problem").isNull())
-        .groupBy("node")
-        .agg(newest.alias("c"))
-        .select("node", "c.name", "c.role")
-        .collect()
-    )
-    return tuple(sorted(NodeInfo(r.node, r.name or "", r.role or "") for r in rows))
+    issued = nodes.where(F.col("problem").isNull()).groupBy("node").agg(newest.alias("c"))
+    return {"nodes": issued.select("node", "c.name", "c.role")}
 
 
-def failure_overview(failures: DataFrame) -> dict[str, Any]:
-    """How many failures, the largest (class, node) groups with their first example, and the
-    first failures (sorted)."""
+def node_infos(nodes: DataFrame, rows: Rows | None = None) -> tuple[NodeInfo, ...]:
+    """Every node holding a certificate the CA issued it: URI, name and role (one row per
+    node: the newest certificate's); ``rows``: :func:`node_queries` already collected."""
+    got = rows if rows is not None else collect_all(node_queries(nodes))
+    return tuple(sorted(NodeInfo(r.node, r.name or "", r.role or "") for r in got["nodes"]))
+
+
+def failure_queries(failures: DataFrame) -> dict[str, DataFrame]:
+    """What :func:`failure_overview` collects (for :func:`collect_all`)."""
     groups = failures.groupBy("class", "node").agg(
         F.count("*").alias("failures"),
         F.min_by(F.struct("graph", "reason"), "graph").alias("first"),
     )
-    counted = groups.agg(F.sum("failures").alias("total"), F.count("*").alias("groups")).first()
-    assert counted is not None  # an aggregate always yields one row
-    largest = groups.orderBy(F.desc("failures"), "class", "node").limit(MAX_FAILURE_GROUPS)
-    first = failures.orderBy("graph", "node", "reason", "class").limit(MAX_LISTED_FAILURES)
+    return {
+        "failure_counts": groups.agg(
+            F.sum("failures").alias("total"), F.count("*").alias("groups")
+        ),
+        "failure_groups": groups.orderBy(F.desc("failures"), "class", "node").limit(
+            MAX_FAILURE_GROUPS
+        ),
+        "failures_first": failures.orderBy("graph", "node", "reason", "class").limit(
+            MAX_LISTED_FAILURES
+        ),
+    }
+
+
+def failure_overview(failures: DataFrame, rows: Rows | None = None) -> dict[str, Any]:
+    """How many failures, the largest (class, node) groups with their first example, and the
+    first failures (sorted); ``rows``: :func:`failure_queries` already collected."""
+    got = rows if rows is not None else collect_all(failure_queries(failures))
+    (counted,) = got["failure_counts"]  # an aggregate always yields one row
     return {
         "failure_total": counted.total or 0,
         "failure_group_total": counted.groups,
@@ -82,15 +136,16 @@ def failure_overview(failures: DataFrame) -> dict[str, Any]:
                 r.first.graph or "",
                 r.first.reason or "",
             )
-            for r in largest.collect()
+            for r in got["failure_groups"]
         ),
-        "failures": tuple(Failure(r.graph, r.node, r.reason, r["class"]) for r in first.collect()),
+        "failures": tuple(
+            Failure(r.graph, r.node, r.reason, r["class"]) for r in got["failures_first"]
+        ),
     }
 
 
-def recipient_overview(recipients: DataFrame) -> dict[str, Any]:
-    """Who received each document version (the earliest :data:`MAX_VERSIONS`), and the
-    (version, subscriber) pairs per status."""
+def recipient_queries(recipients: DataFrame) -> dict[str, DataFrame]:
+    """What :func:`recipient_overview` collects (for :func:`collect_all`)."""
     per_status = [
         F.slice(
             F.array_sort(F.collect_list(F.when(F.col("status") == s, F.col("subscriber")))),
@@ -103,11 +158,20 @@ def recipient_overview(recipients: DataFrame) -> dict[str, Any]:
     versions = recipients.groupBy(
         "publication", "publisher", "document_id", "document_version", "published_ms"
     ).agg(*per_status, *counts)
-    total = versions.count()
-    earliest = versions.orderBy("published_ms", "publication").limit(MAX_VERSIONS).collect()
-    statuses = {r.status: r["count"] for r in recipients.groupBy("status").count().collect()}
     return {
-        "version_total": total,
+        "version_total": versions.agg(F.count("*").alias("versions")),
+        "versions_earliest": versions.orderBy("published_ms", "publication").limit(MAX_VERSIONS),
+        "recipient_statuses": recipients.groupBy("status").agg(F.count("*").alias("pairs")),
+    }
+
+
+def recipient_overview(recipients: DataFrame, rows: Rows | None = None) -> dict[str, Any]:
+    """Who received each document version (the earliest :data:`MAX_VERSIONS`), and the
+    (version, subscriber) pairs per status; ``rows``: :func:`recipient_queries` collected."""
+    got = rows if rows is not None else collect_all(recipient_queries(recipients))
+    statuses = {r.status: r.pairs for r in got["recipient_statuses"]}
+    return {
+        "version_total": got["version_total"][0].versions,
         "recipient_counts": tuple((s, statuses[s]) for s in STATUSES if s in statuses),
         "versions": tuple(
             VersionRecipients(
@@ -121,7 +185,7 @@ def recipient_overview(recipients: DataFrame) -> dict[str, Any]:
                 refused=tuple(r.refused),
                 counts=tuple((s, r[f"n_{s}"]) for s in STATUSES if r[f"n_{s}"]),
             )
-            for r in earliest
+            for r in got["versions_earliest"]
         ),
     }
 
@@ -143,30 +207,42 @@ def _percentiles(row: Any) -> Percentiles:
     )
 
 
-def delivery_overview(paths: DataFrame) -> dict[str, Any]:
-    """End-to-end latency (publication → receipt, sound chains) as percentiles, and receipts
-    and their latency over time (at most :data:`MAX_BUCKETS` buckets)."""
-    receipts = paths.where(F.col("receipt") & F.col("chain_ok")).select(
+def _receipts(paths: DataFrame) -> DataFrame:
+    return paths.where(F.col("receipt") & F.col("chain_ok")).select(
         F.element_at("timestamps_ms", -1).alias("at_ms"),
         (F.element_at("timestamps_ms", -1) - F.col("timestamps_ms")[0]).alias("latency_ms"),
     )
-    whole = receipts.agg(
+
+
+def delivery_queries(paths: DataFrame) -> dict[str, DataFrame]:
+    """What :func:`delivery_overview` collects first (for :func:`collect_all`)."""
+    whole = _receipts(paths).agg(
         F.count("*").alias("n"),
         *percentiles("latency_ms"),
         F.max("latency_ms").alias("max_ms"),
         F.min("at_ms").alias("first_ms"),
         F.max("at_ms").alias("last_ms"),
-    ).first()
+    )
+    return {"deliveries": whole}
+
+
+def delivery_overview(paths: DataFrame, rows: Rows | None = None) -> dict[str, Any]:
+    """End-to-end latency (publication → receipt, sound chains) as percentiles, and receipts
+    and their latency over time (at most :data:`MAX_BUCKETS` buckets); ``rows``:
+    :func:`delivery_queries` already collected (the time series is one more job)."""
+    got = rows if rows is not None else collect_all(delivery_queries(paths))
+    whole = got["deliveries"][0] if got["deliveries"] else None
+    receipts = _receipts(paths)
     if whole is None or not whole.n:
         return {"end_to_end": None, "timeline": (), "bucket_ms": 0}
     width = _bucket_ms(whole.last_ms - whole.first_ms)
     start = whole.first_ms - whole.first_ms % width
     bucket = F.floor((F.col("at_ms") - start) / width).cast("long")
-    series = (
+    series = sorted(  # (at most MAX_BUCKETS rows: sorted here, no sampling job for a sort)
         receipts.groupBy(bucket.alias("bucket"))
         .agg(F.count("*").alias("n"), *percentiles("latency_ms"))
-        .orderBy("bucket")
-        .collect()
+        .collect(),
+        key=lambda r: r.bucket,
     )
     return {
         "end_to_end": _percentiles(whole),

@@ -19,6 +19,7 @@ import audit
 import xdn
 from audit.cluster import (
     BYTES_PER_PARTITION,
+    SMALL_INPUT_BYTES,
     SessionOptions,
     is_local_master,
     package_zip,
@@ -137,7 +138,8 @@ def test_skipped_files_are_reported_in_one_bounded_line() -> None:
 
 
 def test_partitions_follow_the_cores_and_the_input_size() -> None:
-    assert partitions_for(0, 2) == 2
+    assert partitions_for(0, 2) == partitions_for(SMALL_INPUT_BYTES - 1, 64) == 1
+    assert partitions_for(SMALL_INPUT_BYTES, 2) == 2
     assert partitions_for(10 * BYTES_PER_PARTITION, 2) == 10
     assert partitions_for(10 * BYTES_PER_PARTITION + 1, 64) == 64
     assert partitions_for(10 * BYTES_PER_PARTITION + 1, 4) == 11
