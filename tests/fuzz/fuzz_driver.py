@@ -2,18 +2,22 @@
 
 Usage::
 
-    python tests/fuzz/fuzz_driver.py [--budget N] [--targets a,b] [--timeout S] [--rss-mb M]
+    python tests/fuzz/fuzz_driver.py [--budget N] [--jobs J] [--targets a,b] [--timeout S]
+                                     [--rss-mb M]
 
 Each target runs in its own worker process (``--worker NAME``), coverage-guided by atheris,
-for ``--budget`` executions (``FUZZ_BUDGET``, default one million), starting from the committed
-seeds (``corpus/NAME``), the same made afresh under the run's PKI (``build/fuzz/pki``, shared
-with the workers) and past findings (``regressions/NAME``); what it learns goes to
-``build/fuzz/NAME/corpus``, never to the repository. libFuzzer enforces the per-input time limit
+for ``--budget`` executions (``FUZZ_RUNS``, default one million), ``--jobs`` targets at a time
+(``FUZZ_JOBS``, default one), starting from the committed seeds (``corpus/NAME``), the same
+made afresh under the run's PKI (``build/fuzz/pki``, shared with the workers) and past findings
+(``regressions/NAME``); what it learns goes to ``build/fuzz/NAME/corpus``, never to the
+repository. libFuzzer enforces the per-input time limit
 (``-timeout``) and the RSS limit (``-rss_limit_mb``). A finding — an exception the target does
 not allow, a hang, a blow-up — stops the worker and leaves its input in
 ``build/fuzz/NAME/findings/``; the driver counts it and resumes with the rest of the budget (at
-most :data:`MAX_FINDINGS` times a target). Per target it prints executions, time and findings,
-and writes them all to ``build/fuzz/summary.json``; it exits non-zero when anything was found.
+most :data:`MAX_FINDINGS` times a target). Per target it prints executions, time, executions per
+second and per CPU-second of fuzzing (the workers' own CPU past their setup: the rate that
+holds on a shared machine) and findings, and writes them to ``build/fuzz/summary.json`` as each
+target ends; it exits non-zero when anything was found.
 
 A finding becomes a regression: copy its input to ``regressions/NAME/`` (replayed by
 ``make test``), write a unit test, fix the parser.

@@ -46,10 +46,11 @@ def _parts(data: bytes) -> Iterator[bytes]:
 Outcome = tuple[grpc.StatusCode, str]
 
 
-async def _status(channel: grpc.aio.Channel, path: str, handler: object, data: bytes) -> Outcome:
+async def _status(
+    channel: grpc.aio.Channel, path: str, handler: grpc.RpcMethodHandler, data: bytes
+) -> Outcome:
     """Send ``data`` (raw bytes) the way ``handler`` reads it; the status the call ended with."""
-    request_streaming = getattr(handler, "request_streaming")
-    response_streaming = getattr(handler, "response_streaming")
+    request_streaming, response_streaming = handler.request_streaming, handler.response_streaming
     try:
         if request_streaming and response_streaming:
             call = channel.stream_stream(path)(_parts(data), timeout=STREAM_DEADLINE_S)
