@@ -71,14 +71,17 @@ RUNS ?= 5
 test-stress: $(STAMP) java xmlsec1 iproute2 strace curl chromium
 	$(PY) tests/stress.py --runs $(RUNS) -- -m "not faults"
 
-# Not in CI: coverage-guided fuzzing (atheris) of every parser of outside bytes, FUZZ_BUDGET
-# executions per target (a full run: hours); the corpus replay first. Summary in
-# build/fuzz/summary.json; findings in build/fuzz/TARGET/findings (see tests/fuzz/fuzz_driver.py).
-FUZZ_BUDGET ?= 1000000
+# Not in CI: coverage-guided fuzzing (atheris) of every parser of outside bytes, FUZZ_RUNS
+# executions per target (a full run: hours), FUZZ_JOBS targets at once (low priority: FUZZ_NICE);
+# the corpus replay first. Per target: executions, exec/s, exec per CPU-second, findings; all in
+# build/fuzz/summary.json, findings in build/fuzz/TARGET/findings (see docs/fuzzing.md).
+FUZZ_RUNS ?= $(or $(FUZZ_BUDGET),1000000)
+FUZZ_JOBS ?= 1
+FUZZ_NICE ?= 0
 fuzz: $(STAMP)
 	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -e '.[fuzz]'
 	$(PY) -m pytest -q -m fuzz tests/fuzz
-	$(PY) tests/fuzz/fuzz_driver.py --budget $(FUZZ_BUDGET)
+	nice -n $(FUZZ_NICE) $(PY) tests/fuzz/fuzz_driver.py --budget $(FUZZ_RUNS) --jobs $(FUZZ_JOBS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not integration"

@@ -28,6 +28,7 @@ Nothing here keeps state in memory between commands.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -39,11 +40,14 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.network import LocalNetwork, PublisherSpec, SiteSpec, SubscriberSpec
 from xdn.errors import ConfigError, UsageError
 from xdn.paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    from xdn.ontology import Ontology
 
 __all__ = ["Cluster", "SiteStatus", "Topology", "load_topology"]
 
@@ -93,12 +97,21 @@ def _name(entry: Mapping[str, Any], key: str, source: Path, table: str) -> str:
     return value
 
 
-def _infer_uplinks(sites: Sequence[tuple[str, str, str | None]]) -> tuple[SiteSpec, ...]:
-    """Fill in missing uplinks: the site serving the nearest ancestor of the block."""
+@functools.cache
+def _network_ontology() -> Ontology:
+    """The ontology of the networks ``xdn cluster`` runs, loaded once a process (loading it
+    takes tens of milliseconds, far more than reading a topology)."""
     from deploy.network import ONTOLOGY
     from xdn.ontology import load_ontology
 
-    ontology = load_ontology([ONTOLOGY])
+    return load_ontology([ONTOLOGY])
+
+
+def _infer_uplinks(sites: Sequence[tuple[str, str, str | None]]) -> tuple[SiteSpec, ...]:
+    """Fill in missing uplinks: the site serving the nearest ancestor of the block."""
+    from deploy.network import ONTOLOGY
+
+    ontology = _network_ontology()
     by_block: dict[str, str] = {}
     for name, block, _ in sites:
         if ontology.resolve(block) is None:

@@ -2,18 +2,22 @@
 
 Usage::
 
-    python tests/fuzz/fuzz_driver.py [--budget N] [--targets a,b] [--timeout S] [--rss-mb M]
+    python tests/fuzz/fuzz_driver.py [--budget N] [--jobs J] [--targets a,b] [--timeout S]
+                                     [--rss-mb M]
 
 Each target runs in its own worker process (``--worker NAME``), coverage-guided by atheris,
-for ``--budget`` executions (``FUZZ_BUDGET``, default one million), starting from the committed
-seeds (``corpus/NAME``), the same made afresh under the run's PKI (``build/fuzz/pki``, shared
-with the workers) and past findings (``regressions/NAME``); what it learns goes to
-``build/fuzz/NAME/corpus``, never to the repository. libFuzzer enforces the per-input time limit
+for ``--budget`` executions (``FUZZ_RUNS``, default one million), ``--jobs`` targets at a time
+(``FUZZ_JOBS``, default one), starting from the committed seeds (``corpus/NAME``), the same
+made afresh under the run's PKI (``build/fuzz/pki``, shared with the workers) and past findings
+(``regressions/NAME``); what it learns goes to ``build/fuzz/NAME/corpus``, never to the
+repository. libFuzzer enforces the per-input time limit
 (``-timeout``) and the RSS limit (``-rss_limit_mb``). A finding — an exception the target does
 not allow, a hang, a blow-up — stops the worker and leaves its input in
 ``build/fuzz/NAME/findings/``; the driver counts it and resumes with the rest of the budget (at
-most :data:`MAX_FINDINGS` times a target). Per target it prints executions, time and findings,
-and writes them all to ``build/fuzz/summary.json``; it exits non-zero when anything was found.
+most :data:`MAX_FINDINGS` times a target). Per target it prints executions, time, executions per
+second and per CPU-second of fuzzing (the workers' own CPU past their setup: the rate that
+holds on a shared machine) and findings, and writes them to ``build/fuzz/summary.json`` as each
+target ends; it exits non-zero when anything was found.
 
 A finding becomes a regression: copy its input to ``regressions/NAME/`` (replayed by
 ``make test``), write a unit test, fix the parser.
@@ -22,6 +26,7 @@ A finding becomes a regression: copy its input to ``regressions/NAME/`` (replaye
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -33,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -61,6 +67,8 @@ DICTIONARIES = {
 _VERDICT = re.compile(r"ERROR: libFuzzer: ([a-z-]+(?: after \d+ seconds)?)")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _STAT_RUNS = re.compile(r"stat::number_of_executed_units: (\d+)")
+_SETUP_MARK = "xdn-fuzz setup cpu-s: "
+_SETUP = re.compile(re.escape(_SETUP_MARK) + r"([0-9.]+)")
 
 
 def _worker(name: str, libfuzzer_args: list[str]) -> None:
@@ -85,6 +93,8 @@ def _worker(name: str, libfuzzer_args: list[str]) -> None:
             run(data)
 
     atheris.Setup([sys.argv[0], *libfuzzer_args], one_input)
+    # What the fuzzing proper is measured against (the driver subtracts it from the worker's CPU).
+    print(f"{_SETUP_MARK}{time.process_time():.3f}", flush=True)
     atheris.Fuzz()
 
 
@@ -119,7 +129,16 @@ def _max_len(*folders: Path) -> int:
     return max(4096, 2 * max(sizes, default=0))
 
 
-def _campaign(name: str, args: argparse.Namespace) -> dict[str, object]:
+def _run_worker(command: list[str], log_file: IO[bytes]) -> tuple[int, float]:
+    """Run one worker to its end: its exit code and the CPU seconds it used (user + system,
+    its own: other workers running beside it are not counted)."""
+    worker = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(worker.pid, 0)
+    worker.returncode = os.waitstatus_to_exitcode(status)
+    return worker.returncode, usage.ru_utime + usage.ru_stime
+
+
+def _campaign(name: str, args: argparse.Namespace) -> dict[str, Any]:
     out = args.out / name
     corpus, findings = out / "corpus", out / "findings"
     corpus.mkdir(parents=True, exist_ok=True)
@@ -131,6 +150,7 @@ def _campaign(name: str, args: argparse.Namespace) -> dict[str, object]:
         (corpus / f"fresh-{seed_name}").write_bytes(data)
     folders = [str(corpus), str(seeds)] + ([str(regressions)] if regressions.is_dir() else [])
     remaining, executed, found, started = args.budget, 0, [], time.monotonic()
+    fuzz_cpu = 0.0  # CPU seconds of the workers past their setup: the rate on a shared machine
     signatures: set[str] = set()
     repeats = 0
     log_path = out / "log.txt"
@@ -161,14 +181,16 @@ def _campaign(name: str, args: argparse.Namespace) -> dict[str, object]:
                 *folders,
             ]
             start = log_path.stat().st_size
-            result = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT)
+            returncode, cpu = _run_worker(command, log_file)
             with log_path.open("rb") as written:
                 written.seek(start)
                 output = written.read().decode("utf-8", "replace")
+            setup = _SETUP.search(output)
+            fuzz_cpu += max(0.0, cpu - (float(setup.group(1)) if setup else 0.0))
             ran = _executed(output)
             executed += ran
             remaining -= ran
-            if result.returncode == 0:
+            if returncode == 0:
                 break
             signature = _signature(output)
             new = sorted(set(findings.iterdir()) - before)
@@ -187,6 +209,8 @@ def _campaign(name: str, args: argparse.Namespace) -> dict[str, object]:
         "executions": executed,
         "seconds": round(seconds, 1),
         "executions_per_second": round(executed / seconds) if seconds else 0,
+        "fuzz_cpu_seconds": round(fuzz_cpu, 1),
+        "executions_per_cpu_second": round(executed / fuzz_cpu) if fuzz_cpu else 0,
         "findings": len(found),
         "finding_inputs": found,
         "corpus_entries": sum(1 for _ in corpus.iterdir()),
@@ -204,13 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget",
         type=int,
-        default=int(os.environ.get("FUZZ_BUDGET", DEFAULT_BUDGET)),
-        help="executions per target (env FUZZ_BUDGET; default 1,000,000)",
+        default=int(os.environ.get("FUZZ_RUNS", DEFAULT_BUDGET)),
+        help="executions per target in total (env FUZZ_RUNS; default 1,000,000)",
     )
     parser.add_argument(
         "--targets",
         default=os.environ.get("FUZZ_TARGETS", ""),
         help="comma-separated targets (default: all)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("FUZZ_JOBS", 1)),
+        help="targets fuzzed at once, one worker process each (env FUZZ_JOBS; default 1)",
     )
     parser.add_argument("--timeout", type=int, default=10, help="seconds per input")
     parser.add_argument("--rss-mb", type=int, default=2048, help="RSS limit of a worker")
@@ -228,7 +258,37 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _print_row(name: str, row: dict[str, Any]) -> None:
+    print(
+        f"{name:<20} {row['executions']:>11,} {row['seconds']:>8} "
+        f"{row['executions_per_second']:>7} {row['executions_per_cpu_second']:>10} "
+        f"{row['findings']:>8}",
+        flush=True,
+    )
+    for finding in row["finding_inputs"]:
+        print(f"    finding: {finding}", flush=True)
+
+
+def _write_summary(args: argparse.Namespace, summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``summary.json``: the run's settings and, per target, executions, seconds, rates and
+    findings."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = {
+        "budget_per_target": args.budget,
+        "timeout_s": args.timeout,
+        "rss_limit_mb": args.rss_mb,
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "targets": summary,
+        "total_executions": sum(r["executions"] for r in summary.values()),
+        "total_findings": sum(r["findings"] for r in summary.values()),
+    }
+    (args.out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz_seeds import all_seeds
     from fuzz_targets import load_all
 
     names = sorted(load_all())
@@ -238,28 +298,20 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if unknown:
             parser.error(f"unknown target(s): {', '.join(unknown)}; known: {', '.join(names)}")
         names = wanted
-    summary: dict[str, dict[str, object]] = {}
-    print(f"{'target':<20} {'executions':>11} {'seconds':>8} {'exec/s':>7} {'findings':>8}")
-    for name in names:
-        summary[name] = row = _campaign(name, args)
-        print(
-            f"{name:<20} {row['executions']:>11,} {row['seconds']:>8} "
-            f"{row['executions_per_second']:>7} {row['findings']:>8}",
-            flush=True,
-        )
-        for finding in row["finding_inputs"]:  # type: ignore[attr-defined]
-            print(f"    finding: {finding}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    report = {
-        "budget_per_target": args.budget,
-        "timeout_s": args.timeout,
-        "rss_limit_mb": args.rss_mb,
-        "seed": args.seed,
-        "targets": summary,
-        "total_executions": sum(int(r["executions"]) for r in summary.values()),  # type: ignore[call-overload]
-        "total_findings": sum(int(r["findings"]) for r in summary.values()),  # type: ignore[call-overload]
-    }
-    (args.out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
+    summary: dict[str, dict[str, Any]] = {}
+    print(
+        f"{'target':<20} {'executions':>11} {'seconds':>8} {'exec/s':>7} "
+        f"{'exec/cpu-s':>10} {'findings':>8}",
+        flush=True,
+    )
+    all_seeds()  # the run's PKI, made once before the workers start
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        running = {pool.submit(_campaign, name, args): name for name in names}
+        for done in concurrent.futures.as_completed(running):  # each row as it finishes
+            summary[running[done]] = row = done.result()
+            _print_row(running[done], row)
+            _write_summary(args, summary)  # so far: a long run stopped early still has one
+    report = _write_summary(args, {name: summary[name] for name in names})
     print(
         f"total: {report['total_executions']:,} executions, "
         f"{report['total_findings']} findings; summary in {args.out / 'summary.json'}"

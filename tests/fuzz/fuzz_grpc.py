@@ -87,13 +87,16 @@ class _Server:
 
     def __init__(self) -> None:
         self.handlers: dict[tuple[str, str], grpc.RpcMethodHandler] = {}
+        self.full_names: dict[str, str] = {}  # service → its full name (package included)
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         pass
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        short = service.rsplit(".", 1)[-1]
+        self.full_names[short] = service
         for method, handler in handlers.items():
-            self.handlers[service.rsplit(".", 1)[-1], method] = handler
+            self.handlers[short, method] = handler
 
 
 LOG_BYTES = 4 << 20  # the site's provenance log is started afresh past this (tmpfs is memory)
@@ -119,11 +122,26 @@ def _bounded_log(path: Any, *, node_uri: str, cert_pem: bytes) -> Any:
 class _Site:
     loop: asyncio.AbstractEventLoop
     handlers: dict[tuple[str, str], grpc.RpcMethodHandler]
+    full_names: dict[str, str]
 
 
 @functools.cache
 def site() -> _Site:
-    """One root site d1 (ProductionProcess) with its three services, built once a process."""
+    """One root site d1 (ProductionProcess) with its three services, built once a process:
+    its handlers are called in-process, on a loop of its own (not made current: tests around
+    us keep theirs)."""
+    server = _Server()
+    build_site(server, name="site")
+    return _Site(
+        loop=asyncio.new_event_loop(), handlers=server.handlers, full_names=server.full_names
+    )
+
+
+def build_site(server: Any, *, name: str) -> None:
+    """A root site d1 (ProductionProcess) whose three services register with ``server`` (a
+    real ``grpc.aio.Server`` or :class:`_Server`): the production ontology and policy, an
+    in-memory SQLite store (the same SQL as on disk, no file system per input), a provenance
+    log on tmpfs, a DHT node on an in-memory network. ``name``: its scratch directory."""
     from disseminator.admin_service import AdminService, add_admin_to_server
     from disseminator.dht import add_dht_to_server
     from disseminator.dht._records import CaRecordVerifier, SiteCredentials
@@ -137,7 +155,6 @@ def site() -> _Site:
     from xdn.paths import REPO_ROOT
     from xdn.policy import PolicyEngine, PolicySet, parse_policy
 
-    loop = asyncio.new_event_loop()  # (not made current: tests around us keep theirs)
     ontology = production_ontology()
     tls = TlsFiles(cert_pem=pki("d1.pem"), key_pem=pki("d1.key"), ca_pem=pki("ca.pem"))
     signer = provenance.Signer(
@@ -146,7 +163,7 @@ def site() -> _Site:
         certificate=tls.cert_pem,
     )
     policy = (REPO_ROOT / "policies" / "production-dept.toml").read_bytes()
-    state = scratch_dir() / "site"
+    state = scratch_dir() / name
     state.mkdir(exist_ok=True)
     node = SiteNode(
         site=SiteIdentity(
@@ -154,7 +171,7 @@ def site() -> _Site:
         ),
         ontology=ontology,
         engine=PolicyEngine(PolicySet.of(ontology, [parse_policy(policy, ontology)])),
-        store=Store(state / "site.sqlite", durable=False),
+        store=Store(":memory:", durable=False),
         log_sink=_bounded_log(state / "d1.nq", node_uri=signer.node_uri, cert_pem=tls.cert_pem),
         clock=lambda: NOW,
     )
@@ -164,11 +181,14 @@ def site() -> _Site:
     dht = network.add_node(
         credentials=SiteCredentials.from_pem(tls.cert_pem, tls.key_pem), address="d1.test:7000"
     )
-    server = _Server()
-    add_to_server(DisseminatorService(node), server)  # type: ignore[arg-type]
-    add_dht_to_server(server, dht)  # type: ignore[arg-type]
-    add_admin_to_server(server, AdminService(node, uplink_connected=lambda: True, dht=dht))  # type: ignore[arg-type]
-    return _Site(loop=loop, handlers=server.handlers)
+    add_to_server(DisseminatorService(node), server)
+    add_dht_to_server(server, dht)
+    add_admin_to_server(server, AdminService(node, uplink_connected=lambda: True, dht=dht))
+
+
+@functools.cache
+def _context(peer: str) -> _Context:
+    return _Context(pki(f"{peer}.pem"))
 
 
 async def _requests(messages: list[Any], read_all: asyncio.Event) -> AsyncIterator[Any]:
@@ -203,7 +223,7 @@ async def _collect(replies: AsyncIterator[Any]) -> None:
 def _call(service: str, method: str, peer: str, data: bytes) -> None:
     here = site()
     handler = here.handlers[service, method]
-    context = _Context(pki(f"{peer}.pem"))
+    context = _context(peer)
     parse = handler.request_deserializer
     if not handler.request_streaming:
         request = parse(data)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
-from fuzz_driver import ROOT, _executed, _signature
+from fuzz_driver import ROOT, _executed, _run_worker, _signature
 
 pytestmark = pytest.mark.fuzz
 
@@ -43,3 +46,16 @@ def test_executions_come_from_the_final_stats_else_the_last_status_line() -> Non
     assert _executed(CRASH) == 9
     assert _executed("#1024\tpulse  cov: 1\n#2048\tpulse  cov: 1\n") == 2048
     assert _executed("Done 50000 runs in 14 second(s)\n") == 50000
+
+
+def test_a_worker_is_measured_by_its_own_cpu_time_and_exit_code(tmp_path: Path) -> None:
+    busy = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "sys.exit(3)"
+    )
+    with (tmp_path / "log").open("ab") as log:
+        code, cpu = _run_worker([sys.executable, "-c", busy], log)
+    assert code == 3
+    assert 0.3 <= cpu < 30

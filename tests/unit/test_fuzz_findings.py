@@ -51,6 +51,23 @@ def test_a_topology_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
         load_topology(path)
 
 
+def test_reading_topologies_loads_the_ontology_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each topology read used to load the whole ontology (owlready2, ~70 ms): the fuzzer ran
+    at a few hundred inputs a second, and so would anything reading many topologies."""
+    import xdn.ontology
+
+    loads = []
+    real = xdn.ontology.load_ontology
+    monkeypatch.setattr(xdn.ontology, "load_ontology", lambda p: loads.append(p) or real(p))
+    path = tmp_path / "topology.toml"
+    path.write_text('[[site]]\nname = "d1"\nblock = "ProductionProcess"\n')
+    tops = [load_topology(path) for _ in range(3)]
+    assert [t.sites[0].block for t in tops] == ["ProductionProcess"] * 3
+    assert len(loads) <= 1  # none when an earlier test of this process loaded it
+
+
 @pytest.mark.parametrize("found", ["unreadable-key.der", "unknown-curve.der"])
 def test_a_certificate_whose_key_cannot_be_read_is_a_certificate_error(found: str) -> None:
     pem = _pem(_found("certificate", found))
