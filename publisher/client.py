@@ -131,7 +131,7 @@ from xdn.wireconv import (
     standing_from_pb,
 )
 
-__all__ = ["PublishResult", "Publisher", "PublisherSetup"]
+__all__ = ["PublishResult", "Publisher", "PublisherSetup", "call_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,13 @@ _Reply = TypeVar("_Reply")
 
 #: A site's answers that refuse a request outright: nothing of it was routed. Any other failure
 #: (unavailable, deadline, cancelled, internal) may come after the site routed it.
+# grpc.aio replaces the status of a call the site ended while parts were still being written
+# with this one (grpc/grpc#36066): the site's reason is lost, so say what happened instead.
+_STATUS_LOST = "Internal error from Core"
+_STATUS_LOST_SAYS = (
+    "the site ended the call while parts were still being sent, and gRPC lost its reason "
+    "(grpc/grpc#36066): the site's log says why; publishing the document again is safe"
+)
 _REFUSALS = frozenset({
     grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED,
@@ -157,6 +164,17 @@ _REFUSALS = frozenset({
 
 class _Refused(UsageError):
     """The site refused the request outright (see :data:`_REFUSALS`)."""
+
+
+def call_failure(what: str, site: str, exc: grpc.aio.AioRpcError) -> UsageError:
+    """What to raise for a failed call to ``site``: the site's own words, a refusal (the
+    document was not routed) as :class:`_Refused`."""
+    code = exc.code().name if exc.code() is not None else "UNKNOWN"
+    error = _Refused if exc.code() in _REFUSALS else UsageError
+    details = exc.details()
+    if exc.code() == grpc.StatusCode.INTERNAL and details == _STATUS_LOST:
+        details = _STATUS_LOST_SAYS
+    return error(f"{what} at {site} failed ({code}): {details}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,11 +383,7 @@ class Publisher:
         try:
             return await call
         except grpc.aio.AioRpcError as exc:
-            code = exc.code().name if exc.code() is not None else "UNKNOWN"
-            error = _Refused if exc.code() in _REFUSALS else UsageError
-            raise error(
-                f"{what} at {self._setup.connect} failed ({code}): {exc.details()}"
-            ) from None
+            raise call_failure(what, self._setup.connect, exc) from None
 
     async def _publish(self, what: str, request: pb.PublishRequest) -> pb.PublishAck:
         """Send one request, serialized once: whole (``Publish``) when it fits the part size,

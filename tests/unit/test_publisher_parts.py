@@ -24,7 +24,7 @@ import pytest
 
 from deploy.network import ONTOLOGY, SAMPLE_DOCUMENTS, LocalNetwork
 from publisher import client
-from publisher.client import Publisher, PublisherSetup, PublishResult
+from publisher.client import Publisher, PublisherSetup, PublishResult, call_failure
 from xdn import certs, crypto
 from xdn.errors import UsageError
 from xdn.grpc_tls import TlsFiles, server_credentials
@@ -210,7 +210,12 @@ def test_a_refusal_of_parts_is_the_sites_message(network: LocalNetwork, tmp_path
         asyncio.run(_publish(network, tmp_path, site, part_bytes=MIN_PART_BYTES))
     message = str(info.value)
     assert "publishing 'production-dept-order'" in message
-    assert "(RESOURCE_EXHAUSTED): over the site's limit document_bytes = 1024" in message
+    # The site's reason, unless grpc.aio lost it to a write racing the site's refusal
+    # (grpc/grpc#36066): then the publisher says so instead of "Internal error from Core".
+    assert (
+        "(RESOURCE_EXHAUSTED): over the site's limit document_bytes = 1024" in message
+        or "(INTERNAL): the site ended the call while parts were still being sent" in message
+    ), message
     assert not any((tmp_path / "outgoing").iterdir())  # the document's files went with it
 
 
@@ -389,3 +394,17 @@ def test_a_document_prepared_but_never_sent_leaves_no_file(
     assert asyncio.run(scenario()) == ["first"]
     assert [r.request.dissemination.manifest.document_id for r in site.received] == ["first"]
     assert _outgoing(state) == []
+
+
+def test_a_status_grpc_lost_is_explained_and_others_are_the_sites_words() -> None:
+    def failure(code: grpc.StatusCode, details: str) -> str:
+        exc = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+        return str(call_failure("publishing 'd'", "127.0.0.1:9", exc))
+
+    lost = failure(grpc.StatusCode.INTERNAL, "Internal error from Core")
+    assert lost.startswith("publishing 'd' at 127.0.0.1:9 failed (INTERNAL): the site ended")
+    assert "grpc/grpc#36066" in lost and "publishing the document again is safe" in lost
+    assert failure(grpc.StatusCode.INTERNAL, "disk on fire").endswith("(INTERNAL): disk on fire")
+    assert failure(grpc.StatusCode.RESOURCE_EXHAUSTED, "over the limit").endswith(
+        "(RESOURCE_EXHAUSTED): over the limit"
+    )
