@@ -53,15 +53,17 @@ def _report(out: Path, baseline: tracemalloc.Snapshot, started: float) -> None:
     tmp.replace(out)
 
 
+_STOP = threading.Event()  # never set: the sampler's clock (it ends with the process)
+
+
 def _watch(folder: Path, start: float, warmup: float, every: float) -> None:
     started = time.monotonic()
-    time.sleep(start)
+    _STOP.wait(start)
     tracemalloc.start(_FRAMES)
-    time.sleep(max(0.0, warmup - start))
+    _STOP.wait(max(0.0, warmup - start))
     baseline = _filtered(tracemalloc.take_snapshot())
     out = folder / f"{os.getpid()}.txt"
-    while True:
-        time.sleep(every)
+    while not _STOP.wait(every):
         _report(out, baseline, started)
 
 
